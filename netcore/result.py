@@ -1,0 +1,45 @@
+"""What an engine returns: per-node times, per-directed-link counters, run facts."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(eq=False)
+class Result:
+    engine: str
+    start: np.ndarray  # float64 (n,) seconds; NaN if the node never started
+    end: np.ndarray  # float64 (n,) seconds; NaN if it never finished (stranded or blocked)
+    stranded: np.ndarray  # bool (n,) a transfer with no surviving path (or blocked behind one)
+    link_bytes: np.ndarray  # float64 (n_dlinks,) bytes carried per directed link
+    link_busy: np.ndarray  # float64 (n_dlinks,) seconds the link was carrying traffic
+    events: int = 0  # events processed by the engine
+    wall_s: float = 0.0  # engine time without start-up (compilation, imports, set-up)
+    # engine-specific per-link counters (queue_max_bytes, drops, ecn_marks, pause_s, ...)
+    link_extra: dict = field(default_factory=dict)
+    # engine-specific per-node arrays (retransmissions, paths: path_ptr/path_links, ...)
+    node_extra: dict = field(default_factory=dict)
+    # anything else worth reporting in summary.json (compile_s, events_per_s, ...)
+    info: dict = field(default_factory=dict)
+
+    @property
+    def finished(self) -> np.ndarray:
+        return np.isfinite(self.end)
+
+    @property
+    def makespan(self) -> float:
+        """Time the last finished node ended (seconds); 0 for an empty run."""
+        fin = self.end[np.isfinite(self.end)]
+        return float(fin.max()) if fin.size else 0.0
+
+    @property
+    def n_stranded(self) -> int:
+        return int(np.count_nonzero(self.stranded))
+
+    def link_utilization(self, span: float | None = None) -> np.ndarray:
+        """Busy time over the makespan (or ``span``), per directed link."""
+        span = self.makespan if span is None else span
+        if span <= 0:
+            return np.zeros_like(self.link_busy)
+        return self.link_busy / span

@@ -1,0 +1,383 @@
+"""The Schedule: a DAG of transfers and compute ops, stored as flat numpy arrays.
+
+Node ``i`` is one of
+
+* ``TRANSFER``: ``size[i]`` bytes from host ``src[i]`` to host ``dst[i]``;
+* ``COMPUTE``: an operator on rank ``src[i]`` that takes ``duration[i]`` seconds (``dst = -1``);
+  compute/ fills ``duration`` from FLOPs and bytes before an engine sees it;
+* ``DELAY``: a pure wait of ``duration[i]`` seconds (software/NIC overhead), ``src`` is the rank
+  it belongs to (or -1).
+
+A node becomes ready when all its parents (``deps_of(i)``, CSR ``dep_ptr``/``dep_idx``) have
+finished and the clock is at least ``start[i]``. Both engines take a Schedule and return
+per-node start/end times. Engines treat COMPUTE and DELAY alike (a fixed duration, no
+resource); serialising a rank's compute stream is expressed with dependency edges.
+
+Per-node side data (e.g. which data blocks a collective transfer carries) can ride along in
+``extra`` (name -> array of length n); it is sliced and concatenated with the nodes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TRANSFER = 0
+COMPUTE = 1
+DELAY = 2
+KIND_NAMES = ("transfer", "compute", "delay")
+
+
+class ScheduleError(ValueError):
+    """An invalid schedule; the message names the node and field."""
+
+
+@dataclass(eq=False)
+class Schedule:
+    kind: np.ndarray  # int8 (n,)
+    src: np.ndarray  # int32 (n,)
+    dst: np.ndarray  # int32 (n,)
+    size: np.ndarray  # int64 (n,) bytes (0 for compute/delay)
+    duration: np.ndarray  # float64 (n,) seconds (compute/delay)
+    start: np.ndarray  # float64 (n,) earliest start, seconds
+    dep_ptr: np.ndarray  # int64 (n+1,)
+    dep_idx: np.ndarray  # int64 (E,) parent node ids
+    tag: np.ndarray = None  # int64 (n,) free for the producer (chunk, step, ...); -1 default
+    label: np.ndarray = None  # int16 (n,) index into labels
+    labels: list = field(default_factory=lambda: ["transfer"])
+    extra: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)  # producer facts (op, algorithm, ranks, bytes)
+
+    def __post_init__(self):
+        n = len(self.kind)
+        self.kind = np.ascontiguousarray(self.kind, dtype=np.int8)
+        self.src = np.ascontiguousarray(self.src, dtype=np.int32)
+        self.dst = np.ascontiguousarray(self.dst, dtype=np.int32)
+        self.size = np.ascontiguousarray(self.size, dtype=np.int64)
+        self.duration = np.ascontiguousarray(self.duration, dtype=np.float64)
+        self.start = np.ascontiguousarray(self.start, dtype=np.float64)
+        self.dep_ptr = np.ascontiguousarray(self.dep_ptr, dtype=np.int64)
+        self.dep_idx = np.ascontiguousarray(self.dep_idx, dtype=np.int64)
+        if self.tag is None:
+            self.tag = np.full(n, -1, dtype=np.int64)
+        if self.label is None:
+            self.label = np.zeros(n, dtype=np.int16)
+        self.tag = np.ascontiguousarray(self.tag, dtype=np.int64)
+        self.label = np.ascontiguousarray(self.label, dtype=np.int16)
+        for name in ("src", "dst", "size", "duration", "start", "tag", "label"):
+            if len(getattr(self, name)) != n:
+                raise ScheduleError(f"{name} has {len(getattr(self, name))} entries, expected {n}")
+        if len(self.dep_ptr) != n + 1 or self.dep_ptr[0] != 0 or self.dep_ptr[-1] != len(self.dep_idx):
+            raise ScheduleError("dep_ptr is not a CSR pointer over dep_idx")
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def empty(cls) -> "Schedule":
+        z = np.zeros(0)
+        return cls(z, z, z, z, z, z, np.zeros(1), z)
+
+    @classmethod
+    def from_transfers(cls, src, dst, size, start=None, deps=None, tag=None,
+                       label: str = "transfer") -> "Schedule":
+        """Transfers only. ``deps`` is a list (one entry per transfer) of parent index lists."""
+        src = np.asarray(src, dtype=np.int64)
+        n = len(src)
+        if deps is None:
+            dep_ptr, dep_idx = np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        else:
+            if len(deps) != n:
+                raise ScheduleError(f"deps has {len(deps)} entries, expected {n}")
+            lens = np.fromiter((len(d) for d in deps), dtype=np.int64, count=n)
+            dep_ptr = np.concatenate([[0], np.cumsum(lens)])
+            dep_idx = (np.fromiter((int(p) for d in deps for p in d), dtype=np.int64,
+                                   count=int(dep_ptr[-1])))
+        return cls(
+            kind=np.full(n, TRANSFER), src=src, dst=dst, size=size,
+            duration=np.zeros(n), start=np.zeros(n) if start is None else start,
+            dep_ptr=dep_ptr, dep_idx=dep_idx, tag=tag,
+            label=np.zeros(n), labels=[label],
+        )
+
+    # ------------------------------------------------------------------ views
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    @property
+    def n(self) -> int:
+        return len(self.kind)
+
+    @property
+    def is_transfer(self) -> np.ndarray:
+        return self.kind == TRANSFER
+
+    @property
+    def n_transfers(self) -> int:
+        return int(np.count_nonzero(self.kind == TRANSFER))
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.size[self.kind == TRANSFER].sum())
+
+    def deps_of(self, i: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[i]: self.dep_ptr[i + 1]]
+
+    def children(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR of children: ``(child_ptr, child_idx)``, the reverse of the dependency edges."""
+        n = self.n
+        parent = self.dep_idx
+        child = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.dep_ptr))
+        order = np.argsort(parent, kind="stable")
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(ptr, parent + 1, 1)
+        np.cumsum(ptr, out=ptr)
+        return ptr, child[order]
+
+    def topological_order(self) -> np.ndarray:
+        """Kahn's algorithm over arrays; raises ScheduleError naming a node on a cycle."""
+        n = self.n
+        indeg = np.diff(self.dep_ptr).astype(np.int64)
+        cptr, cidx = self.children()
+        order = np.empty(n, dtype=np.int64)
+        frontier = np.flatnonzero(indeg == 0)
+        filled = 0
+        # Level by level: Python work per level, numpy work per node.
+        while frontier.size:
+            order[filled: filled + frontier.size] = frontier
+            filled += frontier.size
+            starts, ends = cptr[frontier], cptr[frontier + 1]
+            lens = ends - starts
+            if lens.sum() == 0:
+                break
+            idx = np.repeat(starts - np.cumsum(np.concatenate([[0], lens[:-1]])), lens) + \
+                np.arange(lens.sum())
+            kids = cidx[idx]
+            np.subtract.at(indeg, kids, 1)
+            kids = np.unique(kids)
+            frontier = kids[indeg[kids] == 0]
+        if filled != n:
+            stuck = np.flatnonzero(indeg > 0)
+            raise ScheduleError(f"dependency cycle: node {int(stuck[0])} (and {stuck.size - 1} "
+                                f"others) can never start")
+        return order
+
+    # ------------------------------------------------------------------ checks
+    def validate(self, n_hosts: int | None = None) -> None:
+        """Raise ScheduleError with a precise message for anything an engine cannot run."""
+        n = self.n
+        bad_kind = np.flatnonzero((self.kind < 0) | (self.kind > DELAY))
+        if bad_kind.size:
+            raise ScheduleError(f"node {int(bad_kind[0])}: kind {int(self.kind[bad_kind[0]])} unknown")
+        t = self.kind == TRANSFER
+        for cond, what in (
+            (t & (self.size < 0), "bytes {v} must be >= 0"),
+            (t & (self.src == self.dst), "a transfer from host {s} to itself"),
+            (~(self.start >= 0) | ~np.isfinite(self.start), "start time {st} must be >= 0"),
+            (~t & (~(self.duration >= 0) | ~np.isfinite(self.duration)),
+             "duration {d} must be >= 0"),
+        ):
+            bad = np.flatnonzero(cond)
+            if bad.size:
+                i = int(bad[0])
+                raise ScheduleError(f"node {i}: " + what.format(
+                    v=int(self.size[i]), s=int(self.src[i]), st=self.start[i], d=self.duration[i]))
+        if n_hosts is not None:
+            bad = np.flatnonzero(t & ((self.src < 0) | (self.src >= n_hosts) |
+                                      (self.dst < 0) | (self.dst >= n_hosts)))
+            if bad.size:
+                i = int(bad[0])
+                host = int(self.src[i]) if not (0 <= self.src[i] < n_hosts) else int(self.dst[i])
+                raise ScheduleError(f"node {i}: host {host} does not exist "
+                                    f"(hosts are 0..{n_hosts - 1})")
+        if self.dep_idx.size:
+            bad = np.flatnonzero((self.dep_idx < 0) | (self.dep_idx >= n))
+            if bad.size:
+                child = int(np.searchsorted(self.dep_ptr, bad[0], side="right") - 1)
+                raise ScheduleError(f"node {child}: depends on node {int(self.dep_idx[bad[0]])}, "
+                                    f"which does not exist")
+        self.topological_order()
+
+    # ------------------------------------------------------------------ combination
+    def subset(self, keep: np.ndarray) -> "Schedule":
+        """Nodes where ``keep`` is true, with dependencies on dropped nodes removed."""
+        keep = np.asarray(keep, dtype=bool)
+        new_id = np.full(self.n, -1, dtype=np.int64)
+        new_id[keep] = np.arange(int(keep.sum()))
+        owner = np.repeat(np.arange(self.n), np.diff(self.dep_ptr))
+        ok = keep[owner] & keep[self.dep_idx] if self.dep_idx.size else np.zeros(0, bool)
+        dep_idx = new_id[self.dep_idx[ok]]
+        counts = np.bincount(new_id[owner[ok]], minlength=int(keep.sum())) if ok.any() else \
+            np.zeros(int(keep.sum()), dtype=np.int64)
+        dep_ptr = np.concatenate([[0], np.cumsum(counts)])
+        return Schedule(self.kind[keep], self.src[keep], self.dst[keep], self.size[keep],
+                        self.duration[keep], self.start[keep], dep_ptr, dep_idx,
+                        self.tag[keep], self.label[keep], list(self.labels),
+                        {k: v[keep] for k, v in self.extra.items()}, dict(self.meta))
+
+    @staticmethod
+    def concat(parts: list["Schedule"], after_all: bool = False) -> "Schedule":
+        """Join schedules; ids of later parts are shifted. With ``after_all`` every root of a
+        part depends on every sink of the previous part (sequential phases)."""
+        if not parts:
+            return Schedule.empty()
+        labels: list[str] = []
+        cols = {k: [] for k in ("kind", "src", "dst", "size", "duration", "start", "tag",
+                                "label")}
+        dep_ptrs, dep_idxs = [np.zeros(1, dtype=np.int64)], []
+        extra_keys = set().union(*(p.extra.keys() for p in parts))
+        extras = {k: [] for k in extra_keys}
+        offset = 0
+        edge_off = 0
+        prev_sinks = None
+        for p in parts:
+            remap = np.array([_label_index(labels, name) for name in p.labels] or [0],
+                             dtype=np.int16)
+            for k in cols:
+                v = getattr(p, k)
+                cols[k].append(remap[v] if k == "label" else v)
+            if after_all and prev_sinks is not None and p.n:
+                indeg = np.diff(p.dep_ptr)
+                counts = indeg + np.where(indeg == 0, len(prev_sinks), 0)
+                ptr = np.concatenate([[0], np.cumsum(counts)])
+                idx = np.empty(int(ptr[-1]), dtype=np.int64)
+                for_roots = np.flatnonzero(indeg == 0)
+                # own deps first (shifted), then the previous part's sinks for roots
+                own_pos = np.repeat(ptr[:-1], indeg) + _ranks_within(indeg)
+                idx[own_pos] = p.dep_idx + offset
+                root_pos = (np.repeat(ptr[for_roots], len(prev_sinks)) +
+                            np.tile(np.arange(len(prev_sinks)), len(for_roots)))
+                idx[root_pos] = np.tile(prev_sinks, len(for_roots))
+                dep_ptrs.append(ptr[1:] + edge_off)
+                dep_idxs.append(idx)
+                edge_off += len(idx)
+            else:
+                dep_ptrs.append(p.dep_ptr[1:] + edge_off)
+                dep_idxs.append(p.dep_idx + offset)
+                edge_off += len(p.dep_idx)
+            for k in extra_keys:
+                extras[k].append(p.extra[k] if k in p.extra else
+                                 np.full(p.n, -1, dtype=np.int64))
+            if p.n:
+                cptr, _ = p.children()
+                prev_sinks = np.flatnonzero(np.diff(cptr) == 0) + offset
+            offset += p.n
+        return Schedule(**{k: np.concatenate(v) for k, v in cols.items()},
+                        dep_ptr=np.concatenate(dep_ptrs),
+                        dep_idx=np.concatenate(dep_idxs) if dep_idxs else np.zeros(0),
+                        labels=labels or ["transfer"],
+                        extra={k: np.concatenate(v) for k, v in extras.items()},
+                        meta={"parts": [p.meta for p in parts]})
+
+    def describe(self) -> str:
+        counts = np.bincount(self.kind, minlength=3)
+        return (f"Schedule({self.n} nodes: {counts[0]} transfers, {counts[1]} compute, "
+                f"{counts[2]} delays; {len(self.dep_idx)} edges; {self.total_bytes} bytes)")
+
+    __repr__ = describe
+
+
+def _label_index(labels: list, name: str) -> int:
+    if name not in labels:
+        labels.append(name)
+    return labels.index(name)
+
+
+def _ranks_within(counts: np.ndarray) -> np.ndarray:
+    """For counts [2, 0, 3] -> [0, 1, 0, 1, 2] (position inside each run)."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(total) - starts
+
+
+class ScheduleBuilder:
+    """Append nodes in vectorised batches; Python work per batch, never per node.
+
+    ``add_transfers(src, dst, size, parents=...)`` takes arrays of equal length and an optional
+    ``parents`` that is either a 2-D int array (k, m) padded with -1, or a (ptr, idx) CSR pair.
+    It returns the new node ids, which later batches use as parents.
+    """
+
+    def __init__(self):
+        self._cols = {k: [] for k in ("kind", "src", "dst", "size", "duration", "start", "tag",
+                                      "label")}
+        self._dep_counts: list[np.ndarray] = []
+        self._dep_idx: list[np.ndarray] = []
+        self._extra: dict[str, list] = {}
+        self.labels: list[str] = []
+        self.meta: dict = {}
+        self.n = 0
+
+    def _add(self, kind, src, dst, size, duration, start, parents, tag, label, extra):
+        src = np.atleast_1d(np.asarray(src, dtype=np.int64))
+        k = len(src)
+
+        def col(v, default, dtype):
+            if v is None:
+                return np.full(k, default, dtype=dtype)
+            a = np.asarray(v, dtype=dtype)
+            return np.broadcast_to(a, (k,)).copy() if a.ndim == 0 or a.shape != (k,) else a
+
+        lab = _label_index(self.labels, label)
+        self._cols["kind"].append(np.full(k, kind, dtype=np.int8))
+        self._cols["src"].append(src)
+        self._cols["dst"].append(col(dst, -1, np.int64))
+        self._cols["size"].append(col(size, 0, np.int64))
+        self._cols["duration"].append(col(duration, 0.0, np.float64))
+        self._cols["start"].append(col(start, 0.0, np.float64))
+        self._cols["tag"].append(col(tag, -1, np.int64))
+        self._cols["label"].append(np.full(k, lab, dtype=np.int16))
+        if parents is None:
+            counts, idx = np.zeros(k, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        elif isinstance(parents, tuple):
+            ptr, idx = (np.asarray(x, dtype=np.int64) for x in parents)
+            counts = np.diff(ptr)
+        else:
+            p = np.asarray(parents, dtype=np.int64)
+            if p.ndim == 1:
+                p = p[:, None]
+            if p.shape[0] != k:
+                raise ScheduleError(f"parents has {p.shape[0]} rows, expected {k}")
+            valid = p >= 0
+            counts = valid.sum(axis=1)
+            idx = p[valid]
+        if idx.size and (idx.max() >= self.n):
+            raise ScheduleError(f"parent {int(idx.max())} is not an earlier node")
+        self._dep_counts.append(counts)
+        self._dep_idx.append(idx)
+        for name, arr in (extra or {}).items():
+            self._extra.setdefault(name, [np.full(self.n, -1, dtype=np.int64)] if self.n else [])
+            self._extra[name].append(np.asarray(arr))
+        for name in self._extra:
+            if name not in (extra or {}):
+                self._extra[name].append(np.full(k, -1, dtype=np.int64))
+        ids = np.arange(self.n, self.n + k, dtype=np.int64)
+        self.n += k
+        return ids
+
+    def add_transfers(self, src, dst, size, parents=None, start=None, tag=None,
+                      label="transfer", extra=None) -> np.ndarray:
+        return self._add(TRANSFER, src, dst, size, None, start, parents, tag, label, extra)
+
+    def add_compute(self, rank, duration, parents=None, start=None, tag=None,
+                    label="compute", extra=None) -> np.ndarray:
+        return self._add(COMPUTE, rank, None, None, duration, start, parents, tag, label, extra)
+
+    def add_delay(self, rank, duration, parents=None, start=None, tag=None,
+                  label="delay", extra=None) -> np.ndarray:
+        return self._add(DELAY, rank, None, None, duration, start, parents, tag, label, extra)
+
+    def build(self) -> Schedule:
+        if self.n == 0:
+            s = Schedule.empty()
+            s.meta = dict(self.meta)
+            return s
+        counts = np.concatenate(self._dep_counts)
+        return Schedule(
+            **{k: np.concatenate(v) for k, v in self._cols.items()},
+            dep_ptr=np.concatenate([[0], np.cumsum(counts)]),
+            dep_idx=np.concatenate(self._dep_idx),
+            labels=list(self.labels) or ["transfer"],
+            extra={k: np.concatenate(v) for k, v in self._extra.items()},
+            meta=dict(self.meta),
+        )

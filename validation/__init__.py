@@ -1,0 +1,1 @@
+"""Validation against ns-3 and published measurements."""
