@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 
 from netcore.result import Result
+from topo.errors import InputError
 from netcore.schedule import Schedule
 
 ENGINES = {
@@ -17,12 +18,12 @@ ENGINES = {
 
 
 class EngineUnavailable(RuntimeError):
-    pass
+    """The engine's module is not part of this build."""
 
 
 def get_engine(name: str):
     if name not in ENGINES:
-        raise ValueError(f"engine = {name!r}: expected one of {', '.join(ENGINES)}")
+        raise InputError(f"engine = {name!r}: expected one of {', '.join(ENGINES)}")
     try:
         return importlib.import_module(ENGINES[name])
     except ModuleNotFoundError as e:

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from topo.errors import InputError
+
 TRANSFER = 0
 COMPUTE = 1
 DELAY = 2
 KIND_NAMES = ("transfer", "compute", "delay")
 
 
-class ScheduleError(ValueError):
+class ScheduleError(InputError):
     """An invalid schedule; the message names the node and field."""
 
 

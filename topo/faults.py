@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topo.errors import InputError
 from topo.topology import Topology, TopologyError
 
 DOWN = 0
@@ -20,7 +21,7 @@ FAULT_KINDS = {"down": DOWN, "degrade": DEGRADE, "up": UP}
 FAULT_NAMES = {v: k for k, v in FAULT_KINDS.items()}
 
 
-class FaultError(ValueError):
+class FaultError(InputError):
     """A fault that names a missing link or an impossible value."""
 
 

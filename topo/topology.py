@@ -21,7 +21,10 @@ HOST = 0
 SWITCH = 1
 
 
-class TopologyError(ValueError):
+from topo.errors import InputError
+
+
+class TopologyError(InputError):
     """A fabric description that cannot be built; the message names the field and value."""
 
 
@@ -42,6 +45,9 @@ class Topology:
     coords: np.ndarray | None = None
     # builder parameters plus textbook figures (e.g. "bisection_Bps") the builder knows exactly
     params: dict = field(default_factory=dict)
+    # may traffic transit through a host? True on a torus (hosts are the routers), False on
+    # switched fabrics (a GPU does not forward). None: True exactly when there are no switches.
+    hosts_forward: bool | None = None
 
     def __post_init__(self):
         self.link_u = np.ascontiguousarray(self.link_u, dtype=np.int32)
@@ -53,6 +59,8 @@ class Topology:
         for name in ("link_v", "link_bw", "link_lat", "link_layer"):
             if len(getattr(self, name)) != L:
                 raise TopologyError(f"{name} has {len(getattr(self, name))} entries, expected {L}")
+        if self.hosts_forward is None:
+            self.hosts_forward = self.n_switches == 0
         if self.host_group is None:
             self.host_group = np.zeros(self.n_hosts, dtype=np.int32)
         self.host_group = np.ascontiguousarray(self.host_group, dtype=np.int32)
