@@ -19,6 +19,7 @@ DEGRADE = 1
 UP = 2
 FAULT_KINDS = {"down": DOWN, "degrade": DEGRADE, "up": UP}
 FAULT_NAMES = {v: k for k, v in FAULT_KINDS.items()}
+_RECORD_KEYS = {"link", "kind", "at_us", "factor", "direction"}
 
 
 class FaultError(InputError):
@@ -56,6 +57,12 @@ class LinkFaults:
         times, links, kinds, factors = [], [], [], []
         for i, rec in enumerate(records):
             where = f"{field_name}[{i}]"
+            if not isinstance(rec, dict):
+                raise FaultError(f"{where} = {rec!r}: expected a table with link, kind, at_us")
+            unknown = sorted(set(rec) - _RECORD_KEYS, key=str)
+            if unknown:
+                raise FaultError(f"{where}.{unknown[0]} = {rec[unknown[0]]!r}: unknown key "
+                                 f"(accepted: {', '.join(sorted(_RECORD_KEYS))})")
             link = rec.get("link")
             if (not isinstance(link, (list, tuple)) or len(link) != 2 or
                     not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
@@ -63,7 +70,7 @@ class LinkFaults:
                 raise FaultError(f"{where}.link = {link!r}: expected [u, v], two node ids")
             u, v = int(link[0]), int(link[1])
             kind = rec.get("kind", "down")
-            if kind not in FAULT_KINDS:
+            if not isinstance(kind, str) or kind not in FAULT_KINDS:
                 raise FaultError(f"{where}.kind = {kind!r}: expected one of down, degrade, up")
             at_us = rec.get("at_us", 0.0)
             if not isinstance(at_us, (int, float)) or isinstance(at_us, bool) or \
@@ -79,7 +86,7 @@ class LinkFaults:
             else:
                 factor = 0.0 if kind == "down" else 1.0
             direction = rec.get("direction", "both")
-            if direction not in ("both", "forward"):
+            if not isinstance(direction, str) or direction not in ("both", "forward"):
                 raise FaultError(f"{where}.direction = {direction!r}: expected both or forward")
             d = topology.dlink_id(u, v) if 0 <= u < topology.n_nodes and 0 <= v < topology.n_nodes else -1
             if d < 0:
@@ -125,7 +132,9 @@ def random_failures(topology: Topology, fraction: float | None = None, count: in
     """
     if kind not in ("down", "degrade"):
         raise FaultError(f"kind = {kind!r}: random failures are down or degrade")
-    if kind == "degrade" and not (0 < factor <= 1):
+    if kind == "degrade" and (isinstance(factor, bool) or
+                              not isinstance(factor, (int, float, np.floating)) or
+                              not (0 < factor <= 1)):
         raise FaultError(f"factor = {factor!r}: a degrade needs 0 < factor <= 1")
     if layer == "any":
         cand = np.arange(topology.n_links)
@@ -136,8 +145,15 @@ def random_failures(topology: Topology, fraction: float | None = None, count: in
             raise FaultError(str(e)) from None
     if (fraction is None) == (count is None):
         raise FaultError("give exactly one of fraction or count")
+    if isinstance(at_us, bool) or not isinstance(at_us, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(at_us) or at_us < 0:
+        raise FaultError(f"at_us = {at_us!r}: expected a time >= 0")
+    if count is not None and (isinstance(count, bool) or
+                              not isinstance(count, (int, np.integer))):
+        raise FaultError(f"count = {count!r}: expected a whole number of links")
     if fraction is not None:
-        if not (0 < fraction < 1):
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float, np.floating)) \
+                or not (0 < fraction < 1):
             raise FaultError(f"fraction = {fraction!r}: expected 0 < fraction < 1")
         count = max(1, int(round(fraction * len(cand))))
     if not (0 <= count <= len(cand)):

@@ -1,0 +1,52 @@
+"""Argument checks shared by the builders: every bad value raises InputError naming
+``<where>.<key>`` and the value, so the scenario loader can pass messages straight through."""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+from topo.errors import InputError
+
+# Hard ceiling on what a builder will allocate: a typo such as k = 4000 must fail at once
+# with a message, not after minutes of swapping. 2e7 links is ~1 GB of arrays.
+MAX_NODES = 10_000_000
+MAX_LINKS = 20_000_000
+
+
+def as_int(value, field: str, lo: int | None = None, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise InputError(f"{field} = {value!r}: expected an integer")
+    v = int(value)
+    if lo is not None and v < lo:
+        raise InputError(f"{field} = {v}: must be >= {lo}")
+    if hi is not None and v > hi:
+        raise InputError(f"{field} = {v}: must be <= {hi}")
+    return v
+
+
+def as_number(value, field: str, positive: bool = True) -> float:
+    """A finite real; ``positive`` asks for > 0, otherwise >= 0."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise InputError(f"{field} = {value!r}: expected a number")
+    v = float(value)
+    if not math.isfinite(v):
+        raise InputError(f"{field} = {value!r}: expected a finite number")
+    if positive and not v > 0:
+        raise InputError(f"{field} = {value!r}: must be > 0")
+    if not positive and v < 0:
+        raise InputError(f"{field} = {value!r}: must be >= 0")
+    return v
+
+
+def as_bool(value, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"{field} = {value!r}: expected true or false")
+    return value
+
+
+def check_size(n_nodes: int, n_links: int, field: str, value) -> None:
+    """Refuse fabrics beyond the allocation ceiling before allocating anything."""
+    if n_nodes > MAX_NODES or n_links > MAX_LINKS:
+        raise InputError(f"{field} = {value!r}: the fabric would have {n_nodes} nodes and "
+                         f"{n_links} links, beyond the limit of {MAX_NODES} nodes / "
+                         f"{MAX_LINKS} links")

@@ -1,0 +1,131 @@
+"""Dragonfly (Kim, Dally, Scott, Abts, ISCA 2008): groups of routers, all-to-all inside a
+group, global links between groups.
+
+``groups`` (g) groups of ``routers_per_group`` (a) routers; each router serves
+``hosts_per_router`` (p) hosts and owns ``global_links`` (h) global ports. Routers of a group
+are fully connected by local links. Every pair of groups gets the same number
+m = a*h / (g-1) of global links, which requires a*h to be a multiple of g-1 (refused
+otherwise, naming ``global_links``).
+
+Global wiring ("palmtree"-style, deterministic): port k of group i (on router k // h) goes to
+group (i - (k mod (g-1)) - 1) mod g, arriving on port (k div (g-1))*(g-1) + (g-2 - k mod (g-1))
+there; this pairing is an involution, so every port is used exactly once. When two global
+channels land on the same router pair (only for small fabrics with h >= g-1) they are merged
+into one link of the summed bandwidth (a Topology holds no parallel links);
+``params["global_channels"]`` keeps the channel count g*a*h/2.
+
+Node order: hosts (group, router, host), routers (group-major). ``host_group`` is the router.
+Layers: "edge" (host-router), "local", "global". Local and host links run at ``link_gbps``,
+global links at ``global_gbps`` (default ``link_gbps``), with ``global_latency_us``
+(default ``latency_us``).
+
+Bisection (g even, cutting the groups in half): min(n/2 * link, m * (g/2)^2 * global); g = 1
+with a even: min(n/2 * link, (a/2)^2 * link). Odd shapes are left to ``topo.metrics``.
+Diameter: 2 + router diameter, the latter 1 for a = 1 or g = 1, otherwise 3 when some
+pair of groups leaves a router on each side without a direct global link between them, else 2.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from topo.builders._check import as_int, as_number, check_size
+from topo.errors import InputError
+from topo.topology import Topology, gbps, us
+
+LAYERS = ("edge", "local", "global")
+
+
+def dragonfly(groups, routers_per_group, hosts_per_router, global_links, link_gbps=100.0,
+              global_gbps=None, latency_us=1.0, global_latency_us=None, *,
+              where: str = "topology") -> Topology:
+    g = as_int(groups, f"{where}.groups", lo=1)
+    a = as_int(routers_per_group, f"{where}.routers_per_group", lo=1)
+    p = as_int(hosts_per_router, f"{where}.hosts_per_router", lo=1)
+    h = as_int(global_links, f"{where}.global_links", lo=0)
+    bw = gbps(as_number(link_gbps, f"{where}.link_gbps"))
+    gbw = bw if global_gbps is None else gbps(as_number(global_gbps, f"{where}.global_gbps"))
+    lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
+    glat = lat if global_latency_us is None else us(
+        as_number(global_latency_us, f"{where}.global_latency_us", positive=False))
+    if g == 1 and h:
+        raise InputError(f"{where}.global_links = {h}: a single group has no other group to "
+                         f"link to (use 0)")
+    if g > 1:
+        if h == 0 or (a * h) % (g - 1):
+            raise InputError(
+                f"{where}.global_links = {h}: routers_per_group * global_links = {a * h} global "
+                f"ports per group must be a positive multiple of groups - 1 = {g - 1}, so that "
+                f"every pair of groups gets the same number of global links")
+    m = a * h // (g - 1) if g > 1 else 0
+    n_routers = g * a
+    n_hosts = n_routers * p
+    n_channels = g * a * h // 2
+    check_size(n_hosts + n_routers, n_hosts + g * a * (a - 1) // 2 + n_channels,
+               f"{where}.groups", g)
+    r0 = n_hosts
+
+    hid = np.arange(n_hosts, dtype=np.int64)
+    host_u, host_v = hid, r0 + hid // p
+    x, y = np.triu_indices(a, k=1)
+    grp = np.repeat(np.arange(g, dtype=np.int64), len(x))
+    loc_u = r0 + grp * a + np.tile(x, g)
+    loc_v = r0 + grp * a + np.tile(y, g)
+    if g > 1:
+        i = np.repeat(np.arange(g, dtype=np.int64), a * h)
+        k = np.tile(np.arange(a * h, dtype=np.int64), g)
+        r = k % (g - 1)
+        j = (i - r - 1) % g
+        k2 = (k // (g - 1)) * (g - 1) + (g - 2 - r)
+        keep = i < j  # each channel is seen from both ends; keep one
+        gu = r0 + i[keep] * a + k[keep] // h
+        gv = r0 + j[keep] * a + k2[keep] // h
+        key = np.minimum(gu, gv) * (r0 + n_routers) + np.maximum(gu, gv)
+        uniq, first, mult = np.unique(key, return_index=True, return_counts=True)
+        gu, gv = gu[first], gv[first]
+        g_bw = mult * gbw
+    else:
+        gu = gv = np.zeros(0, np.int64)
+        g_bw = np.zeros(0)
+    link_u = np.concatenate([host_u, loc_u, gu])
+    link_v = np.concatenate([host_v, loc_v, gv])
+    nl, ng = len(loc_u), len(gu)
+    link_bw = np.concatenate([np.full(n_hosts + nl, bw), g_bw])
+    link_lat = np.concatenate([np.full(n_hosts + nl, lat), np.full(ng, glat)])
+    layer = np.concatenate([np.zeros(n_hosts, np.int8), np.ones(nl, np.int8),
+                            np.full(ng, 2, np.int8)])
+
+    params = {
+        "groups": g, "routers_per_group": a, "hosts_per_router": p, "global_links": h,
+        "link_gbps": float(link_gbps), "global_gbps": gbw * 8 / 1e9,
+        "latency_us": float(latency_us), "global_latency_us": glat * 1e6,
+        "links_per_group_pair": m, "global_channels": n_channels,
+        "diameter_hops": _diameter(g, a, h, m, n_hosts),
+    }
+    if n_hosts == 1:
+        params["bisection_Bps"] = 0.0
+    elif g % 2 == 0:
+        params["bisection_Bps"] = min(n_hosts / 2 * bw, m * (g // 2) ** 2 * gbw)
+    elif g == 1 and a % 2 == 0:
+        params["bisection_Bps"] = min(n_hosts / 2 * bw, (a // 2) ** 2 * bw)
+    return Topology("dragonfly", n_hosts, n_routers, link_u, link_v, link_bw, link_lat, layer,
+                    LAYERS, host_group=(hid // p).astype(np.int32), params=params,
+                    hosts_forward=False)
+
+
+def _diameter(g: int, a: int, h: int, m: int, n_hosts: int) -> int:
+    if n_hosts == 1:
+        return 0
+    if g * a == 1:
+        return 2
+    if g == 1 or a == 1:
+        return 3
+    # Between groups i and j = i - r - 1 the channels leave i from routers
+    # (r + c(g-1)) // h and arrive in j on routers (g-2-r + c(g-1)) // h, c < m. A router pair
+    # is 3 router hops apart iff neither router owns a channel towards the other group.
+    c = np.arange(m) * (g - 1)
+    for r in range(g - 1):
+        src = np.unique((r + c) // h)
+        dst = np.unique((g - 2 - r + c) // h)
+        if len(src) < a and len(dst) < a:
+            return 5
+    return 4

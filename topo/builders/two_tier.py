@@ -1,0 +1,98 @@
+"""Two-tier GPU cluster: an NVLink-style scale-up switch per node plus a rail-optimized
+scale-out leaf/spine network (the design FullFlat is compared against in Tithi et al.,
+arXiv:2506.15006, and the shape of NVIDIA DGX SuperPOD reference architectures).
+
+- Hosts are GPUs, id = node * gpus_per_node + local index; they do not forward traffic.
+- Scale-up: one switch per node, each of its GPUs linked at ``scaleup_gbps`` /
+  ``scaleup_latency_us`` (layer "scaleup").
+- Scale-out, ``rails=True``: GPU i of every node joins a leaf of rail i; a rail has
+  ceil(nodes / nodes_per_leaf) leaves (default: one leaf per rail holding all nodes).
+  ``rails=False``: a top-of-rack leaf per ``nodes_per_leaf`` nodes (default 1) holding all
+  their GPUs. NIC links run at ``nic_gbps`` (layer "edge").
+- Every leaf links once to each of ``spines`` spines (default: as many as a full leaf has
+  GPUs, like a fat-tree) at ``gpus_per_full_leaf * nic_gbps / (spines * oversubscription)``
+  (layer "spine"); oversubscription 1 is non-blocking. Cross-rail traffic between nodes
+  therefore climbs to the spines.
+
+Node order: GPUs, node switches, leaves (rail-major when rails=True), spines.
+``host_group`` is the node (the scale-up domain).
+
+Bisection (cut between the lower and upper half of the nodes, nodes even): n/2 * nic when
+every leaf spans both halves (one leaf per rail, or a single leaf); n/2 * nic * min(1, 1/o)
+when every leaf lies within one half; other shapes are left to ``topo.metrics``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from topo.builders._check import as_bool, as_int, as_number, check_size
+from topo.topology import Topology, gbps, us
+
+LAYERS = ("scaleup", "edge", "spine")
+
+
+def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
+             scaleup_latency_us=0.25, latency_us=1.0, rails=True, spines=None,
+             nodes_per_leaf=None, oversubscription=1.0, *,
+             where: str = "topology") -> Topology:
+    nodes = as_int(nodes, f"{where}.nodes", lo=1)
+    G = as_int(gpus_per_node, f"{where}.gpus_per_node", lo=1)
+    su_bw = gbps(as_number(scaleup_gbps, f"{where}.scaleup_gbps"))
+    nic_bw = gbps(as_number(nic_gbps, f"{where}.nic_gbps"))
+    su_lat = us(as_number(scaleup_latency_us, f"{where}.scaleup_latency_us", positive=False))
+    lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
+    rails = as_bool(rails, f"{where}.rails")
+    os_ = as_number(oversubscription, f"{where}.oversubscription")
+    if nodes_per_leaf is None:
+        npl = nodes if rails else 1
+    else:
+        npl = as_int(nodes_per_leaf, f"{where}.nodes_per_leaf", lo=1)
+    npl = min(npl, nodes)
+    leaves_per_rail = -(-nodes // npl)
+    n_leaves = G * leaves_per_rail if rails else leaves_per_rail
+    gpus_per_leaf = npl if rails else npl * G
+    n_spines = gpus_per_leaf if spines is None else as_int(spines, f"{where}.spines", lo=1)
+    n_hosts = nodes * G
+    n_links = 2 * n_hosts + n_leaves * n_spines
+    check_size(n_hosts + nodes + n_leaves + n_spines, n_links, f"{where}.nodes", nodes)
+    ns0 = n_hosts
+    l0 = ns0 + nodes
+    s0 = l0 + n_leaves
+
+    h = np.arange(n_hosts, dtype=np.int64)
+    node, local = h // G, h % G
+    leaf = local * leaves_per_rail + node // npl if rails else node // npl
+    up = gpus_per_leaf * nic_bw / (n_spines * os_)
+    l_idx, s_idx = (x.ravel() for x in np.meshgrid(np.arange(n_leaves), np.arange(n_spines),
+                                                   indexing="ij"))
+    link_u = np.concatenate([h, h, l0 + l_idx])
+    link_v = np.concatenate([ns0 + node, l0 + leaf, s0 + s_idx])
+    link_bw = np.concatenate([np.full(n_hosts, su_bw), np.full(n_hosts, nic_bw),
+                              np.full(len(l_idx), up)])
+    link_lat = np.concatenate([np.full(n_hosts, su_lat), np.full(n_hosts + len(l_idx), lat)])
+    layer = np.concatenate([np.zeros(n_hosts, np.int8), np.ones(n_hosts, np.int8),
+                            np.full(len(l_idx), 2, np.int8)])
+
+    if n_hosts == 1:
+        bis, diam = 0.0, 0
+    else:
+        bis = None
+        if nodes % 2 == 0:
+            if npl == nodes:  # every leaf holds GPUs of both halves
+                bis = n_hosts / 2 * nic_bw
+            elif nodes % npl == 0 and (nodes // npl) % 2 == 0:  # leaves split evenly
+                bis = n_hosts / 2 * nic_bw * min(1.0, 1.0 / os_)
+        # two GPUs on different nodes and different leaves need leaf-spine-leaf
+        diam = 4 if (nodes >= 2 and n_leaves >= 2) else 2
+    params = {
+        "nodes": nodes, "gpus_per_node": G, "scaleup_gbps": float(scaleup_gbps),
+        "nic_gbps": float(nic_gbps), "scaleup_latency_us": float(scaleup_latency_us),
+        "latency_us": float(latency_us), "rails": rails, "spines": n_spines,
+        "nodes_per_leaf": npl, "oversubscription": os_, "leaves": n_leaves,
+        "leaf_uplink_gbps": up * 8 / 1e9, "diameter_hops": diam,
+    }
+    if bis is not None:
+        params["bisection_Bps"] = bis
+    return Topology("two_tier", n_hosts, nodes + n_leaves + n_spines, link_u, link_v, link_bw,
+                    link_lat, layer, LAYERS, host_group=node.astype(np.int32), params=params,
+                    hosts_forward=False)

@@ -1,0 +1,397 @@
+"""Per-flow path selection shared by the flow and packet engines.
+
+``Routing(topology, policy, seed).paths(src, dst, flow_id, alive)`` returns the links every flow
+uses as one flat CSR (:class:`Paths`), never one Python object per flow. Everything per flow or
+per hop runs in the compiled kernels of ``topo/_routing.pyx``; this module validates input,
+groups flows by destination, caches distance rows and stitches results together.
+
+Distances are hop counts to a destination from a reverse BFS over the alive directed links.
+Hosts never transit traffic unless ``topology.hosts_forward`` (a GPU on a switched fabric does
+not forward; on a torus the hosts are the routers). Policies (docs/routing.md has the detail):
+
+* ``shortest``: one deterministic shortest path (lowest-id neighbour one hop closer).
+* ``ecmp``: per hop, among the neighbours one hop closer (by id), index
+  ``hash(seed, flow_id, node) mod count`` (splitmix64 mixing: same on every run and platform).
+* ``dmodk``: per hop, index ``dst mod count`` (DESIGN.md; the ns-3 validation installs it).
+* ``dor``: tori only; dimension 0 first, shorter way round each ring (tie: + direction). A flow
+  whose DOR path crosses a link that is down falls back to ``shortest`` over the alive links.
+* ``spray``: the flow is split over all shortest paths; a link's weight is the fraction of the
+  shortest src->dst paths that cross it (path counting on the shortest-path DAG).
+* ``valiant``: via an intermediate picked by ``hash(seed, flow_id)``: a switch on switched
+  fabrics, a host on switchless ones whose hosts forward (tori); ecmp within each half. If a
+  half is cut by faults (or no node may be an intermediate) the flow takes its direct ecmp path.
+* ``adaptive``: at flow level the same weights as ``spray``; the packet engine makes the real
+  per-hop least-loaded choice itself from :meth:`Routing.distances`.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from topo import _routing as _k
+from topo.errors import InputError
+
+POLICIES = ("shortest", "ecmp", "dmodk", "dor", "spray", "valiant", "adaptive")
+# Distance rows kept per Routing object (all alive masks together). 512 MiB holds the full
+# table of a fat_tree(k=32) (8,192 destinations x 9,472 nodes x 4 bytes = 310 MB).
+DEFAULT_CACHE_BYTES = 512 << 20
+_U64 = (1 << 64) - 1
+_VALIANT_SALT = -1  # the hash's "node" slot for the Valiant draw: no node has this id
+
+
+class RoutingError(InputError):
+    """Bad routing input (unknown policy, dor on a non-torus, node out of range, ...)."""
+
+
+@dataclass(eq=False)
+class Paths:
+    """Links of n flows as CSR: flow i uses ``link[ptr[i]:ptr[i+1]]`` with ``weight[...]``.
+
+    Single-path policies list links in hop order with weight 1.0; ``spray``/``adaptive`` list
+    the shortest-path DAG level by level (the weights of each level sum to 1). Unreachable
+    flows have ``reachable`` False, an empty range, ``hops`` -1 and ``latency`` 0.
+    ``hops`` is the number of links a packet crosses (the shortest hop count for
+    spray/adaptive); ``latency`` the propagation latency in seconds (path-count-weighted mean
+    for spray/adaptive).
+    """
+
+    ptr: np.ndarray  # int64 (n+1,)
+    link: np.ndarray  # int32 directed link ids
+    weight: np.ndarray  # float64, fraction of the flow's rate on that link
+    reachable: np.ndarray  # bool (n,)
+    latency: np.ndarray  # float64 (n,) seconds
+    hops: np.ndarray  # int32 (n,)
+
+    def __len__(self) -> int:
+        return len(self.reachable)
+
+    def links_of(self, i: int) -> np.ndarray:
+        return self.link[self.ptr[i]:self.ptr[i + 1]]
+
+    def take(self, idx) -> "Paths":
+        """The flows ``idx`` (indices or bool mask), in that order, as a new Paths."""
+        idx = np.asarray(idx)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        idx = idx.astype(np.int64, copy=False)
+        cnt = self.ptr[idx + 1] - self.ptr[idx]
+        ptr = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(cnt, out=ptr[1:])
+        pos = np.repeat(self.ptr[idx] - ptr[:-1], cnt) + np.arange(ptr[-1], dtype=np.int64)
+        return Paths(ptr, self.link[pos], self.weight[pos], self.reachable[idx],
+                     self.latency[idx], self.hops[idx])
+
+
+def _merge(n: int, parts) -> Paths:
+    """Paths of n flows from parts ``(idx, Paths of those flows)`` covering every flow once."""
+    cnt = np.zeros(n, dtype=np.int64)
+    reachable = np.zeros(n, dtype=bool)
+    latency = np.zeros(n, dtype=np.float64)
+    hops = np.full(n, -1, dtype=np.int32)
+    for idx, p in parts:
+        cnt[idx] = np.diff(p.ptr)
+        reachable[idx] = p.reachable
+        latency[idx] = p.latency
+        hops[idx] = p.hops
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(cnt, out=ptr[1:])
+    link = np.empty(ptr[-1], dtype=np.int32)
+    weight = np.empty(ptr[-1], dtype=np.float64)
+    for idx, p in parts:
+        c = np.diff(p.ptr)
+        pos = np.repeat(ptr[idx] - p.ptr[:-1], c) + np.arange(len(p.link), dtype=np.int64)
+        link[pos] = p.link
+        weight[pos] = p.weight
+    return Paths(ptr, link, weight, reachable, latency, hops)
+
+
+class _Table:
+    """Distance rows for one alive mask: ``rows[row_of[d]]`` is the row of destination d."""
+
+    __slots__ = ("row_of", "rows", "count")
+
+    def __init__(self, n_nodes: int):
+        self.row_of = np.full(n_nodes, -1, dtype=np.int64)
+        self.rows = np.empty((0, n_nodes), dtype=np.int32)
+        self.count = 0
+
+
+class Routing:
+    def __init__(self, topology, policy="ecmp", seed=0, *, cache_bytes=DEFAULT_CACHE_BYTES):
+        if policy not in POLICIES:
+            raise RoutingError(f"routing.policy = {policy!r}: expected one of {', '.join(POLICIES)}")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            raise RoutingError(f"routing.seed = {seed!r}: expected an integer")
+        if not isinstance(cache_bytes, (int, np.integer)) or cache_bytes < 0:
+            raise RoutingError(f"routing.cache_bytes = {cache_bytes!r}: expected an integer >= 0")
+        self.topology = topology
+        self.policy = policy
+        self.seed = int(seed)
+        self._seed64 = int(seed) & _U64
+        self.cache_bytes = int(cache_bytes)
+        t = topology
+        ptr, nbr, dl = t.adjacency
+        self._ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+        self._nbr = np.ascontiguousarray(nbr, dtype=np.int32)
+        self._dl = np.ascontiguousarray(dl, dtype=np.int32)
+        self._dlat = np.ascontiguousarray(t.dlink_lat, dtype=np.float64)
+        self._n = t.n_nodes
+        self._hosts_forward = bool(t.hosts_forward)
+        self._ones = np.ones(t.n_dlinks, dtype=np.uint8)
+        self._tables: OrderedDict = OrderedDict()
+        if policy == "dor":
+            self._dor_setup()
+
+    # ------------------------------------------------------------------ public API
+    def paths(self, src, dst, flow_id=None, alive=None) -> Paths:
+        src = self._nodes(src, "src")
+        dst = self._nodes(dst, "dst")
+        if len(src) != len(dst):
+            raise RoutingError(f"dst has {len(dst)} entries, expected {len(src)} (one per src)")
+        if flow_id is None:
+            fid = np.arange(len(src), dtype=np.int64)
+        else:
+            fid = np.atleast_1d(np.asarray(flow_id))
+            if fid.ndim != 1 or len(fid) != len(src) or not np.issubdtype(fid.dtype, np.integer):
+                raise RoutingError(f"flow_id: expected {len(src)} integers (one per flow), got "
+                                   f"shape {fid.shape} of {fid.dtype}")
+            fid = np.ascontiguousarray(fid, dtype=np.int64)
+        key, alive8 = self._alive(alive)
+        p = self.policy
+        if p in ("shortest", "ecmp", "dmodk"):
+            mode = {"shortest": _k.SHORTEST, "ecmp": _k.ECMP, "dmodk": _k.DMODK}[p]
+            return self._single(src, dst, fid, key, alive8, mode)
+        if p in ("spray", "adaptive"):
+            return self._spray(src, dst, key, alive8)
+        if p == "dor":
+            return self._dor(src, dst, fid, key, alive8)
+        return self._valiant(src, dst, fid, key, alive8)
+
+    def distances(self, dsts, alive=None) -> np.ndarray:
+        """int32 (len(dsts), n_nodes): hops from every node to each destination, -1 unreachable."""
+        dsts = self._nodes(dsts, "dsts")
+        key, alive8 = self._alive(alive)
+        got = self._rows(np.unique(dsts), key, alive8)
+        if got is None:  # more rows than the cache budget: compute straight into the answer
+            out = np.empty((len(dsts), self._n), dtype=np.int32)
+            self._bfs(dsts, alive8, out)
+            return out
+        rows, row_of = got
+        return rows[row_of[dsts]]
+
+    def prepare(self, dsts=None, alive=None) -> None:
+        """Compute and cache the distance rows of ``dsts`` (default: every host), i.e. build
+        the routing table ahead of the first :meth:`paths` call, without returning a copy."""
+        dsts = self.topology.hosts if dsts is None else self._nodes(dsts, "dsts")
+        key, alive8 = self._alive(alive)
+        if self._rows(np.unique(dsts), key, alive8) is None:
+            raise RoutingError(f"routing.cache_bytes = {self.cache_bytes}: too small for "
+                               f"{len(np.unique(dsts))} rows of {self._n * 4} bytes")
+
+    def cache_clear(self) -> None:
+        self._tables.clear()
+
+    @property
+    def cache_nbytes(self) -> int:
+        return sum(t.rows.nbytes for t in self._tables.values())
+
+    # ------------------------------------------------------------------ input checks
+    def _nodes(self, x, name) -> np.ndarray:
+        a = np.atleast_1d(np.asarray(x))
+        if a.ndim != 1:
+            raise RoutingError(f"{name}: expected a 1-D array of node ids, got shape {a.shape}")
+        if a.size and not np.issubdtype(a.dtype, np.integer):
+            raise RoutingError(f"{name}: expected integer node ids, got {a.dtype}")
+        bad = np.flatnonzero((a < 0) | (a >= self._n))
+        if bad.size:
+            i = int(bad[0])
+            raise RoutingError(f"{name}[{i}] = {int(a[i])}: no such node "
+                               f"(nodes are 0..{self._n - 1})")
+        return np.ascontiguousarray(a, dtype=np.int32)
+
+    def _alive(self, alive):
+        """(cache key, uint8 mask); all-up masks share the key None with ``alive=None``."""
+        if alive is None:
+            return None, self._ones
+        a = np.asarray(alive)
+        nd = self.topology.n_dlinks
+        if a.shape != (nd,):
+            raise RoutingError(f"alive: expected one flag per directed link, shape ({nd},), "
+                               f"got {a.shape}")
+        a = a.astype(bool, copy=False)
+        if a.all():
+            return None, self._ones
+        key = hashlib.blake2b(np.packbits(a).tobytes(), digest_size=16).digest()
+        return key, np.ascontiguousarray(a, dtype=np.uint8)
+
+    # ------------------------------------------------------------------ distance rows
+    def _bfs(self, dsts, alive8, out):
+        _k.bfs_rows(self._ptr, self._nbr, self._dl, alive8, self.topology.n_hosts,
+                    self._hosts_forward, np.ascontiguousarray(dsts, dtype=np.int32), out)
+
+    def _rows(self, dsts, key, alive8):
+        """Cached ``(rows, row_of)`` covering the unique ``dsts`` for this mask, computing the
+        missing ones in one compiled call; None when they cannot fit the cache budget."""
+        row_bytes = self._n * 4
+        if len(dsts) * row_bytes > self.cache_bytes:
+            return None
+        table = self._tables.pop(key, None) or _Table(self._n)
+        self._tables[key] = table  # most recently used last
+        missing = dsts[table.row_of[dsts] < 0]
+        need = table.count + len(missing)
+        if need * row_bytes > self.cache_bytes:
+            # this mask's table is too full for the request: start it again
+            table = _Table(self._n)
+            self._tables[key] = table
+            missing, need = dsts, len(dsts)
+        if missing.size:
+            # evict least-recently-used masks until the grown table fits the budget
+            while len(self._tables) > 1 and \
+                    self.cache_nbytes - table.rows.nbytes + need * row_bytes > self.cache_bytes:
+                self._tables.popitem(last=False)
+            if need > table.rows.shape[0]:
+                room = (self.cache_bytes - (self.cache_nbytes - table.rows.nbytes)) // row_bytes
+                cap = int(min(room, max(need, 2 * table.rows.shape[0])))
+                grown = np.empty((cap, self._n), dtype=np.int32)
+                grown[:table.count] = table.rows[:table.count]
+                table.rows = grown
+            self._bfs(missing, alive8, table.rows[table.count:need])
+            table.row_of[missing] = np.arange(table.count, need)
+            table.count = need
+        return table.rows, table.row_of
+
+    def _by_destination(self, dst, key, alive8, fn) -> Paths:
+        """``fn(idx, rows, row_of_flow)`` over groups of flows (idx None: all flows) whose
+        destination rows fit the cache budget together; results merged in flow order."""
+        uniq = np.unique(dst)
+        got = self._rows(uniq, key, alive8)
+        if got is not None:
+            rows, row_of = got
+            return fn(None, rows, np.ascontiguousarray(row_of[dst]))
+        per_chunk = max(1, self.cache_bytes // (self._n * 4))
+        order = np.argsort(dst, kind="stable")
+        sdst = dst[order]
+        parts = []
+        for c in range(0, len(uniq), per_chunk):
+            chunk = uniq[c:c + per_chunk]
+            lo = np.searchsorted(sdst, chunk[0], "left")
+            hi = np.searchsorted(sdst, chunk[-1], "right")
+            idx = order[lo:hi]
+            rows = np.empty((len(chunk), self._n), dtype=np.int32)
+            self._bfs(chunk, alive8, rows)
+            rof = np.searchsorted(chunk, dst[idx]).astype(np.int64)
+            parts.append((idx, fn(idx, rows, rof)))
+        return _merge(len(dst), parts)
+
+    # ------------------------------------------------------------------ policies
+    def _single(self, src, dst, fid, key, alive8, mode) -> Paths:
+        def fn(idx, rows, rof):
+            s, d, f = (src, dst, fid) if idx is None else (src[idx], dst[idx], fid[idx])
+            s, d, f = (np.ascontiguousarray(a) for a in (s, d, f))
+            # visit flows grouped by destination row: each row is then read from cache
+            order = np.argsort(rof, kind="stable")
+            hops = rows[rof, s]
+            ptr = np.zeros(len(s) + 1, dtype=np.int64)
+            np.cumsum(np.maximum(hops, 0), out=ptr[1:])
+            link = np.empty(ptr[-1], dtype=np.int32)
+            lat = np.empty(len(s), dtype=np.float64)
+            stuck = _k.walk_single(self._ptr, self._nbr, self._dl, alive8, self.topology.n_hosts,
+                                   self._hosts_forward, self._dlat, rows, rof, s, d, f, mode,
+                                   self._seed64, ptr, link, lat, order)
+            if stuck:  # a bug, not bad input: the rows disagree with the graph
+                raise RuntimeError(f"routing: {stuck} walks found no next hop")
+            return Paths(ptr, link, np.ones(len(link)), hops >= 0, lat, hops)
+
+        return self._by_destination(dst, key, alive8, fn)
+
+    def _spray(self, src, dst, key, alive8) -> Paths:
+        def fn(idx, rows, rof):
+            s, d = (src, dst) if idx is None else (src[idx], dst[idx])
+            s, d = np.ascontiguousarray(s), np.ascontiguousarray(d)
+            hops = rows[rof, s]
+            ptr = np.empty(len(s) + 1, dtype=np.int64)
+            lat = np.empty(len(s), dtype=np.float64)
+            link, weight = _k.spray_dag(self._ptr, self._nbr, self._dl, alive8,
+                                        self.topology.n_hosts, self._hosts_forward, self._dlat,
+                                        rows, rof, s, d, ptr, lat)
+            return Paths(ptr, link, weight, hops >= 0, lat, hops)
+
+        return self._by_destination(dst, key, alive8, fn)
+
+    def _dor_setup(self):
+        t = self.topology
+        dims = t.params.get("dims") if t.coords is not None else None
+        if dims is None:
+            raise RoutingError(f"routing.policy = 'dor': dimension-order routing needs a torus "
+                               f"(node coordinates and params['dims']); this fabric is "
+                               f"{t.kind!r}")
+        dims = np.asarray(dims, dtype=np.int32).ravel()
+        coords = np.ascontiguousarray(t.coords, dtype=np.int32)
+        if coords.shape != (self._n, len(dims)) or (coords < 0).any() or (coords >= dims).any():
+            raise RoutingError(f"routing.policy = 'dor': coordinates of shape {coords.shape} do "
+                               f"not fit dims {tuple(int(x) for x in dims)}")
+        stride = np.ones(len(dims), dtype=np.int64)
+        for k in range(len(dims) - 2, -1, -1):
+            stride[k] = stride[k + 1] * dims[k + 1]
+        cell = coords.astype(np.int64) @ stride
+        node_of_cell = np.full(int(np.prod(dims.astype(np.int64))), -1, dtype=np.int32)
+        node_of_cell[cell] = np.arange(self._n, dtype=np.int32)
+        if (node_of_cell < 0).any():
+            raise RoutingError(f"routing.policy = 'dor': the {self._n} nodes do not fill a torus "
+                               f"of dims {tuple(int(x) for x in dims)}")
+        self._dims, self._coords, self._stride, self._node_of_cell = dims, coords, stride, node_of_cell
+
+    def _dor(self, src, dst, fid, key, alive8) -> Paths:
+        n = len(src)
+        dims = self._dims.astype(np.int64)
+        delta = (self._coords[dst].astype(np.int64) - self._coords[src]) % dims
+        hops = np.minimum(delta, dims - delta).sum(axis=1).astype(np.int32)
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(hops, out=ptr[1:])
+        link = np.empty(ptr[-1], dtype=np.int32)
+        lat = np.empty(n, dtype=np.float64)
+        broken = np.zeros(n, dtype=np.uint8)
+        _k.walk_dor(self._ptr, self._nbr, self._dl, alive8, self._dlat, self._coords,
+                    self._dims, self._stride, self._node_of_cell, src, dst, ptr, link, lat,
+                    broken)
+        p = Paths(ptr, link, np.ones(len(link)), np.ones(n, dtype=bool), lat, hops)
+        if not broken.any():
+            return p
+        # DOR path crosses a dead link: shortest path over the alive links instead
+        bad = broken.view(bool)
+        idx = np.flatnonzero(bad)
+        alt = self._single(src[idx], dst[idx], fid[idx], key, alive8, _k.SHORTEST)
+        good = np.flatnonzero(~bad)
+        return _merge(n, [(good, p.take(good)), (idx, alt)])
+
+    def _valiant(self, src, dst, fid, key, alive8) -> Paths:
+        t = self.topology
+        if t.n_switches > 0:
+            lo, count = t.n_hosts, t.n_switches
+        elif t.hosts_forward:
+            lo, count = 0, t.n_hosts
+        else:  # hosts only and none may forward: no intermediate is allowed
+            return self._single(src, dst, fid, key, alive8, _k.ECMP)
+        h = _k.hash3(self._seed64, fid, np.full(len(fid), _VALIANT_SALT, dtype=np.int64))
+        mid = (lo + (h % np.uint64(count)).astype(np.int64)).astype(np.int32)
+        a = self._single(src, mid, fid, key, alive8, _k.ECMP)
+        b = self._single(mid, dst, fid, key, alive8, _k.ECMP)
+        ca, cb = np.diff(a.ptr), np.diff(b.ptr)
+        ptr = np.zeros(len(src) + 1, dtype=np.int64)
+        np.cumsum(ca + cb, out=ptr[1:])
+        link = np.empty(ptr[-1], dtype=np.int32)
+        link[np.repeat(ptr[:-1] - a.ptr[:-1], ca) + np.arange(len(a.link))] = a.link
+        link[np.repeat(ptr[:-1] + ca - b.ptr[:-1], cb) + np.arange(len(b.link))] = b.link
+        ok = a.reachable & b.reachable & (src != dst)
+        p = Paths(ptr, link, np.ones(len(link)), ok, a.latency + b.latency,
+                  (a.hops + b.hops).astype(np.int32))
+        if ok.all():
+            return p
+        # a half cut by faults (or src == dst): the direct ecmp path, if there is one
+        idx = np.flatnonzero(~ok)
+        direct = self._single(src[idx], dst[idx], fid[idx], key, alive8, _k.ECMP)
+        good = np.flatnonzero(ok)
+        return _merge(len(src), [(good, p.take(good)), (idx, direct)])
