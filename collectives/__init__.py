@@ -1,1 +1,97 @@
-"""collectives"""
+"""collectives: turn a collective call into a Schedule of point-to-point transfers, check that
+a schedule computes its collective, pick an algorithm for a fabric, and report NCCL-style.
+
+``build(op, algorithm, ranks, nbytes, **options)`` dispatches to the per-algorithm functions
+(``ring_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0)`` and friends); docs/
+collectives.md describes each algorithm, the checker and the choice rule.
+"""
+from __future__ import annotations
+
+from collectives.all_reduce import (bidirectional_ring_all_reduce, direct_all_reduce,
+                                    double_binary_tree_all_reduce,
+                                    recursive_halving_doubling_all_reduce, ring_all_reduce)
+from collectives.all_to_all import (direct_all_to_all, direct_all_to_all_v,
+                                    hierarchical_all_to_all, hierarchical_all_to_all_v,
+                                    pairwise_all_to_all, pairwise_all_to_all_v)
+from collectives.checker import CheckFailed, check
+from collectives.gather_scatter import (direct_all_gather, direct_reduce_scatter,
+                                        ring_all_gather, ring_reduce_scatter)
+from collectives.hierarchical import hierarchical_all_reduce, torus_all_reduce
+from collectives.p2p import send_recv
+from collectives.rooted import ring_broadcast, ring_reduce, tree_broadcast, tree_reduce
+from topo.errors import InputError
+
+# op -> algorithm -> function. Aliases: "tree" = double binary tree for all-reduce,
+# "rabenseifner" = recursive halving-doubling, "shift" = pairwise.
+ALGORITHMS: dict[str, dict[str, object]] = {
+    "all_reduce": {
+        "ring": ring_all_reduce,
+        "bidirectional_ring": bidirectional_ring_all_reduce,
+        "double_binary_tree": double_binary_tree_all_reduce,
+        "recursive_halving_doubling": recursive_halving_doubling_all_reduce,
+        "direct": direct_all_reduce,
+        "hierarchical": hierarchical_all_reduce,
+        "torus": torus_all_reduce,
+    },
+    "all_to_all": {
+        "direct": direct_all_to_all,
+        "pairwise": pairwise_all_to_all,
+        "hierarchical": hierarchical_all_to_all,
+    },
+    "all_to_all_v": {
+        "direct": direct_all_to_all_v,
+        "pairwise": pairwise_all_to_all_v,
+        "hierarchical": hierarchical_all_to_all_v,
+    },
+    "reduce_scatter": {"ring": ring_reduce_scatter, "direct": direct_reduce_scatter},
+    "all_gather": {"ring": ring_all_gather, "direct": direct_all_gather},
+    "broadcast": {"ring": ring_broadcast, "tree": tree_broadcast},
+    "reduce": {"ring": ring_reduce, "tree": tree_reduce},
+    "send_recv": {"direct": send_recv},
+}
+ALIASES = {
+    ("all_reduce", "tree"): "double_binary_tree",
+    ("all_reduce", "dbt"): "double_binary_tree",
+    ("all_reduce", "rabenseifner"): "recursive_halving_doubling",
+    ("all_reduce", "rhd"): "recursive_halving_doubling",
+    ("all_reduce", "bidir_ring"): "bidirectional_ring",
+    ("all_reduce", "torus_dor"): "torus",
+    ("all_to_all", "shift"): "pairwise",
+    ("all_to_all_v", "shift"): "pairwise",
+    ("send_recv", "p2p"): "direct",
+}
+OPS = tuple(ALGORITHMS)
+
+
+def resolve(op: str, algorithm: str) -> tuple[str, str]:
+    """Canonical (op, algorithm); InputError naming the bad one."""
+    if op not in ALGORITHMS:
+        raise InputError(f"op = {op!r}: expected one of {', '.join(ALGORITHMS)}")
+    algorithm = ALIASES.get((op, algorithm), algorithm)
+    if algorithm not in ALGORITHMS[op]:
+        raise InputError(f"algorithm = {algorithm!r}: {op} supports "
+                         f"{', '.join(ALGORITHMS[op])}")
+    return op, algorithm
+
+
+def build(op: str, algorithm: str, ranks, nbytes, **options):
+    """The Schedule of ``op`` with ``algorithm`` over ``ranks`` (host ids, in ring order)."""
+    op, algorithm = resolve(op, algorithm)
+    fn = ALGORITHMS[op][algorithm]
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    unknown = [k for k in options if k not in params or k in ("ranks", "nbytes", "matrix")
+               or k.startswith("_")]
+    if unknown:
+        allowed = [k for k in params if k not in ("ranks", "nbytes", "matrix")
+                   and not k.startswith("_") and params[k].kind != params[k].VAR_KEYWORD]
+        raise InputError(f"{unknown[0]} = {options[unknown[0]]!r}: not an option of {algorithm} "
+                         f"{op} (options: {', '.join(allowed)})")
+    return fn(ranks, nbytes, **options)
+
+
+from collectives.choose import Choice, choose  # noqa: E402  (uses ALGORITHMS)
+
+__all__ = ["build", "choose", "Choice", "check", "CheckFailed", "ALGORITHMS", "OPS", "resolve",
+           *(f.__name__ for algos in ALGORITHMS.values() for f in algos.values())]
