@@ -1,0 +1,324 @@
+"""Shared machinery of every collective algorithm: argument checks, block layouts and `Plan`,
+which collects transfer batches and dependency edges as arrays and emits one Schedule.
+
+Block model (what the checker executes): a collective's data is cut into *blocks*, numbered
+``0 .. n_blocks-1`` with sizes ``block_bytes``. Every transfer carries a strided set of blocks
+``{lo + i*s + k*s2 : i < n, k < n2}`` and either *reduces* them into the receiver's copy
+(``reduce=1``) or *overwrites* it (``reduce=0``). The set is stored per node in
+``Schedule.extra``: ``blk_lo`` and ``reduce`` always; ``blk_n``/``blk_s`` and ``blk_n2``/
+``blk_s2`` only when some transfer needs them (defaults 1/1 and 1/0). Delay nodes carry -1.
+Transfer sizes are the sums of the block sizes they carry, so bytes and blocks never disagree.
+
+Node ids: every algorithm allocates ids so that parents always precede children; with a per-
+step latency each transfer gets a DELAY node just before it that takes over its parents.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from netcore.schedule import DELAY, TRANSFER, Schedule
+from topo.errors import InputError
+
+JOIN = 3  # internal: a zero-time barrier node, emitted as a DELAY of duration 0
+
+
+# --------------------------------------------------------------------------- argument checks
+def check_ranks(ranks, name: str = "ranks") -> np.ndarray:
+    """Host ids as int64, at least two, no duplicates. An int n means hosts 0..n-1."""
+    if isinstance(ranks, (bool, np.bool_)):
+        raise InputError(f"{name} = {ranks!r}: expected a list of host ids or a count")
+    if isinstance(ranks, (int, np.integer)):
+        if ranks < 2:
+            raise InputError(f"{name} = {ranks}: a collective needs at least 2 ranks")
+        return np.arange(int(ranks), dtype=np.int64)
+    try:
+        arr = np.asarray(ranks)
+    except Exception:
+        raise InputError(f"{name} = {ranks!r}: expected a list of host ids") from None
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        if arr.ndim == 1 and arr.size and all(float(x).is_integer() for x in arr.tolist()
+                                              if isinstance(x, (int, float))):
+            arr = arr.astype(np.int64)
+        else:
+            raise InputError(f"{name} = {_short(ranks)}: expected a flat list of integer host ids")
+    if arr.size < 2:
+        raise InputError(f"{name} = {_short(ranks)}: a collective needs at least 2 ranks")
+    arr = arr.astype(np.int64)
+    if (arr < 0).any():
+        raise InputError(f"{name}: host id {int(arr[arr < 0][0])} is negative")
+    uniq, counts = np.unique(arr, return_counts=True)
+    if (counts > 1).any():
+        raise InputError(f"{name}: host {int(uniq[counts > 1][0])} appears "
+                         f"{int(counts[counts > 1][0])} times (ranks must be distinct)")
+    return arr
+
+
+def check_nbytes(nbytes, name: str = "nbytes") -> int:
+    if isinstance(nbytes, str):
+        from netcosim.units import parse_bytes
+
+        nbytes = parse_bytes(nbytes, name)
+    if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, (int, np.integer, float)):
+        raise InputError(f"{name} = {_short(nbytes)}: expected a positive integer number of bytes")
+    if isinstance(nbytes, float) and not float(nbytes).is_integer():
+        raise InputError(f"{name} = {nbytes!r}: expected a whole number of bytes")
+    if nbytes <= 0:
+        raise InputError(f"{name} = {nbytes!r}: must be > 0")
+    return int(nbytes)
+
+
+def check_int(value, name: str, lo: int = 1) -> int:
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise InputError(f"{name} = {value!r}: expected an integer >= {lo}") from None
+    if isinstance(value, (bool, np.bool_)) or v < lo:
+        raise InputError(f"{name} = {value!r}: expected an integer >= {lo}")
+    return int(v)
+
+
+def check_latency(step_latency_s) -> float:
+    try:
+        x = float(step_latency_s)
+    except (TypeError, ValueError):
+        raise InputError(f"step_latency_s = {step_latency_s!r}: expected seconds >= 0") from None
+    if not math.isfinite(x) or x < 0:
+        raise InputError(f"step_latency_s = {step_latency_s!r}: expected seconds >= 0")
+    return x
+
+
+def check_chunks(chunks, nbytes: int, parts: int, what: str) -> int:
+    """``parts`` blocks per chunk; every chunk must give each of its blocks at least a byte
+    when there is more than one chunk (splitting finer than a byte is not pipelining)."""
+    c = check_int(chunks, "chunks")
+    if c > 1 and nbytes < c * parts:
+        raise InputError(f"chunks = {c}: {what} of {nbytes} bytes cannot be cut into {c} chunks "
+                         f"of {parts} non-empty blocks each (needs nbytes >= {c * parts})")
+    return c
+
+
+def check_root(root, n: int) -> int:
+    r = check_int(root, "root", lo=0)
+    if r >= n:
+        raise InputError(f"root = {r}: must be a rank index in 0..{n - 1}")
+    return r
+
+
+def _short(x) -> str:
+    s = repr(x)
+    return s if len(s) < 60 else s[:57] + "..."
+
+
+# --------------------------------------------------------------------------- sizes
+def split(total, parts: int) -> np.ndarray:
+    """``total`` bytes into ``parts`` near-equal integers (the first ``total % parts`` get one
+    more), vectorised over an array of totals: shape ``total.shape + (parts,)``."""
+    total = np.asarray(total, dtype=np.int64)
+    base = total[..., None] // parts
+    rem = total[..., None] % parts
+    return base + (np.arange(parts) < rem)
+
+
+def chunked_layout(nbytes: int, chunks: int, parts: int) -> np.ndarray:
+    """Chunk-major block sizes: block ``c*parts + p`` is part p of chunk c (NCCL's loop over
+    ``nranks * chunkSize`` slices, each cut into one piece per rank)."""
+    return split(split(nbytes, chunks), parts).reshape(-1)
+
+
+# --------------------------------------------------------------------------- the plan
+class Plan:
+    """Accumulates nodes in batches (arrays of any shape) and dependency edges, then builds.
+
+    Only transfers and zero-time joins are planned; DELAY nodes for the per-step latency are
+    inserted by :meth:`build`, one before every transfer.
+    """
+
+    def __init__(self, op: str, algorithm: str, ranks: np.ndarray, nbytes, chunks: int,
+                 step_latency_s: float, block_bytes: np.ndarray):
+        self.op, self.algorithm = op, algorithm
+        self.ranks = ranks
+        self.nbytes, self.chunks, self.step_latency_s = nbytes, chunks, step_latency_s
+        self.block_bytes = np.asarray(block_bytes, dtype=np.int64)
+        self._cum = np.concatenate([[0], np.cumsum(self.block_bytes)])
+        self._cols: dict[str, list] = {k: [] for k in ("kind", "src", "dst", "size", "tag",
+                                                       "label", "lo", "n", "s", "n2", "s2",
+                                                       "red")}
+        self._child: list[np.ndarray] = []
+        self._parent: list[np.ndarray] = []
+        self.labels: list[str] = []
+        self.meta: dict = {}
+        self.n = 0
+
+    # ------------------------------------------------------------------ nodes
+    def _alloc(self, shape) -> np.ndarray:
+        k = int(np.prod(shape))
+        ids = np.arange(self.n, self.n + k, dtype=np.int64).reshape(shape)
+        self.n += k
+        return ids
+
+    def _label(self, label: str) -> int:
+        if label not in self.labels:
+            self.labels.append(label)
+        return self.labels.index(label)
+
+    def transfers(self, src, dst, lo, *, reduce: bool, label: str, tag=-1, n=1, s=1, n2=1,
+                  s2=0) -> np.ndarray:
+        """A batch of transfers from rank index ``src`` to ``dst`` (arrays broadcast together)
+        carrying blocks ``{lo + i*s + k*s2}``. Returns node ids shaped like the broadcast."""
+        src, dst, lo, tag, n, s, n2, s2 = np.broadcast_arrays(
+            *(np.asarray(x, dtype=np.int64) for x in (src, dst, lo, tag, n, s, n2, s2)))
+        ids = self._alloc(src.shape)
+        flat = lambda a: np.ascontiguousarray(a).reshape(-1)  # noqa: E731
+        lo_, n_, s_, n2_, s2_ = (flat(a) for a in (lo, n, s, n2, s2))
+        c = self._cols
+        k = lo_.size
+        c["kind"].append(np.full(k, TRANSFER, dtype=np.int8))
+        c["src"].append(self.ranks[flat(src)])
+        c["dst"].append(self.ranks[flat(dst)])
+        c["size"].append(self._sizes(lo_, n_, s_, n2_, s2_))
+        c["tag"].append(flat(tag))
+        c["label"].append(np.full(k, self._label(label), dtype=np.int16))
+        c["lo"].append(lo_)
+        c["n"].append(n_)
+        c["s"].append(s_)
+        c["n2"].append(n2_)
+        c["s2"].append(s2_)
+        c["red"].append(np.full(k, 1 if reduce else 0, dtype=np.int8))
+        return ids
+
+    def joins(self, rank, label: str = "join") -> np.ndarray:
+        """Zero-time barrier nodes on ``rank`` (rank index), used where many transfers wait for
+        many others (n parents + n children instead of n*n edges)."""
+        rank = np.asarray(rank, dtype=np.int64)
+        ids = self._alloc(rank.shape)
+        k = rank.size
+        c = self._cols
+        c["kind"].append(np.full(k, JOIN, dtype=np.int8))
+        c["src"].append(self.ranks[rank.reshape(-1)])
+        c["dst"].append(np.full(k, -1, dtype=np.int64))
+        c["size"].append(np.zeros(k, dtype=np.int64))
+        c["tag"].append(np.full(k, -1, dtype=np.int64))
+        c["label"].append(np.full(k, self._label(label), dtype=np.int16))
+        for key, v in (("lo", -1), ("n", 1), ("s", 1), ("n2", 1), ("s2", 0), ("red", -1)):
+            c[key].append(np.full(k, v, dtype=np.int8 if key == "red" else np.int64))
+        return ids
+
+    def _sizes(self, lo, n, s, n2, s2) -> np.ndarray:
+        if lo.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if (n == 1).all() and (n2 == 1).all():
+            return self.block_bytes[lo]
+        simple = (n2 == 1) & ((s == 1) | (n == 1))
+        out = np.empty(lo.size, dtype=np.int64)
+        # contiguous ranges: prefix sums
+        out[simple] = self._cum[lo[simple] + n[simple]] - self._cum[lo[simple]]
+        rest = np.flatnonzero(~simple)
+        if rest.size:
+            # strided sets: group by shape so each group is one fancy-indexing sum
+            keys = np.stack([n[rest], s[rest], n2[rest], s2[rest]], axis=1)
+            uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+            for g, (gn, gs, gn2, gs2) in enumerate(uniq.tolist()):
+                sel = rest[inv.reshape(-1) == g]
+                idx = (lo[sel][:, None, None] + np.arange(gn)[None, :, None] * gs +
+                       np.arange(gn2)[None, None, :] * gs2)
+                out[sel] = self.block_bytes[idx].sum(axis=(1, 2))
+        return out
+
+    # ------------------------------------------------------------------ edges
+    def deps(self, child, parent) -> None:
+        """Edges parent -> child (broadcast together); entries with a negative id are skipped."""
+        child, parent = np.broadcast_arrays(np.asarray(child, dtype=np.int64),
+                                            np.asarray(parent, dtype=np.int64))
+        ok = (child >= 0) & (parent >= 0)
+        self._child.append(child[ok])
+        self._parent.append(parent[ok])
+
+    # ------------------------------------------------------------------ output
+    def build(self) -> Schedule:
+        # the stride columns are only materialised when some transfer is strided
+        strided = any((a != 1).any() for a in self._cols["n"])
+        strided2 = any((a != 1).any() for a in self._cols["n2"])
+        skip = set(() if strided else ("n", "s")) | set(() if strided2 else ("n2", "s2"))
+        c = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int64)
+             for k, v in self._cols.items() if k not in skip}
+        N = self.n
+        child = np.concatenate(self._child) if self._child else np.zeros(0, np.int64)
+        parent = np.concatenate(self._parent) if self._parent else np.zeros(0, np.int64)
+        if child.size and (parent >= child).any():  # an algorithm bug, not bad input
+            i = int(np.flatnonzero(parent >= child)[0])
+            raise AssertionError(f"{self.algorithm}: node {int(child[i])} depends on later "
+                                 f"node {int(parent[i])}")
+        kind = c["kind"]
+        is_t = kind == TRANSFER
+        lat = self.step_latency_s
+        if lat > 0:
+            # each transfer i moves to new_id(i); its delay sits at new_id(i) - 1 and inherits
+            # the transfer's parents (the delay is the software/NIC cost of starting the step)
+            new_id = np.arange(N) + np.cumsum(is_t)
+            delay_of = new_id[is_t] - 1
+            tgt = new_id[child] - is_t[child]  # a transfer's parents go to its delay
+            child = np.concatenate([tgt, new_id[is_t]])
+            parent = np.concatenate([new_id[parent], delay_of])
+            M = N + int(is_t.sum())
+            pos_t = new_id[is_t]
+        else:
+            new_id = np.arange(N)
+            delay_of = np.zeros(0, dtype=np.int64)
+            M = N
+        out_kind = np.full(M, DELAY, dtype=np.int8)
+        out_kind[new_id[is_t]] = TRANSFER
+
+        def spread(col, fill, dtype):
+            if lat == 0:
+                return col.astype(dtype, copy=False)
+            a = np.full(M, fill, dtype=dtype)
+            a[new_id] = col
+            if lat > 0:
+                a[delay_of] = fill
+            return a
+
+        src = spread(c["src"], -1, np.int64)
+        if lat > 0:
+            src[delay_of] = c["src"][is_t]  # a delay belongs to its transfer's sender
+        dst = spread(c["dst"], -1, np.int64)  # joins already carry -1 / 0
+        size = spread(c["size"], 0, np.int64)
+        tag = spread(c["tag"], -1, np.int64)
+        if lat > 0:
+            tag[delay_of] = c["tag"][is_t]
+        dur = np.zeros(M)
+        if lat > 0:
+            dur[delay_of] = lat
+        labels = list(self.labels) or ["transfer"]
+        label = spread(c["label"], 0, np.int16)
+        if lat > 0:
+            label[delay_of] = len(labels)
+            labels.append("step_latency")
+        # CSR by child; np.unique also drops duplicate edges (data and order deps can coincide)
+        key = child * M + parent
+        key.sort()  # (np.unique's hash path is several times slower at millions of edges)
+        if key.size:
+            key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+        ch, par = key // M, key % M
+        dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(ch, minlength=M))])
+        extra = {"blk_lo": spread(c["lo"], -1, np.int64),
+                 "reduce": spread(c["red"], -1, np.int8)}
+        t = is_t
+        if strided and (c["n"][t] != 1).any():
+            extra["blk_n"] = spread(c["n"], 1, np.int32)
+            extra["blk_s"] = spread(c["s"], 1, np.int64)
+        if strided2 and (c["n2"][t] != 1).any():
+            extra["blk_n2"] = spread(c["n2"], 1, np.int32)
+            extra["blk_s2"] = spread(c["s2"], 0, np.int64)
+        sched = Schedule(kind=out_kind, src=src, dst=dst, size=size, duration=dur,
+                         start=np.zeros(M), dep_ptr=dep_ptr, dep_idx=par, tag=tag, label=label,
+                         labels=labels, extra=extra)
+        sched.meta = {"op": self.op, "algorithm": self.algorithm,
+                      "ranks": self.ranks.copy(), "n_ranks": int(len(self.ranks)),
+                      "nbytes": self.nbytes, "chunks": self.chunks,
+                      "step_latency_s": self.step_latency_s,
+                      "n_blocks": int(len(self.block_bytes)), "block_bytes": self.block_bytes,
+                      **self.meta}
+        return sched

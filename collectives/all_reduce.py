@@ -1,0 +1,178 @@
+"""All-reduce: every rank ends with the sum of all ranks' buffers.
+
+``nbytes`` is the buffer size on each rank (input = output = S), as NCCL-tests counts it.
+All algorithms cut the buffer chunk-major: block ``c*P + q`` is piece q of chunk c.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from collectives._plan import (Plan, check_chunks, check_latency, check_nbytes, check_ranks,
+                               chunked_layout)
+from collectives._ring import ring_phases
+from collectives._trees import depths, double_binary_trees
+from topo.errors import InputError
+
+
+def _setup(ranks, nbytes, chunks, step_latency_s, parts_per_chunk, algorithm, op="all_reduce"):
+    ranks = check_ranks(ranks)
+    nbytes = check_nbytes(nbytes)
+    n = len(ranks)
+    P = parts_per_chunk(n) if callable(parts_per_chunk) else parts_per_chunk
+    C = check_chunks(chunks, nbytes, P, f"{algorithm} {op} over {n} ranks")
+    lat = check_latency(step_latency_s)
+    return Plan(op, algorithm, ranks, nbytes, C, lat, chunked_layout(nbytes, C, P)), n, C, P
+
+
+def ring_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+    """Ring: reduce-scatter then all-gather around ``ranks`` in list order, 2(n-1) steps of
+    S/n bytes per rank. Bandwidth-optimal: each rank sends 2(n-1)/n * S."""
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "ring")
+    lo = (np.arange(C)[None, None, :] * n + np.arange(n)[None, :, None])
+    ring_phases(plan, np.arange(n)[None, :], lo, 1, rs=True, ag=True)
+    return plan.build()
+
+
+def bidirectional_ring_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+    """Two rings in opposite directions, each all-reducing half the buffer. Helps where a
+    rank's links to its two ring neighbours are distinct (a torus/ring fabric); on a switched
+    fabric both halves share the rank's one NIC and it equals the ring."""
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: 2 * n,
+                           "bidirectional_ring")
+    members = np.stack([np.arange(n), np.arange(n)[::-1]])
+    lo = (np.arange(C)[None, None, :] * 2 * n + np.arange(2)[:, None, None] * n +
+          np.arange(n)[None, :, None])
+    ring_phases(plan, members, lo, 1, rs=True, ag=True)
+    return plan.build()
+
+
+def double_binary_tree_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+    """NCCL's double binary tree: half the buffer is reduced up tree 0 and broadcast back down,
+    the other half on tree 1 (a leaf of one tree is an inner node of the other, so every
+    rank sends and receives about the same). Chunks pipeline: chunk c moves up (and then down)
+    while chunk c+1 follows; each tree edge carries one chunk at a time per direction."""
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 2, "double_binary_tree")
+    parents = double_binary_trees(n)
+    up_ids = np.full((C, 2, n), -1, dtype=np.int64)
+    down_ids = np.full((C, 2, n), -1, dtype=np.int64)  # edge parent(y) -> y, indexed by y
+    orders = []
+    for t in range(2):
+        par = parents[t]
+        d = depths(par)
+        nonroot = np.flatnonzero(par >= 0)
+        orders.append((par, nonroot[np.argsort(-d[nonroot], kind="stable")],
+                       nonroot[np.argsort(d[nonroot], kind="stable")], d))
+    # reduce up: chunk-major, deepest first, so children precede parents
+    for c in range(C):
+        for t in range(2):
+            par, up_order, _, d = orders[t]
+            up_ids[c, t, up_order] = plan.transfers(up_order, par[up_order], c * 2 + t,
+                                                    reduce=True, label="tree_reduce",
+                                                    tag=d[up_order])
+    for c in range(C):
+        for t in range(2):
+            par, _, down_order, d = orders[t]
+            root = int(np.flatnonzero(par < 0)[0])
+            down_ids[c, t, down_order] = plan.transfers(par[down_order], down_order, c * 2 + t,
+                                                        reduce=False, label="tree_broadcast",
+                                                        tag=d.max() + d[down_order])
+    for t in range(2):
+        par, up_order, down_order, d = orders[t]
+        root = int(np.flatnonzero(par < 0)[0])
+        y = up_order
+        # up: a node sends after all its children's sends arrived (same chunk)
+        has_par = par[y] >= 0
+        plan.deps(up_ids[:, t, par[y]][:, has_par & (par[y] != root)],
+                  up_ids[:, t, y][:, has_par & (par[y] != root)])
+        plan.deps(up_ids[1:, t, y], up_ids[:-1, t, y])  # one chunk at a time per edge
+        # down: from the root once its children's chunk arrived, else after receiving it
+        y = down_order
+        from_root = par[y] == root
+        kids_of_root = y[from_root]
+        plan.deps(down_ids[:, t, kids_of_root][:, :, None],
+                  up_ids[:, t, kids_of_root][:, None, :])
+        inner = y[~from_root]
+        plan.deps(down_ids[:, t, inner], down_ids[:, t, par[inner]])
+        plan.deps(down_ids[1:, t, y], down_ids[:-1, t, y])
+    plan.meta["trees"] = parents
+    return plan.build()
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (int(n).bit_length() - 1)
+
+
+def recursive_halving_doubling_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+    """Rabenseifner: reduce-scatter by recursive halving (partners at distance p/2, p/4, ...,
+    1, exchanging half of the current range each step) then all-gather by recursive doubling.
+    log2(p) steps each way; each rank sends 2(p-1)/p * S. For n not a power of two, with
+    p = 2^floor(log2 n) and r = n - p: first rank 2i sends its whole buffer to 2i+1 (i < r),
+    which reduces it and takes part; at the end 2i+1 sends the result back (the simple fix-up
+    of Rabenseifner 2004 / Thakur et al. 2005: 2 extra full-buffer steps for 2r ranks)."""
+    ranks_arr = check_ranks(ranks)
+    n = len(ranks_arr)
+    p = _pow2_floor(n)
+    plan, n, C, P = _setup(ranks_arr, nbytes, chunks, step_latency_s, p,
+                           "recursive_halving_doubling")
+    r = n - p
+    L = p.bit_length() - 1
+    v = np.arange(p)
+    rank_of_v = np.where(v < r, 2 * v + 1, v + r)
+    c = np.arange(C)
+    recv_into = np.full((p, C), -1, dtype=np.int64)  # last receive into virtual rank v
+    last_send = np.full(p, -1, dtype=np.int64)
+    if r:
+        i = np.arange(r)
+        pre = plan.transfers(2 * i[:, None], 2 * i[:, None] + 1, c[None, :] * p, n=p,
+                             reduce=True, label="fixup_in", tag=0)
+        plan.deps(pre[:, 1:], pre[:, :-1])
+        recv_into[:r] = pre
+    tag = 1
+
+    def step(d, lo_of, reduce, label):
+        nonlocal recv_into, last_send, tag
+        partner = v ^ d
+        ids = plan.transfers(rank_of_v[:, None], rank_of_v[partner][:, None],
+                             c[None, :] * p + lo_of(v, d)[:, None], n=d, reduce=reduce,
+                             label=label, tag=tag)
+        tag += 1
+        # MPI sendrecv: the exchange of step k starts when both partners finished step k-1
+        plan.deps(ids, recv_into)
+        plan.deps(ids, recv_into[partner])
+        plan.deps(ids[:, 1:], ids[:, :-1])
+        plan.deps(ids[:, 0], last_send)
+        last_send = ids[:, -1].copy()
+        recv_into = ids[partner].copy()
+        return ids
+
+    for k in range(L):  # halving: keep own half (bit d of v), send the partner's half
+        step(p >> (k + 1), lambda v, d: (v ^ d) & ~(d - 1), True, "reduce_scatter")
+    for k in range(L):  # doubling: send everything held so far
+        step(1 << k, lambda v, d: v & ~(d - 1), False, "all_gather")
+    if r:
+        i = np.arange(r)
+        post = plan.transfers(2 * i[:, None] + 1, 2 * i[:, None], c[None, :] * p, n=p,
+                              reduce=False, label="fixup_out", tag=tag)
+        plan.deps(post, recv_into[:r])
+        plan.deps(post[:, 1:], post[:, :-1])
+        plan.deps(post[:, 0], last_send[:r])
+    return plan.build()
+
+
+def direct_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+    """Reduce-scatter then all-gather with every peer at once: rank i sends piece j of its
+    buffer to rank j (which sums the n pieces), then j sends the reduced piece to every rank.
+    Two steps, n(n-1) transfers each; each rank sends 2(n-1)/n * S, like the ring."""
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "direct")
+    i, j = np.nonzero(~np.eye(n, dtype=bool))  # ordered pairs i != j
+    c = np.arange(C)[:, None]
+    rs = plan.transfers(i[None, :], j[None, :], c * n + j[None, :], reduce=True,
+                        label="reduce_scatter", tag=0)  # (C, pairs)
+    plan.deps(rs[1:], rs[:-1])
+    join = plan.joins(np.broadcast_to(np.arange(n), (C, n)), label="reduced")
+    plan.deps(join[np.broadcast_to(c, rs.shape), np.broadcast_to(j, rs.shape)], rs)
+    ag = plan.transfers(j[None, :], i[None, :], c * n + j[None, :], reduce=False,
+                        label="all_gather", tag=1)
+    plan.deps(ag, join[np.broadcast_to(c, ag.shape), np.broadcast_to(j, ag.shape)])
+    plan.deps(ag[1:], ag[:-1])
+    return plan.build()

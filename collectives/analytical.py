@@ -1,0 +1,215 @@
+"""Alpha-beta estimates of every algorithm, congestion-unaware, for quick sweeps.
+
+A *round* is a set of messages that go at once. Its time is the slowest message's
+``alpha + bytes / rate + step_latency``, where alpha is the propagation latency of the
+message's (shortest) path and rate is the smallest of: the path's bottleneck link bandwidth,
+the sender's injection bandwidth shared by its messages in that round, and the receiver's
+ejection bandwidth shared likewise. Traffic of *other* ranks on shared switch links is
+ignored (congestion-unaware): on a non-blocking fabric the estimate is what the flow engine
+finds; on an oversubscribed one it is a lower bound.
+
+Every algorithm is described by the rounds it performs, in order, with the per-rank send
+sequence of the schedule builders (C chunks go one after another on each connection).
+Pipelined chains and trees take (depth + C - 1) rounds of one chunk.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from topo.errors import InputError
+
+
+class Fabric:
+    """Pair latencies and bandwidths between hosts, from shortest paths (cached per pair)."""
+
+    def __init__(self, topology, routing="shortest"):
+        from topo.routing import Routing
+
+        self.topology = topology
+        self.routing = Routing(topology, routing) if isinstance(routing, str) else routing
+        t = topology
+        hosts = np.arange(t.n_hosts)
+        bw = t.dlink_bw
+        # a host's injection (ejection) bandwidth: all its outgoing (incoming) links
+        self.inj = np.bincount(t.dlink_src, weights=bw, minlength=t.n_nodes)[hosts]
+        self.ej = np.bincount(t.dlink_dst, weights=bw, minlength=t.n_nodes)[hosts]
+
+    def pairs(self, src, dst):
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        p = self.routing.paths(src, dst)
+        if not np.all(p.reachable):
+            i = int(np.flatnonzero(~p.reachable)[0])
+            raise InputError(f"ranks: host {int(src[i])} cannot reach host {int(dst[i])}")
+        bw = self.topology.dlink_bw[p.link]
+        lens = np.diff(p.ptr)
+        bott = np.full(len(src), np.inf)
+        nz = lens > 0
+        if nz.any():
+            bott[nz] = np.minimum.reduceat(bw, p.ptr[:-1][nz])
+        return np.asarray(p.latency, dtype=np.float64), bott
+
+
+def round_time(fab: Fabric, src, dst, nbytes, step_latency_s=0.0) -> float:
+    """One round: messages src[i] -> dst[i] of nbytes[i] (host ids) at the same time."""
+    src = np.asarray(src, dtype=np.int64).reshape(-1)
+    dst = np.asarray(dst, dtype=np.int64).reshape(-1)
+    if not src.size:
+        return 0.0
+    b = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape)
+    lat, bott = fab.pairs(src, dst)
+    k_out = np.bincount(src, minlength=len(fab.inj))[src]
+    k_in = np.bincount(dst, minlength=len(fab.ej))[dst]
+    rate = np.minimum(bott, np.minimum(fab.inj[src] / k_out, fab.ej[dst] / k_in))
+    return float(np.max(lat + b / rate)) + step_latency_s
+
+
+def estimate(topology, op, algorithm, ranks, nbytes, chunks=1, step_latency_s=0.0,
+             routing="shortest", fabric: Fabric | None = None, **options) -> float:
+    """Seconds ``op`` with ``algorithm`` takes on ``topology`` by the alpha-beta model."""
+    import collectives as co
+    from collectives._plan import check_int, check_latency, check_ranks, split
+
+    op, algorithm = co.resolve(op, algorithm)
+    ranks = check_ranks(ranks)
+    if ranks.max() >= topology.n_hosts:
+        raise InputError(f"ranks: host {int(ranks.max())} does not exist (hosts are "
+                         f"0..{topology.n_hosts - 1})")
+    n = len(ranks)
+    C = check_int(chunks, "chunks")
+    L = check_latency(step_latency_s)
+    fab = fabric or Fabric(topology, routing)
+    R = lambda s, d, b: round_time(fab, ranks[np.asarray(s)], ranks[np.asarray(d)], b, L)  # noqa
+    if op == "all_to_all_v":
+        M = np.asarray(nbytes, dtype=np.float64)
+        S = float(M.sum(axis=1).max())
+    else:
+        S = float(co._plan.check_nbytes(nbytes))
+        M = None
+    i = np.arange(n)
+    nxt = (i + 1) % n
+
+    if op == "all_reduce":
+        if algorithm == "ring":
+            return 2 * (n - 1) * C * R(i, nxt, S / n / C)
+        if algorithm == "bidirectional_ring":
+            prv = (i - 1) % n
+            return 2 * (n - 1) * C * R(np.r_[i, i], np.r_[nxt, prv], S / (2 * n) / C)
+        if algorithm == "direct":
+            a, b = np.nonzero(~np.eye(n, dtype=bool))
+            return 2 * C * R(a, b, S / n / C)
+        if algorithm == "recursive_halving_doubling":
+            p = 1 << (n.bit_length() - 1)
+            r = n - p
+            v = np.arange(p)
+            rank_of = np.where(v < r, 2 * v + 1, v + r)
+            t = 0.0
+            for k in range(p.bit_length() - 1):
+                d = p >> (k + 1)
+                t += 2 * C * R(rank_of, rank_of[v ^ d], S * d / p / C)
+            if r:
+                t += 2 * C * R(2 * np.arange(r), 2 * np.arange(r) + 1, S / C)
+            return t
+        if algorithm == "double_binary_tree":
+            from collectives._trees import depths, double_binary_trees
+
+            par = double_binary_trees(n)
+            dep = [depths(par[0]), depths(par[1])]
+            D = int(max(dep[0].max(), dep[1].max()))
+            m = S / 2 / C
+            edges = {}  # level -> (senders, receivers) of both trees, up and down
+            for t in range(2):
+                y = np.flatnonzero(par[t] >= 0)
+                for lvl in range(1, D + 1):
+                    at = y[dep[t][y] == lvl]
+                    edges.setdefault(("up", lvl), []).append((at, par[t][at]))
+                    edges.setdefault(("down", lvl), []).append((par[t][at], at))
+            def rnd(parts):
+                return R(np.concatenate([a for a, _ in parts]),
+                         np.concatenate([b for _, b in parts]), m)
+            # fill and drain: one chunk crosses the levels one after another (up from the
+            # leaves, then down from the roots) ...
+            t = sum(rnd(edges[("up", lvl)]) for lvl in range(D, 0, -1) if ("up", lvl) in edges)
+            t += sum(rnd(edges[("down", lvl)]) for lvl in range(1, D + 1)
+                     if ("down", lvl) in edges)
+            # ... and every further chunk adds one steady-state round, where all tree edges
+            # carry a chunk up and one down at once
+            if C > 1:
+                t += (C - 1) * rnd([e for v in edges.values() for e in v])
+            return t
+        if algorithm == "hierarchical":
+            g = check_int(options.get("group_size"), "group_size")
+            G = n // g
+            grp = (i // g) * g + (i % g + 1) % g
+            rail = (i + g) % n
+            t = 2 * (g - 1) * C * R(i, grp, S / g / C) if g > 1 else 0.0
+            return t + (2 * (G - 1) * C * R(i, rail, S / n / C) if G > 1 else 0.0)
+        if algorithm == "torus":
+            dims = tuple(options.get("dims") or ())
+            if math.prod(dims) != n:
+                raise InputError(f"dims = {list(dims)}: the product must equal {n}")
+            coords = np.stack(np.unravel_index(i, dims), axis=1)
+            t, frac = 0.0, 1.0
+            for j, d in enumerate(dims):
+                if d == 1:
+                    continue
+                frac /= d
+                nb = coords.copy()
+                nb[:, j] = (nb[:, j] + 1) % d
+                t += 2 * (d - 1) * C * R(i, np.ravel_multi_index(nb.T, dims), S * frac / C)
+            return t
+    if op in ("reduce_scatter", "all_gather"):
+        if algorithm == "ring":
+            return (n - 1) * C * R(i, nxt, S / n / C)
+        a, b = np.nonzero(~np.eye(n, dtype=bool))
+        return C * R(a, b, S / n / C)
+    if op in ("broadcast", "reduce"):
+        root = int(options.get("root", 0))
+        if algorithm == "ring":
+            m = (root + i) % n
+            return (n - 1 + C - 1) * R(m[:-1], m[1:], S / C)
+        rounds = max(1, (n - 1).bit_length())
+        v = np.arange(1, n)
+        par = v - (1 << (np.log2(v).astype(np.int64)))
+        return (rounds + C - 1) * R((par + root) % n, (v + root) % n, S / C) \
+            if C > 1 else rounds * R([root], [(root + 1) % n], S)
+    if op in ("all_to_all", "all_to_all_v"):
+        if M is None:
+            M = np.broadcast_to(split(int(S), n), (n, n)).astype(np.float64)
+        a, b = np.nonzero(~np.eye(n, dtype=bool))
+        if algorithm == "direct":
+            return C * R(a, b, M[a, b] / C)
+        if algorithm == "pairwise":
+            t = 0.0
+            for k in range(1, n):
+                t += C * R(i, (i + k) % n, M[i, (i + k) % n] / C)
+            return t
+        g = check_int(options.get("group_size"), "group_size")
+        G = n // g
+        grp_a, grp_b = a[(a // g) == (b // g)], b[(a // g) == (b // g)]
+        if options.get("leader", "node") == "rail":
+            # intra: rank a hands b everything for b's rail; inter: one message per rail peer
+            intra = np.array([M[x, (np.arange(G) * g + y % g)].sum() for x, y in
+                              zip(grp_a, grp_b)])
+            rail_a, rail_b = a[(a % g) == (b % g)], b[(a % g) == (b % g)]
+            inter = np.array([M[(x // g) * g + np.arange(g), y].sum() for x, y in
+                              zip(rail_a, rail_b)])
+            return C * (R(grp_a, grp_b, intra / C) + R(rail_a, rail_b, inter / C))
+        lead = (i // g) * g
+        off = np.array([M[x][(np.arange(n) // g) != x // g].sum() for x in range(n)])
+        nl = i[i % g > 0]
+        la, lb = lead[a], lead[b]
+        cross = (a // g) != (b // g)
+        ex = np.zeros((n, n))
+        np.add.at(ex, (la[cross], lb[cross]), M[a[cross], b[cross]])
+        ea, eb = np.nonzero(ex)
+        into = np.array([M[(i // g) != x // g, x].sum() for x in range(n)])
+        return C * (R(grp_a, grp_b, M[grp_a, grp_b] / C) + R(nl, lead[nl], off[nl] / C) +
+                    R(ea, eb, ex[ea, eb] / C) + R(lead[nl], nl, into[nl] / C))
+    if op == "send_recv":
+        P = options.get("pairs")
+        P = np.stack([i[:-1], i[1:]], axis=1) if P is None else np.asarray(P)
+        return (C) * R(P[:, 0], P[:, 1], S / C)
+    raise InputError(f"algorithm = {algorithm!r}: no estimate for {op}")

@@ -1,0 +1,50 @@
+"""Point-to-point send/recv, e.g. activations between pipeline-parallel stages.
+
+``nbytes`` = S, the message size of every pair. By default rank k sends to rank k+1 for
+k = 0..n-2 (a pipeline's stage boundaries, all at once); ``pairs`` lists (src, dst) rank
+indices instead. Block ``p*C + c`` is chunk c of pair p; chunks of a pair go in sequence.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from collectives._plan import (Plan, check_chunks, check_latency, check_nbytes, check_ranks,
+                               chunked_layout)
+from topo.errors import InputError
+
+
+def _check_pairs(pairs, n):
+    if pairs is None:
+        return np.stack([np.arange(n - 1), np.arange(1, n)], axis=1)
+    try:
+        P = np.asarray(pairs, dtype=np.int64)
+    except (TypeError, ValueError):
+        raise InputError(f"pairs = {pairs!r}: expected a list of (src, dst) rank indices") from None
+    if P.ndim != 2 or P.shape[1] != 2 or not len(P):
+        raise InputError(f"pairs = {pairs!r}: expected a non-empty list of (src, dst) pairs")
+    bad = np.flatnonzero(((P < 0) | (P >= n)).any(axis=1))
+    if bad.size:
+        raise InputError(f"pairs[{int(bad[0])}] = {P[bad[0]].tolist()}: rank indices must be "
+                         f"in 0..{n - 1}")
+    bad = np.flatnonzero(P[:, 0] == P[:, 1])
+    if bad.size:
+        raise InputError(f"pairs[{int(bad[0])}] = {P[bad[0]].tolist()}: a rank cannot send "
+                         f"to itself")
+    return P
+
+
+def send_recv(ranks, nbytes, chunks=1, step_latency_s=0.0, pairs=None):
+    """One message of ``nbytes`` per pair, all pairs concurrently."""
+    ranks = check_ranks(ranks)
+    nbytes = check_nbytes(nbytes)
+    P = _check_pairs(pairs, len(ranks))
+    C = check_chunks(chunks, nbytes, 1, "send_recv")
+    lat = check_latency(step_latency_s)
+    plan = Plan("send_recv", "direct", ranks, nbytes, C, lat,
+                np.tile(chunked_layout(nbytes, C, 1), len(P)))
+    c = np.arange(C)[None, :]
+    ids = plan.transfers(P[:, 0:1], P[:, 1:2], np.arange(len(P))[:, None] * C + c,
+                         reduce=False, label="send_recv", tag=0)
+    plan.deps(ids[:, 1:], ids[:, :-1])
+    plan.meta["pairs"] = P
+    return plan.build()

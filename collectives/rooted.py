@@ -1,0 +1,82 @@
+"""Broadcast and reduce (one root, ``root`` = index into ``ranks``, default 0).
+
+``nbytes`` = S, the buffer size (the root's input for broadcast, every rank's input for
+reduce). Chunk c is block c; C chunks pipeline down a chain or tree.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from collectives._plan import check_root
+from collectives._trees import binomial_parent
+from collectives.all_reduce import _setup
+
+
+def _chain(ranks, nbytes, chunks, step_latency_s, root, op):
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "ring", op=op)
+    root = check_root(root, n)
+    bcast = op == "broadcast"
+    # broadcast: root first; reduce: root last, so data flows towards it
+    members = (root + np.arange(n) + (0 if bcast else 1)) % n
+    h = np.arange(n - 1)
+    ids = plan.transfers(members[h][None, :], members[h + 1][None, :],
+                         np.arange(C)[:, None], reduce=not bcast,
+                         label="chain_broadcast" if bcast else "chain_reduce", tag=h[None, :])
+    plan.deps(ids[:, 1:], ids[:, :-1])  # hop h forwards what hop h-1 delivered
+    plan.deps(ids[1:], ids[:-1])  # one chunk after another on each hop
+    plan.meta["root"] = root
+    return plan.build()
+
+
+def ring_broadcast(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
+    """Pipelined chain root -> root+1 -> ... (NCCL's ring broadcast): (n-1+C-1) chunk times."""
+    return _chain(ranks, nbytes, chunks, step_latency_s, root, "broadcast")
+
+
+def ring_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
+    """Pipelined chain root+1 -> root+2 -> ... -> root, each hop adding its own buffer."""
+    return _chain(ranks, nbytes, chunks, step_latency_s, root, "reduce")
+
+
+def tree_broadcast(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
+    """Binomial tree (MPI's classic): in round r every rank v < 2^r that has the chunk sends it
+    to v + 2^r (v relative to the root); ceil(log2 n) rounds per chunk, a rank's sends in
+    sequence (largest subtree first)."""
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "tree", op="broadcast")
+    root = check_root(root, n)
+    rank_of = (np.arange(n) + root) % n
+    recv = np.full((C, n), -1, dtype=np.int64)
+    prev = np.full(n, -1, dtype=np.int64)
+    rounds = max(1, (n - 1).bit_length())
+    for c in range(C):
+        for r in range(rounds):
+            v = np.arange(min(1 << r, n - (1 << r)))
+            ids = plan.transfers(rank_of[v], rank_of[v + (1 << r)], c, reduce=False,
+                                 label="tree_broadcast", tag=r)
+            plan.deps(ids, recv[c, v])
+            plan.deps(ids, prev[v])
+            prev[v] = ids
+            recv[c, v + (1 << r)] = ids
+    plan.meta["root"] = root
+    return plan.build()
+
+
+def tree_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
+    """Binomial tree reduce: the mirror of tree_broadcast; rank v sends its partial sum to
+    v minus its highest bit once all its children's sums arrived."""
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "tree", op="reduce")
+    root = check_root(root, n)
+    rank_of = (np.arange(n) + root) % n
+    par = binomial_parent(n)
+    send = np.full((C, n), -1, dtype=np.int64)
+    for c in range(C):
+        for r in reversed(range(max(1, (n - 1).bit_length()))):
+            w = np.arange(1 << r, min(1 << (r + 1), n))
+            send[c, w] = plan.transfers(rank_of[w], rank_of[par[w]], c, reduce=True,
+                                        label="tree_reduce", tag=r)
+    v = np.arange(1, n)
+    inner = par[v] > 0
+    plan.deps(send[:, par[v][inner]], send[:, v[inner]])  # after the children's sums
+    plan.deps(send[1:, 1:], send[:-1, 1:])
+    plan.meta["root"] = root
+    return plan.build()

@@ -1,0 +1,709 @@
+"""All compiled kernels of the flow engine (Numba, ``cache=True``, one module on purpose:
+Numba's cache does not notice edits in functions imported from other files).
+
+State lives in a few 2-D arrays whose columns/rows are named by the module constants below, so
+each kernel has one signature and the test suite compiles few specialisations. Per-node data
+is node-major (``NF[f, RATE]``) so one flow's fields share a cache line.
+
+Vocabulary
+* node: a Schedule node (transfer, compute or delay); a *flow* is an active transfer, indexed
+  by its node id.
+* entry: one (flow, directed link, weight) membership. A flow's entries are
+  ``[poff, poff + plen)`` of the entry pool (``EI``, ``ew``).
+* slot: while a flow is active each of its entries occupies one slot in its link's contiguous
+  slot range ``[LOFF[l], LOFF[l] + NACT[l])`` of the slot pool (``SI``: flow, entry; ``SD``:
+  weight, current rate). Insert appends, remove swaps the last slot in, so scanning "the flows
+  on link l" streams through memory instead of chasing pointers. Each link's slot capacity is
+  the number of not-finished transfers whose current path crosses it (set from Python), so a
+  link never overflows.
+* The max-min solver (``_recompute``) only touches the connected component of the flow/link
+  graph reached from the links an event changed; after an event that only removed flows it
+  also leaves alone every flow slower than the slowest removed one (docs/flow_engine.md has
+  the argument).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# ---------------------------------------------------------------- node float columns (NF)
+SIZE, DUR, START, TAIL, RATE, REM, TLAST, SEG0, TSTART, TEND, NR = range(11)
+N_NF = 11
+# ---------------------------------------------------------------- node int columns (NI)
+KIND, NDEPS, POFF, PLEN, STATE, ISNEW, FSTAMP, FFRZ, CF, ADDL = range(10)
+N_NI = 10
+# ---------------------------------------------------------------- entry int columns (EI)
+ELINK, EFLOW, ESLOT = range(3)
+N_EI = 3
+# ---------------------------------------------------------------- slot columns (SI, SD)
+SFLOW, SENT = range(2)
+SW, SR = range(2)
+# ---------------------------------------------------------------- link float rows (LF)
+CAP, BUSY_SINCE, BUSY, BYTES, RES, WSUM, LHK, LLOAD = range(8)
+N_LF = 8
+# ---------------------------------------------------------------- link int rows (LI)
+LOFF, LCAP, NACT, LSTAMP, LLOC, CL, CNT, LHI, LHPOS, SEEDED, SEEDS, LFILL = range(12)
+N_LI = 12
+# ---------------------------------------------------------------- int scalars (isc)
+DH_N, TH_N, STAMP, N_ADD, N_SEED, PEND, FULL, LS_N, EVENTS, SERIES, RECOMP, STEPS, \
+    CF_TOTAL = range(13)
+N_ISC = 13
+# ---------------------------------------------------------------- float scalars (fsc)
+CLOCK, PEND_T = range(2)
+N_FSC = 2
+
+# node kinds (same numbers as netcore.schedule)
+TRANSFER, COMPUTE, DELAY = 0, 1, 2
+# node states
+WAIT, ACTIVE, FLIGHT, DONE, STALLED, STRANDED = 0, 1, 2, 3, 4, 5
+# timed-event codes: node * 2 + type
+EV_END, EV_START = 0, 1
+
+# advance() return codes
+RC_STOP, RC_GROW_SERIES = 0, 2
+
+
+# ================================================================ indexed binary heap
+# keys hk[slot], items hi[slot], pos[item] = slot or -1; ties broken by item id so that the
+# pop order (and hence every result) is deterministic.
+@njit(cache=True, inline="always")
+def _hless(hk, hi, a, b):
+    return hk[a] < hk[b] or (hk[a] == hk[b] and hi[a] < hi[b])
+
+
+@njit(cache=True)
+def _hswap(hk, hi, pos, a, b):
+    ka, ia = hk[a], hi[a]
+    hk[a] = hk[b]
+    hi[a] = hi[b]
+    hk[b] = ka
+    hi[b] = ia
+    pos[hi[a]] = a
+    pos[hi[b]] = b
+
+
+@njit(cache=True)
+def _hup(hk, hi, pos, j):
+    while j > 0:
+        p = (j - 1) >> 1
+        if _hless(hk, hi, j, p):
+            _hswap(hk, hi, pos, j, p)
+            j = p
+        else:
+            break
+
+
+@njit(cache=True)
+def _hdown(hk, hi, pos, j, n):
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and _hless(hk, hi, c + 1, c):
+            c += 1
+        if _hless(hk, hi, c, j):
+            _hswap(hk, hi, pos, c, j)
+            j = c
+        else:
+            break
+
+
+@njit(cache=True)
+def _hset(hk, hi, pos, n, item, key):
+    """Insert ``item`` or change its key; returns the new heap size."""
+    j = pos[item]
+    if j < 0:
+        hk[n] = key
+        hi[n] = item
+        pos[item] = n
+        _hup(hk, hi, pos, n)
+        return n + 1
+    old = hk[j]
+    hk[j] = key
+    if key < old:
+        _hup(hk, hi, pos, j)
+    else:
+        _hdown(hk, hi, pos, j, n)
+    return n
+
+
+@njit(cache=True)
+def _hremove(hk, hi, pos, n, item):
+    j = pos[item]
+    if j < 0:
+        return n
+    n -= 1
+    pos[item] = -1
+    if j != n:
+        hk[j] = hk[n]
+        hi[j] = hi[n]
+        it = hi[j]
+        pos[it] = j
+        _hup(hk, hi, pos, j)
+        _hdown(hk, hi, pos, pos[it], n)
+    return n
+
+
+# ================================================================ plain heap of timed events
+@njit(cache=True)
+def _tpush(tk, ti, n, key, code):
+    j = n
+    tk[j] = key
+    ti[j] = code
+    while j > 0:
+        p = (j - 1) >> 1
+        if tk[j] < tk[p] or (tk[j] == tk[p] and ti[j] < ti[p]):
+            tk[j], tk[p] = tk[p], tk[j]
+            ti[j], ti[p] = ti[p], ti[j]
+            j = p
+        else:
+            break
+    return n + 1
+
+
+@njit(cache=True)
+def _tpop(tk, ti, n):
+    """Remove the root; the caller read it before. Returns the new size."""
+    n -= 1
+    tk[0] = tk[n]
+    ti[0] = ti[n]
+    j = 0
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and (tk[c + 1] < tk[c] or (tk[c + 1] == tk[c] and ti[c + 1] < ti[c])):
+            c += 1
+        if tk[c] < tk[j] or (tk[c] == tk[j] and ti[c] < ti[j]):
+            tk[c], tk[j] = tk[j], tk[c]
+            ti[c], ti[j] = ti[j], ti[c]
+            j = c
+        else:
+            break
+    return n
+
+
+# ================================================================ link slot lists
+@njit(cache=True)
+def _seed(LI, isc, l):
+    if LI[SEEDED, l] == 0:
+        LI[SEEDED, l] = 1
+        LI[SEEDS, isc[N_SEED]] = l
+        isc[N_SEED] += 1
+
+
+@njit(cache=True)
+def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
+    """Put flow f's entries into its links' slot ranges (it starts sending at t). Its slot
+    rate is +inf until the solver gives it a rate, so every threshold test includes it."""
+    p0 = NI[f, POFF]
+    for e in range(p0, p0 + NI[f, PLEN]):
+        l = EI[e, ELINK]
+        k = LI[LOFF, l] + LI[NACT, l]
+        SI[k, SFLOW] = f
+        SI[k, SENT] = e
+        SD[k, SW] = ew[e]
+        SD[k, SR] = np.inf
+        EI[e, ESLOT] = k
+        LI[NACT, l] += 1
+        if LI[NACT, l] == 1:
+            LF[BUSY_SINCE, l] = t
+        _seed(LI, isc, l)
+
+
+@njit(cache=True)
+def _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc):
+    p0 = NI[f, POFF]
+    for e in range(p0, p0 + NI[f, PLEN]):
+        l = EI[e, ELINK]
+        k = EI[e, ESLOT]
+        last = LI[LOFF, l] + LI[NACT, l] - 1
+        if k != last:
+            SI[k, SFLOW] = SI[last, SFLOW]
+            SI[k, SENT] = SI[last, SENT]
+            SD[k, SW] = SD[last, SW]
+            SD[k, SR] = SD[last, SR]
+            EI[SI[k, SENT], ESLOT] = k
+        EI[e, ESLOT] = -1
+        LI[NACT, l] -= 1
+        if LI[NACT, l] == 0:
+            LF[BUSY, l] += t - LF[BUSY_SINCE, l]
+        _seed(LI, isc, l)
+
+
+@njit(cache=True)
+def _account(f, sent, NI, EI, ew, LF):
+    """Credit ``sent`` bytes of flow f to the links of its current path."""
+    p0 = NI[f, POFF]
+    for e in range(p0, p0 + NI[f, PLEN]):
+        LF[BYTES, EI[e, ELINK]] += ew[e] * sent
+
+
+# ================================================================ max-min solver
+@njit(cache=True)
+def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
+               ls_t, ls_l, ls_r):
+    """Weighted max-min (progressive filling) over the component reached from the seed links.
+
+    Flows with ``rate < theta`` keep their rate and only reduce the capacity of the links
+    they cross (exact when the change since the last solve only removed flows whose rate was
+    at least ``theta``; pass ``-inf`` otherwise). Flows whose rate changes get their remaining
+    bytes brought up to ``t`` and a new drain time.
+    """
+    isc[STAMP] += 1
+    stamp = isc[STAMP]
+    ncl = 0
+    for k in range(isc[N_SEED]):
+        l = LI[SEEDS, k]
+        LI[SEEDED, l] = 0
+        LI[LSTAMP, l] = stamp
+        LI[LLOC, l] = ncl
+        LI[CL, ncl] = l
+        ncl += 1
+    isc[N_SEED] = 0
+    ncf = 0
+    nent = 0
+    q = 0
+    # ---- breadth-first search over links; frozen load of the slow flows on each link
+    while q < ncl:
+        l = LI[CL, q]
+        frozen = 0.0
+        k0 = LI[LOFF, l]
+        for k in range(k0, k0 + LI[NACT, l]):
+            r = SD[k, SR]
+            if r >= theta:
+                f = SI[k, SFLOW]
+                if NI[f, FSTAMP] != stamp:
+                    NI[f, FSTAMP] = stamp
+                    NI[ncf, CF] = f
+                    ncf += 1
+                    p0 = NI[f, POFF]
+                    pl = NI[f, PLEN]
+                    nent += pl
+                    for e2 in range(p0, p0 + pl):
+                        l2 = EI[e2, ELINK]
+                        if LI[LSTAMP, l2] != stamp:
+                            LI[LSTAMP, l2] = stamp
+                            LI[LLOC, l2] = ncl
+                            LI[CL, ncl] = l2
+                            ncl += 1
+            else:
+                frozen += SD[k, SW] * r
+        LF[RES, q] = LF[CAP, l] - frozen
+        LF[WSUM, q] = 0.0
+        LI[CNT, q] = 0
+        q += 1
+    isc[CF_TOTAL] += ncf
+    # ---- unfrozen weight per link and a local CSR: local link -> component flows on it
+    for k in range(ncf):
+        f = NI[k, CF]
+        p0 = NI[f, POFF]
+        for e in range(p0, p0 + NI[f, PLEN]):
+            j = LI[LLOC, EI[e, ELINK]]
+            LF[WSUM, j] += ew[e]
+            LI[CNT, j] += 1
+    lptr[0] = 0
+    for j in range(ncl):
+        lptr[j + 1] = lptr[j] + LI[CNT, j]
+        LI[LFILL, j] = lptr[j]
+    for k in range(ncf):
+        f = NI[k, CF]
+        p0 = NI[f, POFF]
+        for e in range(p0, p0 + NI[f, PLEN]):
+            j = LI[LLOC, EI[e, ELINK]]
+            wl[LI[LFILL, j]] = f
+            LI[LFILL, j] += 1
+    # ---- heap of saturation levels (local link index j)
+    lhk = LF[LHK]
+    lhi = LI[LHI]
+    lhp = LI[LHPOS]
+    hn = 0
+    for j in range(ncl):
+        lhp[j] = -1
+    for j in range(ncl):
+        if LI[CNT, j] > 0:
+            r = LF[RES, j]
+            if r < 0.0:
+                r = 0.0
+            hn = _hset(lhk, lhi, lhp, hn, j, r / LF[WSUM, j])
+    # ---- progressive filling: the lowest saturation level freezes every flow on that link
+    while hn > 0:
+        level = lhk[0]
+        j = lhi[0]
+        hn = _hremove(lhk, lhi, lhp, hn, j)
+        for k in range(lptr[j], lptr[j + 1]):
+            f = wl[k]
+            if NI[f, FFRZ] == stamp:
+                continue
+            NI[f, FFRZ] = stamp
+            NF[f, NR] = level
+            p0 = NI[f, POFF]
+            for e2 in range(p0, p0 + NI[f, PLEN]):
+                j2 = LI[LLOC, EI[e2, ELINK]]
+                if j2 == j:
+                    continue
+                w = ew[e2]
+                LF[RES, j2] -= w * level
+                LF[WSUM, j2] -= w
+                LI[CNT, j2] -= 1
+                if LI[CNT, j2] > 0:
+                    r = LF[RES, j2]
+                    if r < 0.0:
+                        r = 0.0
+                    hn = _hset(lhk, lhi, lhp, hn, j2, r / LF[WSUM, j2])
+                else:
+                    hn = _hremove(lhk, lhi, lhp, hn, j2)
+    # ---- apply: only flows whose rate really changed move in the drain heap
+    for k in range(ncf):
+        f = NI[k, CF]
+        new = NF[f, NR]
+        if NI[f, ISNEW] == 1:
+            NI[f, ISNEW] = 0
+            NF[f, TLAST] = t
+        elif new == NF[f, RATE]:
+            continue
+        else:
+            rem = NF[f, REM] - NF[f, RATE] * (t - NF[f, TLAST])
+            NF[f, REM] = rem if rem > 0.0 else 0.0
+            NF[f, TLAST] = t
+        NF[f, RATE] = new
+        p0 = NI[f, POFF]
+        for e in range(p0, p0 + NI[f, PLEN]):
+            SD[EI[e, ESLOT], SR] = new
+        if new > 0.0:
+            isc[DH_N] = _hset(dhk, dhi, dpos, isc[DH_N], f, t + NF[f, REM] / new)
+        else:
+            isc[DH_N] = _hremove(dhk, dhi, dpos, isc[DH_N], f)
+    isc[RECOMP] += 1
+    # ---- optional piecewise-constant rate series of the links whose load may have moved
+    if isc[SERIES] == 1:
+        n = isc[LS_N]
+        for j in range(ncl):
+            l = LI[CL, j]
+            load = 0.0
+            k0 = LI[LOFF, l]
+            for k in range(k0, k0 + LI[NACT, l]):
+                load += SD[k, SW] * SD[k, SR]
+            if load != LF[LLOAD, l]:
+                LF[LLOAD, l] = load
+                ls_t[n] = t
+                ls_l[n] = l
+                ls_r[n] = load
+                n += 1
+        isc[LS_N] = n
+
+
+# ================================================================ node life cycle
+@njit(cache=True)
+def _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
+    NF[c, TSTART] = t
+    k = NI[c, KIND]
+    if k == TRANSFER:
+        if NI[c, PLEN] < 0:  # no path to the destination when it was last routed
+            NI[c, STATE] = STRANDED
+        elif NF[c, SIZE] <= 0.0:
+            NI[c, STATE] = FLIGHT
+            isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, TAIL], c * 2 + EV_END)
+        else:
+            NI[c, STATE] = ACTIVE
+            NF[c, REM] = NF[c, SIZE]
+            NF[c, SEG0] = NF[c, SIZE]
+            NF[c, RATE] = 0.0
+            NF[c, TLAST] = t
+            NI[c, ISNEW] = 1
+            NI[isc[N_ADD], ADDL] = c
+            isc[N_ADD] += 1
+            _activate(c, t, NI, EI, ew, SI, SD, LF, LI, isc)
+    else:
+        NI[c, STATE] = FLIGHT
+        isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, DUR], c * 2 + EV_END)
+
+
+@njit(cache=True)
+def _end_node(f, t, NF, NI, EI, ew, SI, SD, LF, LI, cptr, cidx, isc, tk, ti):
+    NI[f, STATE] = DONE
+    NF[f, TEND] = t
+    for k in range(cptr[f], cptr[f + 1]):
+        c = cidx[k]
+        NI[c, NDEPS] -= 1
+        if NI[c, NDEPS] == 0:
+            s = NF[c, START]
+            if s > t:
+                isc[TH_N] = _tpush(tk, ti, isc[TH_N], s, c * 2 + EV_START)
+            else:
+                _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
+
+
+@njit(cache=True)
+def advance(t_stop, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, tk, ti, dhk, dhi,
+            dpos, ls_t, ls_l, ls_r, isc, fsc):
+    """Process every event with time < ``t_stop`` (all events of one time stamp as one batch,
+    followed by one component-local re-allocation). Returns RC_STOP, or RC_GROW_SERIES when the
+    caller must enlarge the link-series arrays before resuming."""
+    n_links = LI.shape[1]
+    while True:
+        t = np.inf
+        if isc[DH_N] > 0:
+            t = dhk[0]
+        if isc[TH_N] > 0 and tk[0] < t:
+            t = tk[0]
+        if isc[PEND] == 1 and fsc[PEND_T] < t:
+            t = fsc[PEND_T]
+        if not (t < t_stop):
+            return RC_STOP
+        if isc[SERIES] == 1 and isc[LS_N] + n_links > ls_t.shape[0]:
+            return RC_GROW_SERIES
+        fsc[CLOCK] = t
+        theta = np.inf
+        full = False
+        if isc[PEND] == 1 and fsc[PEND_T] == t:
+            # changes made by Python at this instant (faults, re-routes)
+            isc[PEND] = 0
+            full = True
+        nev = 0
+        while True:
+            progressed = False
+            while isc[DH_N] > 0 and dhk[0] <= t:
+                f = dhi[0]
+                isc[DH_N] = _hremove(dhk, dhi, dpos, isc[DH_N], f)
+                # the last byte leaves the source: release the links, deliver after the tail
+                if NF[f, RATE] < theta:
+                    theta = NF[f, RATE]
+                _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc)
+                _account(f, NF[f, SEG0], NI, EI, ew, LF)
+                NF[f, REM] = 0.0
+                NF[f, SEG0] = 0.0
+                NF[f, RATE] = 0.0
+                NI[f, STATE] = FLIGHT
+                isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[f, TAIL], f * 2 + EV_END)
+                nev += 1
+                progressed = True
+            while isc[TH_N] > 0 and tk[0] <= t:
+                code = ti[0]
+                isc[TH_N] = _tpop(tk, ti, isc[TH_N])
+                node = code >> 1
+                if (code & 1) == EV_END:
+                    _end_node(node, t, NF, NI, EI, ew, SI, SD, LF, LI, cptr, cidx, isc, tk, ti)
+                else:
+                    _start_node(node, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
+                nev += 1
+                progressed = True
+            if not progressed:
+                break
+        isc[EVENTS] += nev
+        isc[STEPS] += 1
+        if isc[N_ADD] > 0:
+            full = True
+        if isc[N_SEED] > 0 or isc[N_ADD] > 0:
+            _recompute(t, -np.inf if full else theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl,
+                       isc, dhk, dhi, dpos, ls_t, ls_l, ls_r)
+        isc[N_ADD] = 0
+
+
+# ================================================================ helpers called from Python
+@njit(cache=True)
+def start_roots(t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
+    """Start (or schedule) every node without parents; called once before the first advance."""
+    n = NI.shape[0]
+    for c in range(n):
+        if NI[c, NDEPS] == 0:
+            s = NF[c, START]
+            if s > t:
+                isc[TH_N] = _tpush(tk, ti, isc[TH_N], s, c * 2 + EV_START)
+            else:
+                _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
+    # the roots that started at t are resolved by the first advance() as one batch
+    if isc[N_ADD] > 0 or isc[N_SEED] > 0:
+        isc[PEND] = 1
+        fsc[PEND_T] = t
+    return isc[N_ADD]
+
+
+@njit(cache=True)
+def seed_links(links, LI, isc):
+    """Mark links whose capacity Python changed, for the next re-allocation."""
+    for k in range(links.shape[0]):
+        _seed(LI, isc, links[k])
+
+
+@njit(cache=True)
+def stop_flows(flows, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, dhk, dhi, dpos):
+    """Flows crossing a link that went down at t: bring bytes up to t, credit what was sent on
+    the old path, take them off their links and park them as STALLED (rate 0) until they are
+    re-routed."""
+    for k in range(flows.shape[0]):
+        f = flows[k]
+        if NI[f, STATE] != ACTIVE:
+            continue
+        if NI[f, ISNEW] == 1:
+            rem = NF[f, REM]
+            NI[f, ISNEW] = 0
+        else:
+            rem = NF[f, REM] - NF[f, RATE] * (t - NF[f, TLAST])
+            if rem < 0.0:
+                rem = 0.0
+        _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc)
+        _account(f, NF[f, SEG0] - rem, NI, EI, ew, LF)
+        NF[f, REM] = rem
+        NF[f, SEG0] = rem
+        NF[f, TLAST] = t
+        NF[f, RATE] = 0.0
+        NI[f, STATE] = STALLED
+        isc[DH_N] = _hremove(dhk, dhi, dpos, isc[DH_N], f)
+
+
+@njit(cache=True)
+def resume_flows(flows, t, NF, NI, EI, ew, SI, SD, LF, LI, isc):
+    """Re-routed flows (new entries already written) start sending again at t."""
+    for k in range(flows.shape[0]):
+        f = flows[k]
+        NI[f, STATE] = ACTIVE
+        NI[f, ISNEW] = 1
+        NF[f, RATE] = 0.0
+        NF[f, TLAST] = t
+        NF[f, SEG0] = NF[f, REM]
+        NI[isc[N_ADD], ADDL] = f
+        isc[N_ADD] += 1
+        _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc)
+
+
+@njit(cache=True)
+def flows_on_links(links, SI, LI):
+    """Node ids of the active flows on any of ``links`` (sorted, unique)."""
+    out = []
+    for i in range(links.shape[0]):
+        l = links[i]
+        k0 = LI[LOFF, l]
+        for k in range(k0, k0 + LI[NACT, l]):
+            out.append(SI[k, SFLOW])
+    a = np.array(out, dtype=np.int64)
+    return np.unique(a)
+
+
+@njit(cache=True)
+def paths_hitting(dead, NI, EI):
+    """Transfers not started yet (WAIT) whose current path crosses a link with dead[l] != 0."""
+    out = []
+    n = NI.shape[0]
+    for f in range(n):
+        if NI[f, KIND] != TRANSFER or NI[f, STATE] != WAIT:
+            continue
+        p0 = NI[f, POFF]
+        for e in range(p0, p0 + NI[f, PLEN]):
+            if dead[EI[e, ELINK]] != 0:
+                out.append(f)
+                break
+    return np.array(out, dtype=np.int64)
+
+
+@njit(cache=True)
+def slot_demand(NI, EI, n_links):
+    """Per link, the most slots it can ever need from now on: the entries of every transfer
+    that may still send (not started, sending, or waiting to be re-routed)."""
+    need = np.zeros(n_links, dtype=np.int64)
+    for f in range(NI.shape[0]):
+        s = NI[f, STATE]
+        if NI[f, KIND] != TRANSFER or not (s == WAIT or s == ACTIVE or s == STALLED):
+            continue
+        p0 = NI[f, POFF]
+        for e in range(p0, p0 + NI[f, PLEN]):
+            need[EI[e, ELINK]] += 1
+    return need
+
+
+@njit(cache=True)
+def relayout_slots(new_off, new_cap, EI, SI, SD, LI):
+    """Move every link's occupied slots to a new layout (same order) in fresh pools."""
+    total = 0
+    for l in range(new_cap.shape[0]):
+        total += new_cap[l]
+    SI2 = np.empty((max(total, 1), 2), dtype=np.int64)
+    SD2 = np.empty((max(total, 1), 2), dtype=np.float64)
+    for l in range(new_cap.shape[0]):
+        k0 = LI[LOFF, l]
+        j0 = new_off[l]
+        for i in range(LI[NACT, l]):
+            SI2[j0 + i, 0] = SI[k0 + i, 0]
+            SI2[j0 + i, 1] = SI[k0 + i, 1]
+            SD2[j0 + i, 0] = SD[k0 + i, 0]
+            SD2[j0 + i, 1] = SD[k0 + i, 1]
+            EI[SI[k0 + i, SENT], ESLOT] = j0 + i
+        LI[LOFF, l] = j0
+        LI[LCAP, l] = new_cap[l]
+    return SI2, SD2
+
+
+@njit(cache=True)
+def dedupe_entries(ptr, link, weight):
+    """Merge repeated links inside one flow's entry list (summing weights), in place order.
+    Returns (ptr, link, weight) unchanged when there is nothing to merge."""
+    n = ptr.shape[0] - 1
+    dup = False
+    for f in range(n):
+        for a in range(ptr[f], ptr[f + 1]):
+            for b in range(a + 1, ptr[f + 1]):
+                if link[a] == link[b]:
+                    dup = True
+    if not dup:
+        return ptr, link, weight
+    nptr = np.zeros(n + 1, dtype=np.int64)
+    nl = np.empty(link.shape[0], dtype=np.int64)
+    nw = np.empty(link.shape[0], dtype=np.float64)
+    m = 0
+    for f in range(n):
+        s = m
+        for a in range(ptr[f], ptr[f + 1]):
+            found = -1
+            for b in range(s, m):
+                if nl[b] == link[a]:
+                    found = b
+                    break
+            if found >= 0:
+                nw[found] += weight[a]
+            else:
+                nl[m] = link[a]
+                nw[m] = weight[a]
+                m += 1
+        nptr[f + 1] = m
+    return nptr, nl[:m].copy(), nw[:m].copy()
+
+
+@njit(cache=True)
+def path_tails(ptr, link, weight, bw, latency, hops, size, mtu):
+    """Time added after the last byte leaves the source: propagation latency plus, when
+    ``mtu > 0``, one store-and-forward serialisation of the last packet (min(mtu, size) bytes)
+    on every hop after the first. Single-path flows (all weights 1) use each hop's own
+    bandwidth in hop order; split flows use (hops - 1) packets at their slowest link."""
+    n = ptr.shape[0] - 1
+    out = np.empty(n, dtype=np.float64)
+    for f in range(n):
+        x = latency[f]
+        if mtu > 0 and hops[f] > 1:
+            pkt = float(mtu) if size[f] > mtu else float(size[f])
+            single = True
+            for e in range(ptr[f], ptr[f + 1]):
+                if weight[e] != 1.0:
+                    single = False
+            if single:
+                for e in range(ptr[f] + 1, ptr[f + 1]):
+                    x += pkt / bw[link[e]]
+            else:
+                bmin = np.inf
+                for e in range(ptr[f], ptr[f + 1]):
+                    if bw[link[e]] < bmin:
+                        bmin = bw[link[e]]
+                x += (hops[f] - 1) * pkt / bmin
+        out[f] = x
+    return out
+
+
+@njit(cache=True)
+def solve_all(NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos, ls_t, ls_l, ls_r):
+    """Every node is an active flow starting now: one full max-min solve (tests, tools)."""
+    for f in range(NI.shape[0]):
+        NI[f, STATE] = ACTIVE
+        NI[f, ISNEW] = 1
+        NF[f, REM] = NF[f, SIZE]
+        _activate(f, 0.0, NI, EI, ew, SI, SD, LF, LI, isc)
+    _recompute(0.0, -np.inf, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
+               ls_t, ls_l, ls_r)

@@ -1,0 +1,182 @@
+"""The flow engine's flat state: numpy arrays the kernels mutate, plus the Python-side
+bookkeeping needed when faults force a return to Python (path assignment, segment history).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from netcore.flow import _kernels as K
+from netcore.schedule import TRANSFER
+
+
+class FlowState:
+    def __init__(self, topology, schedule, mtu: int | None, link_series: bool):
+        n = schedule.n
+        L = topology.n_dlinks
+        self.n, self.L = n, L
+        self.mtu = int(mtu or 0)
+        self.bw = topology.dlink_bw.astype(np.float64)
+        self.src = schedule.src
+        self.dst = schedule.dst
+        self.NF = np.zeros((n, K.N_NF), dtype=np.float64)
+        self.NI = np.zeros((n, K.N_NI), dtype=np.int64)
+        NF, NI = self.NF, self.NI
+        NF[:, K.SIZE] = schedule.size
+        NF[:, K.DUR] = schedule.duration
+        NF[:, K.START] = schedule.start
+        NF[:, K.TSTART] = np.nan
+        NF[:, K.TEND] = np.nan
+        NI[:, K.KIND] = schedule.kind
+        NI[:, K.NDEPS] = np.diff(schedule.dep_ptr)
+        NI[:, K.PLEN] = 0
+        self.dhk = np.zeros(n, dtype=np.float64)  # drain heap: keys by slot
+        self.dhi = np.zeros(n, dtype=np.int64)  # flow in each slot
+        self.dpos = np.full(n, -1, dtype=np.int64)  # slot of each flow
+        self.cptr, self.cidx = schedule.children()
+        self.cptr = np.ascontiguousarray(self.cptr, dtype=np.int64)
+        self.cidx = np.ascontiguousarray(self.cidx, dtype=np.int64)
+        self.EI = np.zeros((0, K.N_EI), dtype=np.int64)
+        self.ew = np.zeros(0, dtype=np.float64)
+        self.n_ent = 0
+        self.LF = np.zeros((K.N_LF, L), dtype=np.float64)
+        self.LI = np.zeros((K.N_LI, L), dtype=np.int64)
+        self.LF[K.CAP] = self.bw
+        self.LI[K.LOFF] = 0
+        self.LI[K.LCAP] = 0
+        self.SI = np.zeros((1, 2), dtype=np.int64)
+        self.SD = np.zeros((1, 2), dtype=np.float64)
+        self.lptr = np.zeros(L + 1, dtype=np.int64)
+        self.wl = np.zeros(1, dtype=np.int64)
+        self.tk = np.zeros(2 * n + 2, dtype=np.float64)
+        self.ti = np.zeros(2 * n + 2, dtype=np.int64)
+        cap = 4 * L + 1024 if link_series else 1
+        self.ls_t = np.zeros(cap, dtype=np.float64)
+        self.ls_l = np.zeros(cap, dtype=np.int64)
+        self.ls_r = np.zeros(cap, dtype=np.float64)
+        self.isc = np.zeros(K.N_ISC, dtype=np.int64)
+        self.isc[K.SERIES] = 1 if link_series else 0
+        self.fsc = np.zeros(K.N_FSC, dtype=np.float64)
+        self.factor = np.ones(L, dtype=np.float64)
+        # segments that carried bytes and were then abandoned (re-routes): flow, offset, length
+        self.old_segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.reroutes = np.zeros(n, dtype=np.int64)
+        self.moved = np.zeros(n, dtype=bool)  # WAIT transfers routed around a fault
+
+    # ------------------------------------------------------------------ paths
+    def _reserve(self, extra: int):
+        need = self.n_ent + extra
+        have = self.EI.shape[0]
+        if need <= have:
+            return
+        cap = max(need, int(have * 1.5) + 16) if have else need
+        EI = np.full((cap, K.N_EI), -1, dtype=np.int64)
+        EI[: self.n_ent] = self.EI[: self.n_ent]
+        ew = np.zeros(cap, dtype=np.float64)
+        ew[: self.n_ent] = self.ew[: self.n_ent]
+        self.EI, self.ew = EI, ew
+
+    def assign(self, flows: np.ndarray, paths) -> np.ndarray:
+        """Give ``flows`` the paths in ``paths`` (a routing.Paths for exactly these flows).
+        Unreachable flows get length -1. Returns the unreachable flow ids."""
+        flows = np.asarray(flows, dtype=np.int64)
+        ptr = np.ascontiguousarray(paths.ptr, dtype=np.int64)
+        link = np.ascontiguousarray(paths.link, dtype=np.int64)
+        weight = np.ascontiguousarray(paths.weight, dtype=np.float64)
+        reach = np.asarray(paths.reachable, dtype=bool)
+        if len(ptr) != len(flows) + 1:
+            raise RuntimeError(f"routing returned {len(ptr) - 1} paths for {len(flows)} flows")
+        ptr, link, weight = K.dedupe_entries(ptr, link, weight)
+        cnt = np.diff(ptr)
+        reach = reach & (cnt > 0)
+        m = len(link)
+        self._reserve(m)
+        base = self.n_ent
+        self.EI[base: base + m, K.ELINK] = link
+        self.EI[base: base + m, K.EFLOW] = np.repeat(flows, cnt)
+        self.EI[base: base + m, K.ESLOT] = -1
+        self.ew[base: base + m] = weight
+        self.n_ent += m
+        self.NI[flows, K.POFF] = base + ptr[:-1]
+        self.NI[flows, K.PLEN] = np.where(reach, cnt, -1)
+        tails = K.path_tails(ptr, link, weight, self.bw,
+                             np.ascontiguousarray(paths.latency, dtype=np.float64),
+                             np.ascontiguousarray(paths.hops, dtype=np.int64),
+                             np.ascontiguousarray(self.NF[flows, K.SIZE]), self.mtu)
+        self.NF[flows, K.TAIL] = tails
+        return flows[~reach]
+
+    def fit_slots(self):
+        """Give every link room for all transfers that may still cross it (after paths
+        changed); a no-op when the current layout already fits."""
+        need = K.slot_demand(self.NI, self.EI, self.L)
+        if (need <= self.LI[K.LCAP]).all():
+            return
+        cap = np.maximum(need, self.LI[K.LCAP])
+        off = np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64)
+        self.SI, self.SD = K.relayout_slots(off, cap, self.EI, self.SI, self.SD, self.LI)
+        if len(self.wl) < len(self.SI):
+            self.wl = np.zeros(len(self.SI), dtype=np.int64)
+
+    # ------------------------------------------------------------------ kernel calls
+    def advance(self, t_stop: float) -> int:
+        return K.advance(t_stop, self.NF, self.NI, self.cptr, self.cidx, self.EI, self.ew,
+                         self.SI, self.SD, self.LF, self.LI, self.lptr, self.wl, self.tk,
+                         self.ti, self.dhk, self.dhi, self.dpos, self.ls_t, self.ls_l,
+                         self.ls_r, self.isc, self.fsc)
+
+    def grow_series(self):
+        cap = 2 * len(self.ls_t) + self.L
+        for name in ("ls_t", "ls_l", "ls_r"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def start_roots(self, t: float = 0.0):
+        K.start_roots(t, self.NF, self.NI, self.EI, self.ew, self.SI, self.SD, self.LF,
+                      self.LI, self.isc, self.fsc, self.tk, self.ti)
+
+    def seed_links(self, links: np.ndarray):
+        K.seed_links(np.ascontiguousarray(links, dtype=np.int64), self.LI, self.isc)
+
+    def flows_on(self, links: np.ndarray) -> np.ndarray:
+        return K.flows_on_links(np.ascontiguousarray(links, dtype=np.int64), self.SI, self.LI)
+
+    def stop(self, flows: np.ndarray, t: float):
+        flows = np.ascontiguousarray(flows, dtype=np.int64)
+        if len(flows):
+            self.old_segments.append((flows.copy(), self.NI[flows, K.POFF].copy(),
+                                      self.NI[flows, K.PLEN].copy()))
+        K.stop_flows(flows, t, self.NF, self.NI, self.EI, self.ew, self.SI, self.SD, self.LF,
+                     self.LI, self.isc, self.dhk, self.dhi, self.dpos)
+
+    def resume(self, flows: np.ndarray, t: float):
+        K.resume_flows(np.ascontiguousarray(flows, dtype=np.int64), t, self.NF, self.NI,
+                       self.EI, self.ew, self.SI, self.SD, self.LF, self.LI, self.isc)
+
+    def waiting_hitting(self, dead: np.ndarray) -> np.ndarray:
+        return K.paths_hitting(dead.astype(np.int8), self.NI, self.EI)
+
+    def mark_pending(self, t: float):
+        self.isc[K.PEND] = 1
+        self.fsc[K.PEND_T] = t
+
+    # ------------------------------------------------------------------ results
+    def used_paths(self):
+        """CSR (ptr, link, weight) per node of every path segment that carried the transfer,
+        in time order (abandoned segments first, then the one it finished on)."""
+        NI = self.NI
+        started = (NI[:, K.KIND] == TRANSFER) & (NI[:, K.PLEN] > 0) & np.isfinite(self.NF[:, K.TSTART])
+        fl = [f for f, _, _ in self.old_segments] + [np.flatnonzero(started)]
+        off = [o for _, o, _ in self.old_segments] + [NI[started, K.POFF]]
+        ln = [l for _, _, l in self.old_segments] + [NI[started, K.PLEN]]
+        fl, off, ln = (np.concatenate(x).astype(np.int64) for x in (fl, off, ln))
+        order = np.argsort(fl, kind="stable")
+        fl, off, ln = fl[order], off[order], ln[order]
+        ptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.add.at(ptr, fl + 1, ln)
+        np.cumsum(ptr, out=ptr)
+        total = int(ln.sum())
+        seg_start = np.cumsum(ln) - ln
+        idx = np.repeat(off - seg_start, ln) + np.arange(total)
+        return ptr, self.EI[idx, K.ELINK].astype(np.int32), self.ew[idx].copy()

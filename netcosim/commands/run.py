@@ -1,0 +1,57 @@
+"""`netcosim run SCENARIO`: simulate a scenario and write summary.json, flows.csv, links.csv."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from netcosim.cli import add_scenario_arguments, load_from_args
+from topo.errors import InputError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="simulate a scenario and write its result files",
+                       description="Simulate SCENARIO and write summary.json, flows.csv and "
+                                   "links.csv into DIR (default out/<scenario name>).")
+    add_scenario_arguments(p)
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="output directory (default: out/<scenario name>)")
+    p.add_argument("--engine", choices=("flow", "packet"), default=None,
+                   help="engine to use instead of the scenario's engine.kind")
+    p.add_argument("--link-series", action="store_true",
+                   help="also write link_series.csv, each directed link's utilization over "
+                        "time (when the engine records it)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from netcore.api import EngineUnavailable, get_engine, simulate
+    from netcosim import outputs, workloads
+
+    if args.link_series:  # an engine option: the engine says if it cannot record a series
+        args.overrides = list(args.overrides) + ["engine.link_series=true"]
+    scenario = load_from_args(args, engine=args.engine)
+    out = Path(args.out) if args.out else Path("out") / outputs.safe_dir_name(scenario.name)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {str(out)!r}: exists and is not a directory")
+    prepared = scenario.prepare(check_engine=True)
+    try:
+        get_engine(prepared.engine)
+    except EngineUnavailable as e:
+        raise InputError(f"engine.kind = {prepared.engine!r}: {e}") from None
+    options = dict(prepared.engine_options)
+    result = simulate(prepared.topology, prepared.schedule, prepared.routing, prepared.faults,
+                      engine=prepared.engine, seed=scenario.seed, **options)
+    figures = workloads.report(scenario.workload, prepared.schedule, result)
+    summary = outputs.summary(scenario, prepared, result, figures)
+    series = outputs.link_series_table(prepared.topology, result) if args.link_series else None
+    outputs.write_outputs(out, summary,
+                          outputs.flows_table(prepared.schedule, result, prepared.topology),
+                          outputs.links_table(prepared.topology, result, result.makespan),
+                          series)
+    stranded = f", {summary['stranded']} stranded" if summary["stranded"] else ""
+    extra = "".join(f", {k} {summary[k]:.4g}" for k in ("algbw_GBps", "busbw_GBps", "step_time_s",
+                                                         "mfu")
+                    if isinstance(summary.get(k), (int, float)))
+    print(f"{scenario.name}: makespan {summary['makespan_us']:.6g} us, "
+          f"{summary['transfers']} transfers{stranded}{extra}; {prepared.engine} engine "
+          f"{summary['wall_s']:.3g} s -> {out}")
+    return 0

@@ -1,0 +1,237 @@
+"""The files `netcosim run` writes: summary.json, flows.csv, links.csv (DESIGN.md contract).
+
+Everything is written into a temporary directory beside the target and moved into place at the
+end, so an interrupted run never leaves half-written files. The CSV files are a pure function
+of the scenario and seed (fixed column order, shortest round-trip float text), so two runs give
+bit-for-bit identical files; wall-clock figures live only in summary.json.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+OUTPUT_FILES = ("summary.json", "flows.csv", "links.csv", "link_series.csv")
+FLOW_COLUMNS = ("id", "src", "dst", "bytes", "start_us", "end_us", "stranded")
+LINK_COLUMNS = ("u", "v", "bytes", "busy_us", "utilization")
+
+
+# =========================================================================== text columns
+def _ints(a) -> list[str]:
+    return [str(x) for x in np.asarray(a).astype(np.int64).tolist()]
+
+
+def _floats(a) -> list[str]:
+    """Shortest text that reads back to the same float64; NaN (never happened) -> empty."""
+    a = np.asarray(a, dtype=np.float64)
+    return ["" if x != x else repr(x) for x in a.tolist()]
+
+
+def _column(a) -> list[str]:
+    a = np.asarray(a)
+    if a.dtype == bool:
+        return ["1" if x else "0" for x in a.tolist()]
+    if np.issubdtype(a.dtype, np.integer):
+        return _ints(a)
+    if np.issubdtype(a.dtype, np.floating):
+        f = a.astype(np.float64)
+        # Whole-number columns (bytes on a single-path run) read better without ".0".
+        if np.all(np.isfinite(f)) and np.all(f == np.round(f)) and np.all(np.abs(f) < 2**53):
+            return _ints(f)
+        return _floats(f)
+    return [str(x) for x in a.tolist()]
+
+
+def _write_csv(path: Path, header, columns) -> None:
+    rows = zip(*columns) if columns and len(columns[0]) else ()
+    with open(path, "w", newline="\n", encoding="utf-8") as fh:
+        fh.write(",".join(header) + "\n")
+        fh.writelines(",".join(r) + "\n" for r in rows)
+
+
+def _json_safe(v):
+    """JSON without NaN/Infinity (not valid JSON): they become null."""
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, np.ndarray):
+        return _json_safe(v.tolist())
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    return str(v)
+
+
+# =========================================================================== contents
+def flows_table(schedule, result, topology=None) -> tuple[list, list]:
+    """Header and columns of flows.csv: one row per transfer node, in node-id order."""
+    from netcore.schedule import TRANSFER
+
+    t = np.flatnonzero(schedule.kind == TRANSFER)
+    header = list(FLOW_COLUMNS)
+    cols = [_ints(t), _ints(schedule.src[t]), _ints(schedule.dst[t]), _ints(schedule.size[t]),
+            _floats(result.start[t] * 1e6), _floats(result.end[t] * 1e6),
+            _column(np.asarray(result.stranded, dtype=bool)[t])]
+    if len(schedule.labels) > 1:
+        header.append("label")
+        names = np.array(schedule.labels, dtype=object)
+        cols.append([str(x) for x in names[schedule.label[t]].tolist()])
+    n = schedule.n
+    for name in sorted(result.node_extra):
+        if name.startswith("path_") or name in header:  # paths: the `path` column below
+            continue
+        arr = np.asarray(result.node_extra[name])
+        if arr.ndim == 1 and len(arr) == n:
+            header.append(name)
+            cols.append(_column(arr[t]))
+    ex = result.node_extra
+    if "path_ptr" in ex and "path_link" in ex and topology is not None:
+        header.append("path")
+        cols.append(_path_column(topology, t, ex["path_ptr"], ex["path_link"],
+                                 ex.get("path_weight")))
+    return header, cols
+
+
+def _path_column(topology, t, ptr, link, weight) -> list[str]:
+    """The directed links each transfer used, in order, as "u>v" tokens separated by spaces;
+    a link that carried only part of the transfer (spray) is "u>v*fraction"."""
+    ptr = np.asarray(ptr, dtype=np.int64)
+    link = np.asarray(link, dtype=np.int64)
+    names = [f"{u}>{v}" for u, v in zip(topology.dlink_src.tolist(), topology.dlink_dst.tolist())]
+    tokens = [names[d] for d in link.tolist()]
+    if weight is not None:
+        w = np.asarray(weight, dtype=np.float64)
+        for j in np.flatnonzero(w != 1.0).tolist():
+            tokens[j] = f"{tokens[j]}*{float(w[j])!r}"
+    lo, hi = ptr[t].tolist(), ptr[t + 1].tolist()
+    return [" ".join(tokens[a:b]) for a, b in zip(lo, hi)]
+
+
+def links_table(topology, result, span: float) -> tuple[list, list]:
+    header = list(LINK_COLUMNS)
+    util = result.link_utilization(span)
+    cols = [_ints(topology.dlink_src), _ints(topology.dlink_dst), _column(result.link_bytes),
+            _floats(np.asarray(result.link_busy) * 1e6), _floats(util)]
+    nd = topology.n_dlinks
+    for name in sorted(result.link_extra):
+        if name.startswith("series_") or name in header:  # series: link_series.csv
+            continue
+        arr = np.asarray(result.link_extra[name])
+        if arr.ndim == 1 and len(arr) == nd:
+            header.append(name)
+            cols.append(_column(arr))
+    return header, cols
+
+
+SERIES_KEYS = ("series_ptr", "series_t", "series_rate")
+
+
+def link_series_table(topology, result) -> tuple[list, list] | None:
+    """link_series.csv: the piecewise-constant load of every directed link.
+
+    Engines that record it put a CSR per directed link in ``Result.link_extra``:
+    ``series_ptr`` (n_dlinks+1), ``series_t`` (s, when the load changed) and ``series_rate``
+    (bytes/s from then on). Rows are grouped by link, in time order. None when absent.
+    """
+    ex = result.link_extra
+    if not all(k in ex for k in SERIES_KEYS):
+        return None
+    ptr = np.asarray(ex["series_ptr"], dtype=np.int64)
+    d = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+    rate = np.asarray(ex["series_rate"], dtype=np.float64)
+    return (["u", "v", "time_us", "rate_Gbps", "utilization"],
+            [_ints(topology.dlink_src[d]), _ints(topology.dlink_dst[d]),
+             _floats(np.asarray(ex["series_t"], dtype=np.float64) * 1e6),
+             _floats(rate * 8 / 1e9), _floats(rate / topology.dlink_bw[d])])
+
+
+def summary(scenario, prepared, result, workload_figures: dict) -> dict:
+    from netcore.schedule import TRANSFER
+
+    sched, topo = prepared.schedule, prepared.topology
+    t = sched.kind == TRANSFER
+    finished = np.isfinite(result.end)
+    out = {
+        "scenario": scenario.name,
+        "engine": prepared.engine,
+        "routing": scenario.policy,
+        "seed": scenario.seed,
+        "makespan_us": result.makespan * 1e6,
+        "hosts": topo.n_hosts,
+        "switches": topo.n_switches,
+        "links": topo.n_links,
+        "nodes": sched.n,
+        "transfers": int(t.sum()),
+        "transfers_finished": int((t & finished).sum()),
+        "stranded": int(np.count_nonzero(np.asarray(result.stranded, dtype=bool) & t)),
+        "unfinished": int((~finished).sum()),
+        "bytes": int(sched.size[t].sum()),
+        "fault_events": len(prepared.faults),
+        "events": int(result.events),
+        "wall_s": float(result.wall_s),
+    }
+    out.update(workload_figures)
+    for k, v in result.info.items():
+        if k not in out:
+            out[k] = v
+    return _json_safe(out)
+
+
+# =========================================================================== writing
+def write_outputs(out_dir, summary_dict: dict, flows, links, series=None) -> Path:
+    """Write the files atomically into ``out_dir`` (created if needed).
+
+    ``flows``/``links``/``series`` are (header, columns) pairs. Files of an earlier run in the
+    same directory are replaced; other files there are left alone.
+    """
+    out = Path(out_dir)
+    parent = out.parent if str(out.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    try:
+        umask = os.umask(0)  # mkdtemp makes 0700; the final directory gets the usual mode
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)
+        with open(tmp / "summary.json", "w", encoding="utf-8") as fh:
+            json.dump(summary_dict, fh, indent=2, allow_nan=False)
+            fh.write("\n")
+        _write_csv(tmp / "flows.csv", *flows)
+        _write_csv(tmp / "links.csv", *links)
+        if series is not None:
+            _write_csv(tmp / "link_series.csv", *series)
+        if not out.exists():
+            os.rename(tmp, out)
+            return out
+        if not out.is_dir():
+            from topo.errors import InputError
+
+            raise InputError(f"--out {str(out)!r}: exists and is not a directory")
+        for name in OUTPUT_FILES:  # stale file from an earlier run with other options
+            if not (tmp / name).exists() and (out / name).exists():
+                (out / name).unlink()
+        for name in OUTPUT_FILES:
+            if (tmp / name).exists():
+                os.replace(tmp / name, out / name)
+        return out
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def safe_dir_name(name: str) -> str:
+    """A scenario name as one path component (for the default ``out/<name>``)."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    return s or "scenario"

@@ -1,0 +1,451 @@
+"""Scenario files: load TOML/JSON, apply ``--set`` overrides, validate, build the run's parts.
+
+The structure is the contract in DESIGN.md (name, seed, [topology], [routing], [engine],
+[[faults]], [workload]); docs/scenarios.md is the user reference. Loading is strict: an
+unknown key at any level is an error, and every error is an ``InputError`` whose message names
+the field (as a dotted path) and the value.
+
+This module checks the *shape* of a scenario (which keys exist, which are tables, lists,
+strings) and hands every value to the component that owns it: topology parameters to
+``topo.builders.build``, the routing policy to ``topo.routing.Routing``, faults to
+``LinkFaults.from_records``, engine options to the engine's ``options.check_options`` and the
+workload to its registered builder (netcosim.workloads). It never re-implements their checks.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from topo.errors import InputError
+
+TOP_KEYS = ("name", "description", "seed", "topology", "routing", "engine", "faults", "workload")
+ROUTING_KEYS = ("policy",)
+FAULT_KEYS = ("link", "kind", "at_us", "factor", "direction")
+ENGINES = ("flow", "packet")
+DEFAULT_POLICY = "ecmp"
+DEFAULT_ENGINE = "flow"
+MAX_SEED = 2**63 - 1
+
+
+# =========================================================================== reading files
+def read_file(path) -> dict:
+    """The raw table in a .toml or .json file (no validation beyond the syntax)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"scenario file {str(path)!r} does not exist")
+    if p.is_dir():
+        raise InputError(f"scenario file {str(path)!r} is a directory")
+    suffix = p.suffix.lower()
+    if suffix not in (".toml", ".json"):
+        raise InputError(f"scenario file {str(path)!r}: expected a .toml or .json file")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise InputError(f"scenario file {str(path)!r}: cannot be read ({e.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"scenario file {str(path)!r}: not UTF-8 text (byte {e.start})") from None
+    if suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(f"scenario file {str(path)!r}: malformed TOML: {e}") from None
+    return parse_json(text, str(path))
+
+
+def parse_json(text: str, where: str = "<json>") -> dict:
+    def no_duplicates(pairs):
+        d = {}
+        for k, v in pairs:
+            if k in d:
+                raise InputError(f"scenario file {where!r}: key {k!r} appears twice")
+            d[k] = v
+        return d
+
+    def no_constant(name):  # NaN / Infinity are not JSON, and no scenario value may be one
+        raise InputError(f"scenario file {where!r}: {name} is not a valid value")
+
+    try:
+        data = json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(f"scenario file {where!r}: malformed JSON: {e.msg} at line {e.lineno} "
+                         f"column {e.colno}") from None
+    except RecursionError:
+        raise InputError(f"scenario file {where!r}: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise InputError(f"scenario file {where!r}: the top level must be an object (a table), "
+                         f"not {_type_name(data)}")
+    return data
+
+
+# =========================================================================== --set overrides
+_BARE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-.:/+]*$")
+
+
+def parse_override(text: str) -> tuple[list, object]:
+    """``"topology.k=8"`` -> (["topology", "k"], 8).
+
+    The value is a TOML literal (``8``, ``0.5``, ``"256MiB"``, ``[1, 2]``, ``true``); a bare word
+    that is not valid TOML (``packet``, ``256MiB``) is taken as a string so the common case needs
+    no shell quoting. Path segments that are integers index arrays (``faults.0.at_us``).
+    """
+    if not isinstance(text, str) or "=" not in text:
+        raise InputError(f"--set {text!r}: expected key=value, e.g. --set topology.k=8")
+    key, _, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    path = key.split(".")
+    if not key or any(not seg.strip() for seg in path):
+        raise InputError(f"--set {text!r}: {key!r} is not a dotted key such as topology.k")
+    path = [int(seg) if seg.strip().isdigit() else seg.strip() for seg in path]
+    if isinstance(path[0], int):
+        raise InputError(f"--set {text!r}: a key cannot start with an index")
+    if raw == "":
+        raise InputError(f"--set {text!r}: no value after '='")
+    try:
+        parsed = tomllib.loads(f"v = {raw}")
+        if set(parsed) != {"v"}:  # "1\nx = 2" smuggles in another key
+            raise tomllib.TOMLDecodeError("more than one value")
+        value = parsed["v"]
+    except tomllib.TOMLDecodeError:
+        if not _BARE.match(raw):
+            raise InputError(f"--set {text!r}: {raw!r} is not a TOML value (quote strings: "
+                             f"key='\"text\"')") from None
+        value = raw
+    return path, value
+
+
+def apply_override(data: dict, path: list, value, text: str | None = None) -> None:
+    """Set ``data[path[0]][path[1]]... = value`` in place, creating missing tables.
+
+    Unknown keys are not refused here: the strict validation that follows names them.
+    """
+    label = text if text is not None else ".".join(map(str, path)) + "=..."
+    node = data
+    for depth, seg in enumerate(path[:-1]):
+        here = ".".join(map(str, path[: depth + 1]))
+        if isinstance(node, dict):
+            if isinstance(seg, int):
+                raise InputError(f"--set {label}: {_dotted(path[:depth]) or 'the scenario'} is "
+                                 f"a table, not an array; {seg} is not a key")
+            if seg not in node:
+                node[seg] = {}
+            node = node[seg]
+        elif isinstance(node, list):
+            if not isinstance(seg, int) or seg >= len(node):
+                raise InputError(f"--set {label}: {_dotted(path[:depth])} has {len(node)} "
+                                 f"entries; {seg!r} is not an index of it")
+            node = node[seg]
+        else:
+            raise InputError(f"--set {label}: {_dotted(path[:depth])} is {_type_name(node)}, "
+                             f"not a table, so {here} cannot be set")
+    last = path[-1]
+    if isinstance(node, dict):
+        if isinstance(last, int):
+            raise InputError(f"--set {label}: {_dotted(path[:-1])} is a table, not an array")
+        node[last] = value
+    elif isinstance(node, list):
+        if not isinstance(last, int) or last >= len(node):
+            raise InputError(f"--set {label}: {_dotted(path[:-1])} has {len(node)} entries; "
+                             f"{last!r} is not an index of it")
+        node[last] = value
+    else:
+        raise InputError(f"--set {label}: {_dotted(path[:-1])} is {_type_name(node)}, not a "
+                         f"table, so {_dotted(path)} cannot be set")
+
+
+def _dotted(path) -> str:
+    return ".".join(map(str, path))
+
+
+# =========================================================================== the Scenario
+@dataclass
+class Scenario:
+    """A scenario whose shape has been checked; values are checked when parts are built."""
+
+    name: str
+    seed: int
+    topology: dict  # {"kind": ..., builder params ...}
+    routing: dict  # {"policy": ...}
+    engine: dict  # {"kind": "flow"|"packet", engine options ...}
+    faults: list  # [{"link": [u, v], "kind": ..., ...}]
+    workload: dict | None  # {"kind": ..., ...}
+    description: str = ""
+    source: str | None = None
+    data: dict = field(default_factory=dict)  # the (overridden) table it was made from
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_dict(cls, data: dict, source: str | None = None,
+                  default_name: str = "scenario") -> "Scenario":
+        if not isinstance(data, dict):
+            raise InputError(f"scenario: expected a table, got {_type_name(data)}")
+        _check_keys(data, TOP_KEYS, "")
+        name = data.get("name", default_name)
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"name = {name!r}: expected a non-empty string")
+        description = data.get("description", "")
+        if not isinstance(description, str):
+            raise InputError(f"description = {description!r}: expected a string")
+        seed = data.get("seed", 0)
+        if not _is_int(seed) or not 0 <= seed <= MAX_SEED:
+            raise InputError(f"seed = {seed!r}: expected an integer >= 0")
+
+        if "topology" not in data:
+            raise InputError("topology: missing; a scenario needs a [topology] table with a kind")
+        topology = _table(data["topology"], "topology")
+        _kind(topology, "topology", required=True)
+
+        routing = _table(data.get("routing", {}), "routing")
+        _check_keys(routing, ROUTING_KEYS, "routing")
+        policy = routing.get("policy", DEFAULT_POLICY)
+        if not isinstance(policy, str):
+            raise InputError(f"routing.policy = {policy!r}: expected a policy name (a string)")
+        routing = {**routing, "policy": policy}
+
+        engine = _table(data.get("engine", {}), "engine")
+        ekind = engine.get("kind", DEFAULT_ENGINE)
+        if ekind not in ENGINES:
+            raise InputError(f"engine.kind = {ekind!r}: expected one of {', '.join(ENGINES)}")
+        engine = {**engine, "kind": ekind}
+
+        faults = data.get("faults", [])
+        if not isinstance(faults, list):
+            raise InputError(f"faults = {_short(faults)}: expected an array of tables "
+                             f"([[faults]] in TOML)")
+        for i, rec in enumerate(faults):
+            _table(rec, f"faults[{i}]")
+            _check_keys(rec, FAULT_KEYS, f"faults[{i}]")
+
+        workload = None
+        if "workload" in data:
+            from netcosim import workloads
+
+            workload = _table(data["workload"], "workload")
+            workloads.check_keys(workload, "workload")
+
+        return cls(name=name, seed=seed, topology=topology, routing=routing, engine=engine,
+                   faults=faults, workload=workload, description=description, source=source,
+                   data=data)
+
+    # ------------------------------------------------------------------ parts
+    @property
+    def policy(self) -> str:
+        return self.routing["policy"]
+
+    @property
+    def engine_kind(self) -> str:
+        return self.engine["kind"]
+
+    def with_engine(self, kind: str) -> "Scenario":
+        """The same scenario on another engine (``--engine``)."""
+        data = dict(self.data)
+        data["engine"] = {**self.engine, "kind": kind}
+        return Scenario.from_dict(data, self.source, self.name)
+
+    def build_topology(self):
+        params = {k: v for k, v in self.topology.items() if k != "kind"}
+        return _build_topology(self.topology["kind"], params)
+
+    def build_routing(self, topology):
+        from topo import routing as routing_mod
+
+        policy = self.policy
+        if policy not in routing_mod.POLICIES:
+            raise InputError(f"routing.policy = {policy!r}: expected one of "
+                             f"{', '.join(routing_mod.POLICIES)}")
+        try:
+            return routing_mod.Routing(topology, policy, seed=self.seed)
+        except InputError as e:
+            raise _prefixed(e, "routing", f"routing.policy = {policy!r}") from None
+
+    def build_faults(self, topology):
+        from topo.faults import LinkFaults
+
+        return LinkFaults.from_records(topology, self.faults, field_name="faults")
+
+    def build_schedule(self, topology):
+        from netcosim import workloads
+
+        if self.workload is None:
+            raise InputError("workload: missing; add a [workload] table (kind = \"collective\", "
+                             "\"flows\", ...)")
+        return workloads.build_workload(topology, self.workload, where="workload",
+                                        seed=self.seed)
+
+    def engine_options(self) -> dict:
+        """The engine's options, checked and completed with defaults by the engine itself."""
+        mod = engine_options_module(self.engine_kind)
+        opts = {k: v for k, v in self.engine.items() if k != "kind"}
+        return mod.check_options(opts)
+
+    # ------------------------------------------------------------------ everything
+    def prepare(self, check_engine: bool = True) -> "Prepared":
+        """Build every part and run every check `validate` and `run` make before simulating.
+
+        With ``check_engine`` false, an engine missing from this build is tolerated (options
+        are then unchecked: ``engine_options`` is None).
+        """
+        topology = self.build_topology()
+        routing = self.build_routing(topology)
+        faults = self.build_faults(topology)
+        schedule = self.build_schedule(topology)
+        check_reachable(topology, routing, faults, schedule)
+        # Last: a file with errors is reported as such even when the engine is missing.
+        try:
+            options = self.engine_options()
+        except EngineMissing:
+            if check_engine:
+                raise
+            options = None
+        return Prepared(self, topology, routing, faults, schedule, self.engine_kind, options)
+
+
+@dataclass
+class Prepared:
+    scenario: Scenario
+    topology: object
+    routing: object
+    faults: object
+    schedule: object
+    engine: str
+    engine_options: dict | None
+
+
+def load_scenario(path, overrides=(), engine: str | None = None) -> Scenario:
+    """Read, override (``--set`` strings, in order), and shape-check a scenario file."""
+    data = read_file(path)
+    for text in overrides:
+        keys, value = parse_override(text)
+        apply_override(data, keys, value, text)
+    if engine is not None:
+        if engine not in ENGINES:
+            raise InputError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        eng = data.get("engine", {})
+        data["engine"] = {**eng, "kind": engine} if isinstance(eng, dict) else eng
+    return Scenario.from_dict(data, source=str(path), default_name=Path(path).stem)
+
+
+# =========================================================================== delegation
+class EngineMissing(InputError):
+    """The scenario's engine is not part of this build."""
+
+
+def engine_options_module(kind: str):
+    name = f"netcore.{kind}.options"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and name.startswith(e.name):
+            raise EngineMissing(f"engine.kind = {kind!r}: engine {kind!r} is not available in "
+                                f"this build") from None
+        raise
+
+
+def _build_topology(kind, params: dict):
+    from topo import builders
+
+    return builders.build(kind, params, where="topology")
+
+
+def check_reachable(topology, routing, faults, schedule) -> None:
+    """Refuse a transfer between hosts that can never reach each other.
+
+    "Never" means over the links that are down at time 0 and stay down for the whole run (no
+    later ``up`` or ``degrade`` revives them). A pair that only loses its paths because of a
+    later fault is not an input error: the engine reports those transfers as stranded.
+    """
+    from netcore.schedule import TRANSFER
+
+    t = np.flatnonzero(schedule.kind == TRANSFER)
+    if t.size == 0:
+        return
+    n = topology.n_dlinks
+    alive = faults.alive_at(n, 0.0) if len(faults) else np.ones(n, dtype=bool)
+    if len(faults):
+        later = (faults.time > 0) & (faults.factor > 0)
+        alive[faults.dlink[later]] = True
+    src = schedule.src[t].astype(np.int64)
+    dst = schedule.dst[t].astype(np.int64)
+    key = src * topology.n_nodes + dst
+    pairs, first = np.unique(key, return_index=True)
+    ps, pd = src[first], dst[first]
+    paths = routing.paths(ps, pd, alive=None if alive.all() else alive)
+    reach = np.asarray(paths.reachable, dtype=bool)
+    if reach.all():
+        return
+    j = int(np.flatnonzero(~reach)[0])
+    node = int(t[first[j]])
+    where = schedule.meta.get("node_field")
+    who = f"{where}[{node}]" if where else f"workload: transfer {node}"
+    down = "" if alive.all() else " with the links that are down from time 0"
+    raise InputError(f"{who}: host {int(ps[j])} cannot reach host {int(pd[j])}{down} "
+                     f"(routing.policy = {routing_policy_name(routing)!r})")
+
+
+def routing_policy_name(routing) -> str:
+    return str(getattr(routing, "policy", "?"))
+
+
+# =========================================================================== small checks
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _type_name(v) -> str:
+    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number"}.get(type(v), type(v).__name__)
+
+
+def _short(v, limit: int = 60) -> str:
+    r = repr(v)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
+def _table(v, where: str) -> dict:
+    if not isinstance(v, dict):
+        raise InputError(f"{where} = {_short(v)}: expected a table, got {_type_name(v)}")
+    return v
+
+
+def _kind(table: dict, where: str, required: bool) -> None:
+    if "kind" not in table:
+        if required:
+            raise InputError(f"{where}.kind: missing")
+        return
+    if not isinstance(table["kind"], str):
+        raise InputError(f"{where}.kind = {_short(table['kind'])}: expected a string")
+
+
+def _check_keys(table: dict, allowed, where: str) -> None:
+    for key in table:
+        if key not in allowed:
+            full = f"{where}.{key}" if where else str(key)
+            hint = difflib.get_close_matches(str(key), list(allowed), n=1)
+            also = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise InputError(f"{full}: unknown key {str(key)!r} (allowed here: "
+                             f"{', '.join(allowed)}){also}")
+
+
+def check_keys(table: dict, allowed, where: str) -> None:
+    """Public form of the strict key check, for workload builders and plugins."""
+    _check_keys(table, allowed, where)
+
+
+def _prefixed(e: InputError, prefix: str, label: str) -> InputError:
+    msg = str(e)
+    if msg.startswith(prefix):
+        return InputError(msg)
+    return InputError(f"{label}: {msg}")
+
+
+def is_finite_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

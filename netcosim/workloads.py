@@ -1,0 +1,308 @@
+"""Workload kinds: the ``[workload]`` table of a scenario -> a Schedule.
+
+A kind is registered with ``register_workload(kind, builder, keys, report=None)``:
+
+* ``builder(topology, spec, where, seed) -> Schedule`` receives the whole ``[workload]`` table
+  (``spec``, including ``kind``), ``where`` = "workload" to name fields in errors, and the
+  scenario seed. It raises InputError naming ``where.<key>`` for bad values.
+* ``keys``: the keys the table may hold besides ``kind``; any other key is refused before the
+  builder runs (strict scenarios).
+* ``report(spec, schedule, result) -> dict`` (optional): workload figures for summary.json
+  (``algbw_GBps``/``busbw_GBps`` for a collective, ``step_time_s``/``mfu`` for training).
+
+``collective`` and ``flows`` are built in. Kinds owned by other packages register themselves
+from a module in ``netcosim/workload_kinds/`` that defines ``register(register_workload)``;
+those modules are imported the first time a kind is looked up.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from netcosim.units import parse_bytes, parse_us
+from topo.errors import InputError
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    kind: str
+    builder: Callable
+    keys: frozenset
+    report: Callable | None = None
+
+
+_REGISTRY: dict[str, WorkloadKind] = {}
+_DISCOVERED = False
+# Kinds the scenario contract names whose builders come from other parts of the project.
+PLANNED = ("collective", "flows", "training", "chakra")
+
+
+def register_workload(kind: str, builder: Callable, keys, report: Callable | None = None):
+    """Add (or replace) a workload kind; see the module docstring for the signatures."""
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"workload kind {kind!r} must be a non-empty string")
+    keys = frozenset(keys)
+    if "kind" in keys:
+        keys = keys - {"kind"}
+    _REGISTRY[kind] = WorkloadKind(kind, builder, keys, report)
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    try:
+        pkg = importlib.import_module("netcosim.workload_kinds")
+    except ModuleNotFoundError:
+        return
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        if hasattr(mod, "register"):
+            mod.register(register_workload)
+
+
+def available() -> list[str]:
+    _discover()
+    return sorted(_REGISTRY)
+
+
+def get(kind, where: str = "workload") -> WorkloadKind:
+    _discover()
+    if kind in _REGISTRY:
+        return _REGISTRY[kind]
+    if kind in PLANNED:
+        raise InputError(f"{where}.kind = {kind!r}: workload kind {kind!r} is not available "
+                         f"yet in this build")
+    known = sorted(set(PLANNED) | set(_REGISTRY))
+    raise InputError(f"{where}.kind = {kind!r}: expected one of {', '.join(known)}")
+
+
+def check_keys(spec: dict, where: str = "workload") -> None:
+    """The strict key check for a [workload] table (used when a scenario is loaded)."""
+    from netcosim.scenario import check_keys as strict
+
+    if "kind" not in spec:
+        raise InputError(f"{where}.kind: missing (one of {', '.join(PLANNED)})")
+    kind = spec["kind"]
+    if not isinstance(kind, str):
+        raise InputError(f"{where}.kind = {kind!r}: expected a string")
+    wk = get(kind, where)
+    strict(spec, sorted(wk.keys | {"kind"}), where)
+
+
+def build_workload(topology, spec: dict, where: str = "workload", seed: int = 0):
+    check_keys(spec, where)
+    wk = get(spec["kind"], where)
+    schedule = wk.builder(topology, spec, where, seed)
+    schedule.meta.setdefault("workload", spec["kind"])
+    try:
+        schedule.validate(topology.n_hosts)
+    except InputError as e:
+        raise _name_node(e, schedule, where) from None
+    return schedule
+
+
+def report(spec: dict, schedule, result) -> dict:
+    """Workload figures for summary.json (empty when the kind has no report)."""
+    wk = get(spec["kind"])
+    if wk.report is None:
+        return {}
+    return dict(wk.report(spec, schedule, result))
+
+
+_NODE_MSG = re.compile(r"^node (\d+): (.*)$", re.S)
+
+
+def _name_node(e: InputError, schedule, where: str) -> InputError:
+    """Turn the Schedule's "node 3: ..." into the scenario field that made node 3."""
+    m = _NODE_MSG.match(str(e))
+    field = schedule.meta.get("node_field")
+    if m and field:
+        return InputError(f"{field}[{m.group(1)}]: {m.group(2)}")
+    return InputError(f"{where}: {e}")
+
+
+# =========================================================================== helpers
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _host(v, field: str, n_hosts: int) -> int:
+    if not _is_int(v):
+        raise InputError(f"{field} = {v!r}: expected a host id (an integer)")
+    if not 0 <= v < n_hosts:
+        raise InputError(f"{field} = {v}: host {v} does not exist (hosts are 0..{n_hosts - 1})")
+    return v
+
+
+# =========================================================================== flows
+FLOW_KEYS = ("src", "dst", "bytes", "start_us", "deps")
+
+
+def build_flows(topology, spec: dict, where: str, seed: int):
+    """``[[workload.flows]]``: explicit point-to-point transfers with optional dependencies."""
+    from netcore.schedule import Schedule
+    from netcosim.scenario import check_keys as strict
+
+    flows = spec.get("flows")
+    if not isinstance(flows, list) or not flows:
+        raise InputError(f"{where}.flows = {flows!r}: expected a non-empty array of tables "
+                         f"([[{where}.flows]] with src, dst, bytes)")
+    n_hosts = topology.n_hosts
+    src, dst, size, start, deps = [], [], [], [], []
+    for i, f in enumerate(flows):
+        at = f"{where}.flows[{i}]"
+        if not isinstance(f, dict):
+            raise InputError(f"{at} = {f!r}: expected a table with src, dst, bytes")
+        strict(f, FLOW_KEYS, at)
+        for key in ("src", "dst", "bytes"):
+            if key not in f:
+                raise InputError(f"{at}.{key}: missing")
+        src.append(_host(f["src"], f"{at}.src", n_hosts))
+        dst.append(_host(f["dst"], f"{at}.dst", n_hosts))
+        size.append(parse_bytes(f["bytes"], f"{at}.bytes"))
+        start.append(parse_us(f.get("start_us", 0.0), f"{at}.start_us") * 1e-6)
+        d = f.get("deps", [])
+        if not isinstance(d, list) or not all(_is_int(x) for x in d):
+            raise InputError(f"{at}.deps = {d!r}: expected an array of flow indices")
+        for x in d:
+            if not 0 <= x < len(flows):
+                raise InputError(f"{at}.deps: flow {x} does not exist (flows are "
+                                 f"0..{len(flows) - 1})")
+        deps.append(d)
+    sched = Schedule.from_transfers(src, dst, size, start=np.array(start), deps=deps,
+                                    label="flow")
+    sched.meta.update({"workload": "flows", "node_field": f"{where}.flows"})
+    return sched
+
+
+# =========================================================================== collective
+COLLECTIVE_KEYS = ("op", "algorithm", "bytes", "ranks", "chunks", "step_latency_us", "options")
+
+
+def build_collective(topology, spec: dict, where: str, seed: int):
+    """One collective over ``ranks`` (default: every host) via ``collectives.build``."""
+    import collectives
+
+    if not hasattr(collectives, "build"):
+        raise InputError(f"{where}.kind = 'collective': workload kind 'collective' is not "
+                         f"available yet in this build (collectives.build is missing)")
+    op = spec.get("op")
+    if not isinstance(op, str):
+        raise InputError(f"{where}.op = {op!r}: expected a collective name such as "
+                         f"\"all_reduce\"")
+    if "bytes" not in spec:
+        raise InputError(f"{where}.bytes: missing (the message size, e.g. \"256MiB\")")
+    nbytes = parse_bytes(spec["bytes"], f"{where}.bytes")
+    n_hosts = topology.n_hosts
+    ranks = spec.get("ranks", "all")
+    if ranks == "all":
+        ranks = list(range(n_hosts))
+    elif isinstance(ranks, list):
+        ranks = [_host(r, f"{where}.ranks[{i}]", n_hosts) for i, r in enumerate(ranks)]
+    else:
+        raise InputError(f"{where}.ranks = {ranks!r}: expected \"all\" or an array of host ids")
+    options = spec.get("options", {})
+    if not isinstance(options, dict):
+        raise InputError(f"{where}.options = {options!r}: expected a table")
+    opts = dict(options)
+    if "chunks" in spec:
+        c = spec["chunks"]
+        if not _is_int(c) or c < 1:
+            raise InputError(f"{where}.chunks = {c!r}: expected an integer >= 1")
+        opts["chunks"] = c
+    if "step_latency_us" in spec:
+        opts["step_latency_s"] = parse_us(spec["step_latency_us"], f"{where}.step_latency_us") * 1e-6
+    algorithm = spec.get("algorithm", "auto")
+    if not isinstance(algorithm, str):
+        raise InputError(f"{where}.algorithm = {algorithm!r}: expected an algorithm name")
+    if algorithm == "auto":
+        if not hasattr(collectives, "choose"):
+            raise InputError(f"{where}.algorithm: missing (automatic choice is not available "
+                             f"in this build)")
+        algorithm, order = _chosen(collectives.choose(topology, op, nbytes))
+        if order is not None and "ranks" not in spec:
+            ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
+    _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where)
+    try:
+        sched = collectives.build(op, algorithm, ranks, nbytes, **opts)
+    except TypeError as e:
+        m = re.search(r"unexpected keyword argument '(\w+)'", str(e))
+        if not m:
+            raise
+        key = m.group(1)
+        shown = "step_latency_us" if key == "step_latency_s" else key
+        raise InputError(f"{where}.{shown if shown in spec else 'options.' + shown}: not an "
+                         f"option of {op} {algorithm}") from None
+    except InputError as e:
+        msg = str(e)
+        raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+    sched.meta.setdefault("op", op)
+    sched.meta.setdefault("algorithm", algorithm)
+    sched.meta.setdefault("bytes", nbytes)
+    sched.meta.setdefault("n_ranks", len(ranks))
+    return sched
+
+
+def _chosen(choice):
+    """(algorithm, rank order or None) from collectives.choose, which may return the name, a
+    (name, ...) tuple, or an object/dict with ``algorithm`` and optionally ``ranks``."""
+    if isinstance(choice, str):
+        return choice, None
+    if isinstance(choice, (tuple, list)) and choice and isinstance(choice[0], str):
+        return choice[0], None
+    get = choice.get if isinstance(choice, dict) else lambda k: getattr(choice, k, None)
+    if isinstance(get("algorithm"), str):
+        return get("algorithm"), get("ranks")
+    raise TypeError(f"collectives.choose returned {choice!r}")
+
+
+def _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where) -> None:
+    """Fill the options an algorithm needs from the fabric when the user left them out:
+    ``dims`` of a torus (when the ranks are all hosts in id order) and ``group_size`` of a
+    hierarchical algorithm (when the ranks come in equal runs of one ``host_group`` each, e.g.
+    the GPUs of a node on two_tier)."""
+    import inspect
+
+    if not hasattr(collectives, "resolve") or not hasattr(collectives, "ALGORITHMS"):
+        return
+    try:
+        op, algorithm = collectives.resolve(op, algorithm)
+    except InputError as e:
+        raise InputError(f"{where}: {e}") from None
+    params = inspect.signature(collectives.ALGORITHMS[op][algorithm]).parameters
+    if ("dims" in params and "dims" not in opts and "dims" in topology.params
+            and ranks == list(range(topology.n_hosts))):
+        opts["dims"] = tuple(int(d) for d in topology.params["dims"])
+    if "group_size" in params and "group_size" not in opts and ranks:
+        g = np.asarray(topology.host_group)[np.asarray(ranks)]
+        cuts = np.flatnonzero(np.diff(g)) + 1
+        runs = np.diff(np.concatenate([[0], cuts, [len(g)]]))
+        if len(np.unique(g)) == len(runs) and (runs == runs[0]).all() and runs[0] > 1:
+            opts["group_size"] = int(runs[0])
+
+
+def report_collective(spec: dict, schedule, result) -> dict:
+    """NCCL-tests style figures (collectives.report) from the collective's run time."""
+    from collectives.report import figures
+
+    op = schedule.meta.get("op", spec.get("op"))
+    nbytes = int(schedule.meta.get("bytes", 0))
+    n = int(schedule.meta.get("n_ranks", 0))
+    out = {"op": op, "algorithm": schedule.meta.get("algorithm"), "ranks": n,
+           "message_bytes": nbytes, "algbw_GBps": None, "busbw_GBps": None}
+    t = result.makespan
+    if t > 0 and n >= 1:
+        fig = figures(op, n, nbytes, t)
+        out["algbw_GBps"], out["busbw_GBps"] = fig["algbw_GBps"], fig["busbw_GBps"]
+    return out
+
+
+register_workload("flows", build_flows, ("flows",))
+register_workload("collective", build_collective, COLLECTIVE_KEYS, report_collective)

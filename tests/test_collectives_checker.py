@@ -1,0 +1,157 @@
+"""Every algorithm passes the symbolic checker for many rank counts; corrupted schedules fail."""
+import numpy as np
+import pytest
+
+import collectives as co
+from collectives import CheckFailed, check
+from netcore.schedule import DELAY, TRANSFER, Schedule
+
+
+def _options(op, algo, n):
+    """Options an algorithm needs for n ranks, or None when it cannot take n."""
+    if algo == "hierarchical":
+        gs = [g for g in (2, 3, 4) if n % g == 0 and g < n]
+        return {"group_size": gs[-1]} if gs else None
+    if algo == "torus":
+        f = [d for d in range(2, n) if n % d == 0]
+        return {"dims": (f[0], n // f[0]) if f else (n,)}
+    return {}
+
+
+def _nbytes(op, n, seed=0):
+    if op == "all_to_all_v":
+        return np.random.default_rng(seed + n).integers(0, 40, (n, n))
+    return 997  # prime: uneven blocks everywhere
+
+
+CASES = [(op, algo) for op, algos in co.ALGORITHMS.items() for algo in algos]
+
+
+@pytest.mark.parametrize("op,algo", CASES)
+def test_every_algorithm_every_rank_count(op, algo):
+    checked = 0
+    for n in range(2, 18):
+        opts = _options(op, algo, n)
+        if opts is None:
+            continue
+        for chunks in (1, 2):
+            s = co.build(op, algo, list(range(n)), _nbytes(op, n), chunks=chunks, **opts)
+            summary = check(s)
+            assert summary["transfers"] == s.n_transfers > 0
+            # parents always precede children (engines may rely on it)
+            child = np.repeat(np.arange(s.n), np.diff(s.dep_ptr))
+            assert (s.dep_idx < child).all()
+            assert s.meta["op"] == op and s.meta["n_ranks"] == n
+            checked += 1
+    assert checked >= 8
+
+
+@pytest.mark.parametrize("op,algo", CASES)
+def test_step_latency_is_a_delay_before_every_transfer(op, algo):
+    n = 6
+    s = co.build(op, algo, [10 + i for i in range(n)], _nbytes(op, n), chunks=2,
+                 step_latency_s=2e-6, **_options(op, algo, n))
+    check(s)
+    t = np.flatnonzero(s.kind == TRANSFER)
+    # each transfer's only parent is a DELAY of 2 us on its sender
+    assert (np.diff(s.dep_ptr)[t] == 1).all()
+    d = s.dep_idx[s.dep_ptr[t]]
+    assert (s.kind[d] == DELAY).all() and np.allclose(s.duration[d], 2e-6)
+    assert (s.src[d] == s.src[t]).all()
+    assert set(np.unique(s.src[t])) <= set(range(10, 16))
+
+
+def _drop_edge(s: Schedule, child: int, parent: int) -> Schedule:
+    keep = np.ones(len(s.dep_idx), dtype=bool)
+    lo, hi = s.dep_ptr[child], s.dep_ptr[child + 1]
+    hit = np.flatnonzero(s.dep_idx[lo:hi] == parent)
+    assert hit.size, "edge not present"
+    keep[lo + hit] = False
+    owner = np.repeat(np.arange(s.n), np.diff(s.dep_ptr))
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[keep], minlength=s.n))])
+    return Schedule(s.kind, s.src, s.dst, s.size, s.duration, s.start, ptr, s.dep_idx[keep],
+                    s.tag, s.label, s.labels, dict(s.extra), dict(s.meta))
+
+
+def _copy(s: Schedule) -> Schedule:
+    return Schedule(s.kind, s.src.copy(), s.dst.copy(), s.size.copy(), s.duration, s.start,
+                    s.dep_ptr, s.dep_idx, s.tag, s.label, s.labels,
+                    {k: v.copy() for k, v in s.extra.items()}, dict(s.meta))
+
+
+@pytest.mark.parametrize("op,algo", [("all_reduce", "ring"), ("all_reduce", "double_binary_tree"),
+                                     ("all_reduce", "recursive_halving_doubling"),
+                                     ("all_gather", "ring"), ("all_to_all", "hierarchical"),
+                                     ("broadcast", "tree"), ("reduce_scatter", "direct")])
+def test_dropping_any_transfer_is_caught(op, algo):
+    n = 6
+    s = co.build(op, algo, n, 600, **_options(op, algo, n))
+    check(s)
+    t = np.flatnonzero(s.kind == TRANSFER)
+    for victim in t[:: max(1, len(t) // 7)]:
+        keep = np.ones(s.n, dtype=bool)
+        keep[victim] = False
+        with pytest.raises(CheckFailed):
+            check(s.subset(keep))
+
+
+def test_swapped_destination_is_caught():
+    # (a redirected *early* reduce-scatter step can still sum correctly: its data may reach
+    # a rank further down the same chain. Redirect the last step into the shard's owner.)
+    s = co.ring_all_reduce(5, 500)
+    bad = _copy(s)
+    i = int(np.flatnonzero((bad.kind == TRANSFER) & (bad.tag == 3) & (bad.src == 0))[0])
+    bad.dst[i] = (bad.dst[i] + 2) % 5  # a different, real rank
+    assert bad.dst[i] != bad.src[i]
+    with pytest.raises(CheckFailed):
+        check(bad)
+
+
+def test_broken_data_dependency_is_caught_as_a_race():
+    # ring step 1 of rank 1 forwards what rank 0 sent at step 0: remove that edge
+    s = co.ring_all_reduce(4, 400)
+    t = np.flatnonzero(s.kind == TRANSFER)
+    step0_r0 = next(i for i in t if s.tag[i] == 0 and s.src[i] == 0)
+    step1_r1 = next(i for i in t if s.tag[i] == 1 and s.src[i] == 1)
+    assert step0_r0 in s.deps_of(step1_r1)
+    with pytest.raises(CheckFailed, match="may still be writing"):
+        check(_drop_edge(s, step1_r1, step0_r0))
+
+
+def test_broken_dependency_in_a_move_op_sends_unheld_data():
+    s = co.ring_broadcast(4, 400, chunks=2)
+    t = np.flatnonzero(s.kind == TRANSFER)
+    hop1 = next(i for i in t if s.tag[i] == 1)
+    parent = next(p for p in s.deps_of(hop1) if s.tag[p] == 0)
+    with pytest.raises(CheckFailed):
+        check(_drop_edge(s, hop1, parent))
+    with pytest.raises(CheckFailed, match="before it holds it"):
+        check(_drop_edge(s, hop1, parent), races=False)
+
+
+def test_wrong_reduce_flag_and_wrong_size_are_caught():
+    s = co.ring_all_reduce(4, 400)
+    bad = _copy(s)
+    bad.extra["reduce"][0] = 0  # the first reduce-scatter step overwrites instead of adding
+    with pytest.raises(CheckFailed, match="missing the contribution"):
+        check(bad)
+    bad = _copy(s)
+    bad.size[2] += 1
+    with pytest.raises(CheckFailed, match="bytes"):
+        check(bad)
+
+
+def test_double_counting_is_caught():
+    # a reduce tree where one child's sum is added twice
+    s = co.tree_reduce(4, 100)
+    t = np.flatnonzero(s.kind == TRANSFER)
+    dup = Schedule.concat([s, s.subset(np.isin(np.arange(s.n), t[:1]))])
+    dup.meta = dict(s.meta)
+    with pytest.raises(CheckFailed):
+        check(dup)
+
+
+def test_checker_refuses_non_collective_schedules():
+    s = Schedule.from_transfers([0], [1], [10])
+    with pytest.raises(CheckFailed, match="meta"):
+        check(s)
