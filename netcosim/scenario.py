@@ -278,8 +278,9 @@ class Scenario:
         if self.workload is None:
             raise InputError("workload: missing; add a [workload] table (kind = \"collective\", "
                              "\"flows\", ...)")
+        base = Path(self.source).resolve().parent if self.source else None
         return workloads.build_workload(topology, self.workload, where="workload",
-                                        seed=self.seed)
+                                        seed=self.seed, base_dir=base)
 
     def engine_options(self) -> dict:
         """The engine's options, checked and completed with defaults by the engine itself."""

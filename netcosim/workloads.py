@@ -16,6 +16,7 @@ those modules are imported the first time a kind is looked up.
 """
 from __future__ import annotations
 
+import contextvars
 import importlib
 import pkgutil
 import re
@@ -96,10 +97,25 @@ def check_keys(spec: dict, where: str = "workload") -> None:
     strict(spec, sorted(wk.keys | {"kind"}), where)
 
 
-def build_workload(topology, spec: dict, where: str = "workload", seed: int = 0):
+# The folder of the scenario file being built: workloads that name files (traces) resolve
+# relative paths against it. A context variable, so concurrent builds do not see each other's.
+_SCENARIO_DIR: contextvars.ContextVar = contextvars.ContextVar("scenario_dir", default=None)
+
+
+def scenario_dir():
+    """Folder of the scenario whose workload is being built (None outside a scenario)."""
+    return _SCENARIO_DIR.get()
+
+
+def build_workload(topology, spec: dict, where: str = "workload", seed: int = 0,
+                   base_dir=None):
     check_keys(spec, where)
     wk = get(spec["kind"], where)
-    schedule = wk.builder(topology, spec, where, seed)
+    token = _SCENARIO_DIR.set(base_dir)
+    try:
+        schedule = wk.builder(topology, spec, where, seed)
+    finally:
+        _SCENARIO_DIR.reset(token)
     schedule.meta.setdefault("workload", spec["kind"])
     try:
         schedule.validate(topology.n_hosts)

@@ -1,0 +1,148 @@
+// pybind11 bindings: Python hands over flat numpy arrays once, runs the simulator (returning
+// at reroute points so Python can recompute paths), and reads the results back as arrays.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstring>
+#include <memory>
+
+#include "sim.hpp"
+
+namespace py = pybind11;
+using namespace pk;
+
+template <class T>
+using arr = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+template <class T>
+static std::vector<T> vec(const arr<T>& a) {
+    std::vector<T> v(a.size());
+    if (a.size()) std::memcpy(v.data(), a.data(), a.size() * sizeof(T));
+    return v;
+}
+
+template <class T>
+static py::array_t<T> out(const std::vector<T>& v) {
+    py::array_t<T> a(v.size());
+    if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(T));
+    return a;
+}
+
+template <class T, class F>
+static py::array_t<T> per_link(const Sim& s, F f) {
+    py::array_t<T> a(s.links.size());
+    T* d = a.mutable_data();
+    for (size_t l = 0; l < s.links.size(); ++l) d[l] = f(s.links[l]);
+    return a;
+}
+
+PYBIND11_MODULE(_packet, m) {
+    m.doc() = "netcosim packet-level engine core (C++17)";
+    py::class_<Config>(m, "Config")
+        .def(py::init<>())
+        .def_readwrite("transport", &Config::transport)
+        .def_readwrite("mtu", &Config::mtu)
+        .def_readwrite("l3l4_header", &Config::l3l4_header)
+        .def_readwrite("l2_header", &Config::l2_header)
+        .def_readwrite("ack_bytes", &Config::ack_bytes)
+        .def_readwrite("syn_bytes", &Config::syn_bytes)
+        .def_readwrite("cnp_bytes", &Config::cnp_bytes)
+        .def_readwrite("buffer_packets", &Config::buffer_packets)
+        .def_readwrite("buffer_bytes", &Config::buffer_bytes)
+        .def_readwrite("switch_buffer_bytes", &Config::switch_buffer_bytes)
+        .def_readwrite("host_queue_packets", &Config::host_queue_packets)
+        .def_readwrite("per_hop", &Config::per_hop)
+        .def_readwrite("adaptive", &Config::adaptive)
+        .def_readwrite("init_cwnd", &Config::init_cwnd)
+        .def_readwrite("min_rto", &Config::min_rto)
+        .def_readwrite("init_rto", &Config::init_rto)
+        .def_readwrite("max_rto", &Config::max_rto)
+        .def_readwrite("clock_granularity", &Config::clock_granularity)
+        .def_readwrite("conn_timeout", &Config::conn_timeout)
+        .def_readwrite("syn_retries", &Config::syn_retries)
+        .def_readwrite("data_retries", &Config::data_retries)
+        .def_readwrite("dupack_threshold", &Config::dupack_threshold)
+        .def_readwrite("limited_transmit", &Config::limited_transmit)
+        .def_readwrite("delayed_ack", &Config::delayed_ack)
+        .def_readwrite("delack_count", &Config::delack_count)
+        .def_readwrite("delack_timeout", &Config::delack_timeout)
+        .def_readwrite("handshake", &Config::handshake)
+        .def_readwrite("warm_connections", &Config::warm_connections)
+        .def_readwrite("ecn_k", &Config::ecn_k)
+        .def_readwrite("dctcp_g", &Config::dctcp_g)
+        .def_readwrite("dctcp_alpha_init", &Config::dctcp_alpha_init)
+        .def_readwrite("kmin_bytes", &Config::kmin_bytes)
+        .def_readwrite("kmax_bytes", &Config::kmax_bytes)
+        .def_readwrite("pmax", &Config::pmax)
+        .def_readwrite("dcqcn_g", &Config::dcqcn_g)
+        .def_readwrite("alpha_timer", &Config::alpha_timer)
+        .def_readwrite("rate_timer", &Config::rate_timer)
+        .def_readwrite("byte_counter", &Config::byte_counter)
+        .def_readwrite("fast_recovery_steps", &Config::fast_recovery_steps)
+        .def_readwrite("rate_ai", &Config::rate_ai)
+        .def_readwrite("rate_hai", &Config::rate_hai)
+        .def_readwrite("min_rate", &Config::min_rate)
+        .def_readwrite("cnp_interval", &Config::cnp_interval)
+        .def_readwrite("pfc_xoff_bytes", &Config::pfc_xoff_bytes)
+        .def_readwrite("pfc_xon_bytes", &Config::pfc_xon_bytes)
+        .def_readwrite("reroute_delay", &Config::reroute_delay)
+        .def_readwrite("loss_rate", &Config::loss_rate)
+        .def_readwrite("max_time", &Config::max_time)
+        .def_readwrite("sample_interval", &Config::sample_interval);
+
+    py::class_<Sim>(m, "Sim")
+        .def(py::init([](const Config& cfg, int32_t n_hosts, bool hosts_forward, uint64_t seed,
+                         arr<int32_t> dsrc, arr<int32_t> ddst, arr<double> dbw,
+                         arr<int64_t> dlat, arr<int64_t> adj_ptr, arr<int32_t> adj_link,
+                         arr<int8_t> kind, arr<int32_t> nsrc, arr<int32_t> ndst,
+                         arr<int64_t> size, arr<int64_t> dur, arr<int64_t> start,
+                         arr<int64_t> child_ptr, arr<int64_t> child_idx, arr<int32_t> indeg,
+                         arr<int64_t> ftime, arr<int32_t> flink, arr<int8_t> fkind,
+                         arr<double> ffactor) {
+                 return std::make_unique<Sim>(
+                     cfg, n_hosts, hosts_forward, seed, vec(dsrc), vec(ddst), vec(dbw),
+                     vec(dlat), vec(adj_ptr), vec(adj_link), vec(kind), vec(nsrc), vec(ndst),
+                     vec(size), vec(dur), vec(start), vec(child_ptr), vec(child_idx),
+                     vec(indeg), vec(ftime), vec(flink), vec(fkind), vec(ffactor));
+             }))
+        .def("run", &Sim::run, py::call_guard<py::gil_scoped_release>())
+        .def("finish", &Sim::finish)
+        .def("set_paths",
+             [](Sim& s, arr<int32_t> nodes, arr<int64_t> ptr, arr<int32_t> links,
+                arr<uint8_t> reach) { s.set_paths(vec(nodes), vec(ptr), vec(links), vec(reach)); })
+        .def("set_distances", [](Sim& s, arr<int32_t> row, arr<int32_t> dist, int32_t n_rows) {
+            s.set_distances(vec(row), vec(dist), n_rows);
+        })
+        .def("dead_transfers", [](const Sim& s) { return out(s.dead_transfers()); })
+        .def("alive", [](const Sim& s) { return out(s.alive()); })
+        .def_readonly("now", &Sim::now)
+        .def_readonly("events", &Sim::events)
+        .def_readonly("headroom_violations", &Sim::headroom_violations)
+        .def("pool_capacity", &Sim::pool_capacity)
+        .def_readonly("heap_max", &Sim::heap_max)
+        .def("events_by_type", [](const Sim& s) { return out(s.events_by_type); })
+        .def("node_start", [](const Sim& s) { return out(s.node_start); })
+        .def("node_end", [](const Sim& s) { return out(s.node_end); })
+        .def("node_retx", [](const Sim& s) { return out(s.node_retx); })
+        .def("node_stranded", [](const Sim& s) { return out(s.node_stranded); })
+        .def("sample_times", [](const Sim& s) { return out(s.samples.t); })
+        .def("sample_queues", [](const Sim& s) { return out(s.samples.q); })
+        .def("link_stats", [](const Sim& s) {
+            py::dict d;
+            d["bytes"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_bytes; });
+            d["packets"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_pkts; });
+            d["busy_ps"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_busy; });
+            d["drops"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_drops; });
+            d["ecn_marks"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_ecn; });
+            d["pause_ps"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_pause; });
+            d["queue_max_packets"] =
+                per_link<int64_t>(s, [](const Link& L) { return L.stat_qmax_pkts; });
+            d["queue_max_bytes"] =
+                per_link<int64_t>(s, [](const Link& L) { return L.stat_qmax_bytes; });
+            d["queue_area_bytes_ps"] =
+                per_link<double>(s, [](const Link& L) { return L.q_area_bytes; });
+            d["queue_area_packets_ps"] =
+                per_link<double>(s, [](const Link& L) { return L.q_area_pkts; });
+            return d;
+        });
+}

@@ -1,0 +1,244 @@
+// The packet-level simulator: links (a FIFO port queue + serialisation, then a propagation
+// pipe), hosts that run the transports, the schedule DAG, faults. One class, split over
+// several .cpp files by job: sim_core.cpp (event loop, links, routing, faults, schedule),
+// transport_tcp.cpp (TCP NewReno / DCTCP), transport_rate.cpp (ideal and DCQCN senders).
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "config.hpp"
+#include "event_queue.hpp"
+#include "packet.hpp"
+#include "ring.hpp"
+
+namespace pk {
+
+constexpr ps_t NEVER = std::numeric_limits<ps_t>::max();
+
+enum EvType : int32_t {
+    EV_ARRIVE = 0, EV_TXDONE, EV_NODE_READY, EV_NODE_DONE, EV_RTO, EV_DELACK, EV_PACE,
+    EV_ALPHA, EV_RATE, EV_PFC, EV_FAULT, EV_REROUTE, EV_SAMPLE
+};
+
+struct Link {
+    // static
+    int32_t src, dst;
+    double base_bw;         // bytes/s
+    ps_t lat;               // propagation, ps
+    // dynamic
+    double ps_per_byte;     // 1e12 / (bw * factor); kept in floating point (see docs)
+    bool up = true;
+    bool paused = false;    // PFC: the far end asked us to stop
+    bool pause_pending = false;  // a PAUSE/RESUME is on its way (value in pause_target)
+    bool blocked = false;   // ideal: head packet waits for a credit downstream
+    bool txdone_pending = false;
+    ps_t txdone_at = -1;    // time of the one live TX_DONE event (others are stale)
+    uint32_t epoch = 0;
+    ps_t busy_until = 0;
+    Ring q;                 // waiting packets
+    Ring pipe;              // packets on the wire / propagating, in arrival order
+    int64_t qbytes = 0;
+    int64_t reserved = 0;   // ideal: credits held by packets on their way here
+    Ring waiters;           // ideal/dcqcn: upstream links (>=0) and connections (~conn) waiting
+    int64_t ingress_bytes = 0;  // PFC: bytes that came over this link and wait at dst
+    bool xoff = false;      // PFC: we (dst) have paused this link
+    // statistics
+    int64_t stat_bytes = 0, stat_pkts = 0, stat_drops = 0, stat_ecn = 0;
+    ps_t stat_busy = 0, stat_pause = 0, pause_since = 0;
+    int64_t stat_qmax_pkts = 0, stat_qmax_bytes = 0;
+    double q_area_bytes = 0, q_area_pkts = 0;  // time integrals (byte*ps, pkt*ps)
+    ps_t q_last = 0;
+};
+
+struct Conn {
+    int32_t src, dst;
+    int32_t owner;          // schedule node whose path the connection uses
+    int32_t path_off = -1, path_len = 0;
+    bool done = false, dead = false;
+    uint8_t state = 0;      // 0 closed/syn-sent, 1 established
+    // the stream: transfers in order, each ends at segment xend[i]
+    std::vector<int32_t> xfer, xend;
+    std::vector<int64_t> xbytes;
+    size_t rx_head = 0;     // first transfer not yet completed at the receiver
+    int32_t nseg = 0;
+    int32_t mss = 0;
+    // TCP sender
+    int32_t snd_una = 0, snd_nxt = 0, high_tx = 0;
+    int64_t cwnd = 0, ssthresh = 0;
+    int32_t dupacks = 0, recover = 0;
+    bool in_rec = false;
+    double srtt = 0, rttvar = 0;
+    bool have_rtt = false;
+    ps_t rto = 0, rto_deadline = NEVER;
+    bool rto_pending = false;
+    int32_t backoff = 0, syn_tries = 0;
+    ps_t syn_ts = 0;
+    // DCTCP
+    double alpha = 1.0;
+    int64_t win_acked = 0, win_marked = 0;
+    int32_t win_end = 0, cwr_end = 0;
+    bool cwr = false;
+    // TCP receiver: ring bitmap of out-of-order segments above rcv_nxt
+    int32_t rcv_nxt = 0;
+    std::vector<uint64_t> ooo;
+    int32_t delack_n = 0;
+    bool delack_pending = false, last_ce = false;
+    int64_t delack_gen = 0;
+    ps_t last_ts = 0;
+    // rate-based senders (ideal, dcqcn)
+    int32_t next_new = 0, received = 0;
+    std::vector<int32_t> retx;
+    bool waiting = false;       // registered as a waiter on its first link
+    bool pace_pending = false;
+    ps_t next_send = 0;
+    double rc = 0, rt = 0, qalpha = 1.0, line_rate = 0;
+    int64_t bc_bytes = 0;
+    int32_t t_cnt = 0, b_cnt = 0;
+    int64_t alpha_gen = 0, rate_gen = 0;
+    ps_t last_cnp = -1;         // receiver side (NP): last CNP sent
+};
+
+struct SampleSeries {
+    std::vector<double> t;
+    std::vector<int32_t> q;  // row-major (n_samples, n_links)
+};
+
+class Sim {
+public:
+    Sim(const Config& cfg, int32_t n_hosts, bool hosts_forward, uint64_t seed,
+        std::vector<int32_t> dsrc, std::vector<int32_t> ddst, std::vector<double> dbw,
+        std::vector<ps_t> dlat, std::vector<int64_t> adj_ptr, std::vector<int32_t> adj_link,
+        std::vector<int8_t> kind, std::vector<int32_t> nsrc, std::vector<int32_t> ndst,
+        std::vector<int64_t> size, std::vector<ps_t> dur, std::vector<ps_t> start,
+        std::vector<int64_t> child_ptr, std::vector<int64_t> child_idx,
+        std::vector<int32_t> indeg, std::vector<ps_t> ftime, std::vector<int32_t> flink,
+        std::vector<int8_t> fkind, std::vector<double> ffactor);
+
+    // Runs until the end (returns 0) or until a reroute is due (returns 1).
+    int run();
+    void set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t>& ptr,
+                   const std::vector<int32_t>& links, const std::vector<uint8_t>& reachable);
+    void set_distances(const std::vector<int32_t>& dst_row, const std::vector<int32_t>& dist,
+                       int32_t n_rows);
+    std::vector<int32_t> dead_transfers() const;  // unfinished transfers on a dead path
+    std::vector<uint8_t> alive() const;
+    void finish();  // close statistics (busy/pause/queue integrals) at the end time
+
+    // results
+    std::vector<ps_t> node_start, node_end;
+    std::vector<int32_t> node_retx;
+    std::vector<uint8_t> node_stranded;
+    std::vector<Link> links;
+    SampleSeries samples;
+    uint64_t events = 0;
+    std::vector<uint64_t> events_by_type = std::vector<uint64_t>(16, 0);
+    size_t heap_max = 0;
+    ps_t now = 0;
+    ps_t last_activity = 0;  // last packet or node event: the end of the run's useful work
+    int64_t n_unfinished = 0;
+    int64_t headroom_violations = 0;
+    size_t pool_capacity() const { return pool.capacity(); }
+
+private:
+    friend struct TcpOps;
+    Config cfg;
+    int32_t n_hosts, n_nodes;
+    bool hosts_forward;
+    uint64_t rng_state;
+    EventQueue eq;
+    PacketPool pool;
+    std::vector<int64_t> adj_ptr;
+    std::vector<int32_t> adj_link;
+    std::vector<int64_t> sw_bytes;  // per node: waiting bytes (shared switch buffer)
+    // schedule
+    std::vector<int8_t> kind;
+    std::vector<int32_t> nsrc, ndst;
+    std::vector<int64_t> size;
+    std::vector<ps_t> dur, start;
+    std::vector<int64_t> child_ptr, child_idx;
+    std::vector<int32_t> indeg;
+    std::vector<int32_t> node_conn;       // connection carrying each transfer
+    // paths per schedule node (CSR in a growing array; reroutes append)
+    std::vector<int32_t> npath_off, npath_len;
+    std::vector<uint8_t> nreach;
+    std::vector<int32_t> path_links;
+    // per-hop routing: hop distance to destination hosts
+    std::vector<int32_t> dst_row, dist;
+    // faults
+    std::vector<ps_t> ftime;
+    std::vector<int32_t> flink;
+    std::vector<int8_t> fkind;
+    std::vector<double> ffactor;
+    std::vector<Conn> conns;
+    std::vector<int32_t> warm;  // (src * n_hosts + dst) -> conn, warm connections only
+    bool stop_for_reroute = false;
+
+    // rng (splitmix64): one stream for the run, consumed in event order -> deterministic
+    double urand() {
+        uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        return (z >> 11) * (1.0 / 9007199254740992.0);
+    }
+
+    // core (sim_core.cpp)
+    void dispatch(const Event& e);
+    void node_ready(int32_t node);
+    void node_finish(int32_t node);
+    void transfer_done(int32_t node);
+    void strand_conn(int32_t c);
+    int32_t next_link(Pkt& p, int32_t node);
+    int32_t choose_hop(int32_t node, int32_t dst_host);
+    int32_t link_after(Pkt& p, int32_t l);
+    void at_node(int32_t pid, int32_t node);
+    void enqueue(int32_t l, int32_t pid);
+    void try_start(int32_t l);
+    void service_waiters(int32_t l);
+    int64_t room(int32_t l) const;
+    void drop(int32_t l, int32_t pid);
+    void release_credit(Pkt& p);
+    void qchange(Link& L);
+    void apply_fault(int32_t i);
+    void pfc_check(int32_t l);
+    void set_pause(int32_t l, bool on);
+    void sample();
+    int32_t new_packet(int32_t c, uint8_t type, int32_t seq, int32_t wire, bool rev);
+    void send_packet(int32_t pid);
+    int32_t seg_payload(const Conn& c, int32_t seg) const;
+    int32_t seg_xfer(const Conn& c, int32_t seg) const;
+
+    // transports
+    void start_transfer(int32_t node);
+    void deliver(int32_t pid);
+    void on_drop(Pkt& p);
+    // TCP / DCTCP (transport_tcp.cpp)
+    void tcp_open(int32_t c);
+    void tcp_send_syn(int32_t c);
+    void tcp_try_send(int32_t c);
+    void tcp_send_seg(int32_t c, int32_t seg);
+    void tcp_on_data(int32_t pid);
+    void tcp_send_ack(int32_t c, bool ece, ps_t ts);
+    void tcp_rx_advance(int32_t c);
+    void tcp_on_ack(int32_t pid);
+    void tcp_on_synack(int32_t c, ps_t ts);
+    void tcp_rto(int32_t c);
+    void tcp_arm_rto(int32_t c);
+    void tcp_delack(int32_t c, int64_t gen);
+    void tcp_rtt_sample(Conn& c, ps_t sample);
+    // ideal / DCQCN (transport_rate.cpp)
+    void rate_wake(int32_t c, bool from_service);
+    int32_t first_link(Conn& c);
+    bool rate_can_send(Conn& c);
+    void rate_send_one(int32_t c, int32_t fl);
+    void rate_on_data(int32_t pid);
+    void dcqcn_on_cnp(int32_t c);
+    void dcqcn_alpha_timer(int32_t c, int64_t gen);
+    void dcqcn_rate_timer(int32_t c, int64_t gen);
+    void dcqcn_increase(Conn& c);
+    void wake_all();
+    ps_t last_reroute = -1;
+};
+
+}  // namespace pk

@@ -1,0 +1,634 @@
+// Event loop, links (queue + pipe), routing of packets, faults and the schedule DAG.
+#include <algorithm>
+#include <cmath>
+
+#include "sim.hpp"
+
+namespace pk {
+
+Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t seed,
+         std::vector<int32_t> dsrc, std::vector<int32_t> ddst, std::vector<double> dbw,
+         std::vector<ps_t> dlat, std::vector<int64_t> adj_ptr_, std::vector<int32_t> adj_link_,
+         std::vector<int8_t> kind_, std::vector<int32_t> nsrc_, std::vector<int32_t> ndst_,
+         std::vector<int64_t> size_, std::vector<ps_t> dur_, std::vector<ps_t> start_,
+         std::vector<int64_t> child_ptr_, std::vector<int64_t> child_idx_,
+         std::vector<int32_t> indeg_, std::vector<ps_t> ftime_, std::vector<int32_t> flink_,
+         std::vector<int8_t> fkind_, std::vector<double> ffactor_)
+    : cfg(cfg_), n_hosts(n_hosts_), hosts_forward(hosts_forward_),
+      rng_state(seed * 0x2545F4914F6CDD1DULL + 0x1234567ULL),
+      adj_ptr(std::move(adj_ptr_)), adj_link(std::move(adj_link_)), kind(std::move(kind_)),
+      nsrc(std::move(nsrc_)), ndst(std::move(ndst_)), size(std::move(size_)),
+      dur(std::move(dur_)), start(std::move(start_)), child_ptr(std::move(child_ptr_)),
+      child_idx(std::move(child_idx_)), indeg(std::move(indeg_)), ftime(std::move(ftime_)),
+      flink(std::move(flink_)), fkind(std::move(fkind_)), ffactor(std::move(ffactor_)) {
+    n_nodes = static_cast<int32_t>(adj_ptr.size()) - 1;
+    links.resize(dsrc.size());
+    for (size_t l = 0; l < dsrc.size(); ++l) {
+        Link& L = links[l];
+        L.src = dsrc[l];
+        L.dst = ddst[l];
+        L.base_bw = dbw[l];
+        L.lat = dlat[l];
+        L.ps_per_byte = 1e12 / dbw[l];
+    }
+    sw_bytes.assign(n_nodes, 0);
+    const size_t n = kind.size();
+    n_unfinished = (int64_t)n;
+    node_start.assign(n, -1);
+    node_end.assign(n, -1);
+    node_retx.assign(n, 0);
+    node_stranded.assign(n, 0);
+    node_conn.assign(n, -1);
+    npath_off.assign(n, -1);
+    npath_len.assign(n, 0);
+    nreach.assign(n, 1);
+    if (cfg.warm_connections) warm.assign(static_cast<size_t>(n_hosts) * n_hosts, -1);
+    // faults first: at equal times the fabric changes before traffic starts on it
+    for (size_t i = 0; i < ftime.size(); ++i) eq.push(ftime[i], EV_FAULT, static_cast<int32_t>(i));
+    for (size_t i = 0; i < n; ++i)
+        if (indeg[i] == 0) eq.push(start[i], EV_NODE_READY, static_cast<int32_t>(i));
+    if (cfg.sample_interval > 0) eq.push(0, EV_SAMPLE, 0);
+}
+
+int Sim::run() {
+    stop_for_reroute = false;
+    while (!eq.empty()) {
+        if (cfg.max_time > 0 && eq.top().t > cfg.max_time) break;
+        // all work done and nothing on the wire: what is left are stale timers
+        if (n_unfinished == 0 && pool.in_use() == 0) break;
+        Event e = eq.pop();
+        now = e.t;
+        ++events;
+        ++events_by_type[e.type];
+        if (eq.size() > heap_max) heap_max = eq.size();
+        if (e.type <= EV_NODE_DONE) last_activity = now;
+        dispatch(e);
+        if (stop_for_reroute) return 1;
+    }
+    return 0;
+}
+
+void Sim::dispatch(const Event& e) {
+    switch (e.type) {
+        case EV_ARRIVE: {
+            Link& L = links[e.a];
+            const int32_t pid = L.pipe.pop();
+            if (!L.pipe.empty()) {
+                const Pkt& h = pool[L.pipe.front()];
+                eq.push_seq(h.t_arr, h.ev_seq, EV_ARRIVE, e.a);
+            }
+            Pkt& p = pool[pid];
+            if (p.epoch != L.epoch || (p.flags & F_LOST)) {
+                drop(p.link, pid);  // the link failed under it, or a bit error killed it
+                return;
+            }
+            p.prev = p.link;
+            at_node(pid, L.dst);
+            return;
+        }
+        case EV_TXDONE: {
+            Link& L = links[e.a];
+            if (!L.txdone_pending || e.t != L.txdone_at) return;  // superseded
+            L.txdone_pending = false;
+            try_start(e.a);
+            return;
+        }
+        case EV_NODE_READY: node_ready(e.a); return;
+        case EV_NODE_DONE: node_end[e.a] = now; node_finish(e.a); return;
+        case EV_RTO: {
+            Conn& C = conns[e.a];
+            C.rto_pending = false;
+            if (C.done || C.dead || C.rto_deadline == NEVER) return;
+            if (now < C.rto_deadline) {  // lazily re-armed timer: fire at the new deadline
+                eq.push(C.rto_deadline, EV_RTO, e.a);
+                C.rto_pending = true;
+                return;
+            }
+            tcp_rto(e.a);
+            return;
+        }
+        case EV_DELACK: tcp_delack(e.a, e.b); return;
+        case EV_PACE:
+            conns[e.a].pace_pending = false;
+            rate_wake(e.a, false);
+            return;
+        case EV_ALPHA: dcqcn_alpha_timer(e.a, e.b); return;
+        case EV_RATE: dcqcn_rate_timer(e.a, e.b); return;
+        case EV_PFC: {
+            Link& L = links[e.a];
+            if (e.b) {
+                if (!L.paused && L.up) { L.paused = true; L.pause_since = now; }
+            } else if (L.paused) {
+                L.paused = false;
+                L.stat_pause += now - L.pause_since;
+                try_start(e.a);
+            }
+            return;
+        }
+        case EV_FAULT: apply_fault(e.a); return;
+        case EV_REROUTE: stop_for_reroute = true; return;
+        case EV_SAMPLE: sample(); return;
+    }
+}
+
+// ------------------------------------------------------------------ schedule DAG
+void Sim::node_ready(int32_t node) {
+    node_start[node] = now;
+    if (kind[node] == 0) {
+        if (!nreach[node]) { node_stranded[node] = 1; return; }
+        if (size[node] == 0) { transfer_done(node); return; }
+        start_transfer(node);
+    } else {
+        eq.push(now + dur[node], EV_NODE_DONE, node);
+    }
+}
+
+void Sim::node_finish(int32_t node) {
+    --n_unfinished;
+    last_activity = now;
+    for (int64_t j = child_ptr[node]; j < child_ptr[node + 1]; ++j) {
+        int64_t ch = child_idx[j];
+        if (--indeg[ch] == 0) eq.push(std::max(now, start[ch]), EV_NODE_READY, (int32_t)ch);
+    }
+}
+
+void Sim::transfer_done(int32_t node) {
+    node_end[node] = now;
+    node_finish(node);
+}
+
+void Sim::strand_conn(int32_t c) {
+    Conn& C = conns[c];
+    C.dead = true;
+    for (size_t i = C.rx_head; i < C.xfer.size(); ++i) node_stranded[C.xfer[i]] = 1;
+}
+
+// ------------------------------------------------------------------ routing of packets
+int32_t Sim::choose_hop(int32_t u, int32_t d) {
+    if (dst_row.empty()) return -1;
+    const int32_t r = dst_row[d];
+    if (r < 0) return -1;
+    const int32_t* D = dist.data() + static_cast<size_t>(r) * n_nodes;
+    const int32_t du = D[u];
+    if (du <= 0) return -1;
+    int32_t best = -1, count = 0;
+    double best_load = 0;
+    for (int64_t j = adj_ptr[u]; j < adj_ptr[u + 1]; ++j) {
+        const int32_t l = adj_link[j];
+        const Link& L = links[l];
+        const int32_t v = L.dst;
+        if (D[v] != du - 1 || !L.up) continue;
+        if (v < n_hosts && v != d && !hosts_forward) continue;
+        if (cfg.adaptive) {
+            double load = (double)L.qbytes + (double)L.reserved * cfg.mtu +
+                          (L.busy_until > now ? (L.busy_until - now) / L.ps_per_byte : 0.0);
+            if (best < 0 || load < best_load) { best = l; best_load = load; }
+        } else {
+            ++count;  // reservoir sampling: uniform among the candidates, seeded
+            if (urand() * count < 1.0) best = l;
+        }
+    }
+    return best;
+}
+
+int32_t Sim::next_link(Pkt& p, int32_t node) {
+    if (p.nxt >= 0) return p.nxt;
+    if (p.path_off >= 0) {
+        if (p.hop >= p.path_len) return -1;
+        return (p.flags & F_REV) ? (path_links[p.path_off + p.path_len - 1 - p.hop] ^ 1)
+                                 : path_links[p.path_off + p.hop];
+    }
+    return choose_hop(node, p.dst_node);
+}
+
+// the link a packet will take after link l (on which it is about to be sent), -1 if l is last
+int32_t Sim::link_after(Pkt& p, int32_t l) {
+    if (p.path_off >= 0) {
+        if (p.hop >= p.path_len) return -1;
+        return (p.flags & F_REV) ? (path_links[p.path_off + p.path_len - 1 - p.hop] ^ 1)
+                                 : path_links[p.path_off + p.hop];
+    }
+    const int32_t w = links[l].dst;
+    if (w == p.dst_node) return -1;
+    return choose_hop(w, p.dst_node);
+}
+
+void Sim::at_node(int32_t pid, int32_t node) {
+    Pkt& p = pool[pid];
+    const bool arrived = p.path_off >= 0 ? (p.hop >= p.path_len) : (node == p.dst_node);
+    if (arrived) {
+        deliver(pid);
+        pool.release(pid);
+        return;
+    }
+    const int32_t l = next_link(p, node);
+    if (l < 0) {  // no route from here (per-hop routing with the destination cut off)
+        drop(p.prev, pid);
+        return;
+    }
+    ++p.hop;
+    enqueue(l, pid);
+}
+
+void Sim::qchange(Link& L) {
+    L.q_area_bytes += (double)L.qbytes * (double)(now - L.q_last);
+    L.q_area_pkts += (double)L.q.size() * (double)(now - L.q_last);
+    L.q_last = now;
+}
+
+int64_t Sim::room(int32_t l) const {
+    const Link& L = links[l];
+    if (cfg.transport == T_IDEAL)
+        return cfg.buffer_packets - (int64_t)L.q.size() - L.reserved;
+    return cfg.host_queue_packets - (int64_t)L.q.size();
+}
+
+void Sim::enqueue(int32_t l, int32_t pid) {
+    Link& L = links[l];
+    Pkt& p = pool[pid];
+    if (p.flags & F_RESV) { --L.reserved; p.flags &= ~F_RESV; }  // the credit becomes a slot
+    p.nxt = -1;
+    if (!L.up) {
+        drop(l, pid);
+        service_waiters(l);
+        return;
+    }
+    const bool transit = p.prev >= 0;  // the source's own NIC queue never drops (back-pressure)
+    const bool lossy = cfg.transport == T_TCP || cfg.transport == T_DCTCP;
+    if (transit) {
+        const bool full = (int64_t)L.q.size() >= cfg.buffer_packets ||
+                          (cfg.buffer_bytes > 0 && L.qbytes + p.wire > cfg.buffer_bytes) ||
+                          (cfg.switch_buffer_bytes > 0 && L.src >= n_hosts &&
+                           sw_bytes[L.src] + p.wire > cfg.switch_buffer_bytes);
+        if (full && lossy) { drop(l, pid); return; }
+    }
+    if (p.type == DATA) {
+        if (cfg.transport == T_DCTCP && (int64_t)L.q.size() >= cfg.ecn_k) {
+            p.flags |= F_CE;
+            ++L.stat_ecn;
+        } else if (cfg.transport == T_DCQCN) {
+            const double q = (double)L.qbytes;
+            bool mark = false;
+            if (q >= cfg.kmax_bytes) mark = true;
+            else if (q > cfg.kmin_bytes)
+                mark = urand() < cfg.pmax * (q - cfg.kmin_bytes) / (cfg.kmax_bytes - cfg.kmin_bytes);
+            if (mark) { p.flags |= F_CE; ++L.stat_ecn; }
+        }
+    }
+    if (cfg.transport == T_DCQCN && transit && cfg.pfc_xoff_bytes > 0) {
+        // PFC accounts per ingress port (the buffer is shared by the egress queues): the
+        // lossless promise holds while no ingress exceeds its allowance (xoff + headroom)
+        Link& I = links[p.prev];
+        I.ingress_bytes += p.wire;
+        int64_t allowance = cfg.buffer_packets * (int64_t)(cfg.mtu + cfg.l2_header);
+        if (cfg.buffer_bytes > 0) allowance = std::min(allowance, cfg.buffer_bytes);
+        if (I.ingress_bytes > allowance) ++headroom_violations;
+        pfc_check(p.prev);
+    }
+    qchange(L);
+    L.q.push(pid);
+    L.qbytes += p.wire;
+    sw_bytes[L.src] += p.wire;
+    if ((int64_t)L.q.size() > L.stat_qmax_pkts) L.stat_qmax_pkts = (int64_t)L.q.size();
+    if (L.qbytes > L.stat_qmax_bytes) L.stat_qmax_bytes = L.qbytes;
+    try_start(l);
+}
+
+void Sim::try_start(int32_t l) {
+    Link& L = links[l];
+    if (L.q.empty() || L.paused || L.blocked || !L.up) return;
+    if (L.busy_until > now) {
+        if (!L.txdone_pending) {
+            eq.push(L.busy_until, EV_TXDONE, l);
+            L.txdone_pending = true;
+            L.txdone_at = L.busy_until;
+        }
+        return;
+    }
+    const int32_t pid = L.q.front();
+    Pkt& p = pool[pid];
+    if (cfg.transport == T_IDEAL) {  // hop-by-hop credit: send only into a queue with room
+        const int32_t nl = link_after(p, l);
+        if (nl >= 0 && links[nl].up) {
+            if (room(nl) <= 0) {
+                L.blocked = true;
+                links[nl].waiters.push(l);
+                return;
+            }
+            ++links[nl].reserved;
+            p.flags |= F_RESV;
+        }
+        p.nxt = nl;
+    } else if (p.path_off < 0) {
+        p.nxt = -1;
+    }
+    qchange(L);
+    L.q.pop();
+    L.qbytes -= p.wire;
+    sw_bytes[L.src] -= p.wire;
+    if (cfg.transport == T_DCQCN && p.prev >= 0 && cfg.pfc_xoff_bytes > 0) {
+        links[p.prev].ingress_bytes -= p.wire;
+        pfc_check(p.prev);
+    }
+    // serialisation: bytes x (ps per byte) in floating point, rounded once per packet
+    const ps_t ser = std::llround((double)p.wire * L.ps_per_byte);
+    L.busy_until = now + ser;
+    L.stat_busy += ser;
+    L.stat_bytes += p.wire;
+    ++L.stat_pkts;
+    if (cfg.loss_rate > 0 && urand() < cfg.loss_rate) p.flags |= F_LOST;
+    p.link = l;
+    p.epoch = L.epoch;
+    p.t_arr = now + ser + L.lat;
+    p.ev_seq = eq.take_seq();
+    if (L.pipe.empty()) eq.push_seq(p.t_arr, p.ev_seq, EV_ARRIVE, l);
+    L.pipe.push(pid);
+    if (!L.q.empty()) {
+        eq.push(L.busy_until, EV_TXDONE, l);
+        L.txdone_pending = true;
+        L.txdone_at = L.busy_until;
+    }
+    service_waiters(l);
+}
+
+void Sim::service_waiters(int32_t l) {
+    if (cfg.transport != T_IDEAL && cfg.transport != T_DCQCN) return;
+    while (!links[l].waiters.empty() && (room(l) > 0 || !links[l].up)) {
+        const int32_t w = links[l].waiters.pop();
+        if (w >= 0) {
+            links[w].blocked = false;
+            try_start(w);
+        } else {
+            conns[~w].waiting = false;
+            if (links[l].up) rate_wake(~w, true);  // on a dead first link: wait for reroute
+        }
+    }
+}
+
+void Sim::release_credit(Pkt& p) {
+    if (!(p.flags & F_RESV)) return;
+    p.flags &= ~F_RESV;
+    --links[p.nxt].reserved;
+    service_waiters(p.nxt);
+}
+
+void Sim::drop(int32_t l, int32_t pid) {
+    Pkt& p = pool[pid];
+    if (l >= 0) ++links[l].stat_drops;
+    if (p.flags & F_RESV) release_credit(p);
+    on_drop(p);
+    pool.release(pid);
+}
+
+// ------------------------------------------------------------------ PFC
+void Sim::pfc_check(int32_t l) {
+    Link& L = links[l];
+    if (!L.xoff && L.ingress_bytes >= cfg.pfc_xoff_bytes) {
+        L.xoff = true;
+        eq.push(now + L.lat, EV_PFC, l, 1);  // the PAUSE frame travels back over the link
+    } else if (L.xoff && L.ingress_bytes <= cfg.pfc_xon_bytes) {
+        L.xoff = false;
+        eq.push(now + L.lat, EV_PFC, l, 0);
+    }
+}
+
+// ------------------------------------------------------------------ faults
+void Sim::apply_fault(int32_t i) {
+    const int32_t l = flink[i];
+    Link& L = links[l];
+    if (fkind[i] == 0) {  // down: what is queued and on the wire is lost
+        if (!L.up) return;
+        L.up = false;
+        ++L.epoch;
+        qchange(L);
+        while (!L.q.empty()) {
+            const int32_t pid = L.q.pop();
+            Pkt& p = pool[pid];
+            L.qbytes -= p.wire;
+            sw_bytes[L.src] -= p.wire;
+            if (cfg.transport == T_DCQCN && p.prev >= 0 && cfg.pfc_xoff_bytes > 0) {
+                links[p.prev].ingress_bytes -= p.wire;
+                pfc_check(p.prev);
+            }
+            drop(l, pid);
+        }
+        L.busy_until = now;
+        L.blocked = false;
+        if (L.paused) { L.paused = false; L.stat_pause += now - L.pause_since; }
+        service_waiters(l);  // upstream links blocked on us send (and lose) their packets
+        if (now != last_reroute) {
+            eq.push(now + cfg.reroute_delay, EV_REROUTE, 0);
+            last_reroute = now;
+        }
+    } else {
+        L.up = true;
+        L.ps_per_byte = 1e12 / (L.base_bw * (fkind[i] == 1 ? ffactor[i] : 1.0));
+        try_start(l);
+        service_waiters(l);
+    }
+}
+
+std::vector<uint8_t> Sim::alive() const {
+    std::vector<uint8_t> a(links.size());
+    for (size_t l = 0; l < links.size(); ++l) a[l] = links[l].up;
+    return a;
+}
+
+std::vector<int32_t> Sim::dead_transfers() const {
+    std::vector<int32_t> out;
+    std::vector<uint8_t> mark(kind.size(), 0);
+    auto path_dead = [&](int32_t off, int32_t len) {
+        if (off < 0) return true;  // per-hop routing: refresh every unfinished transfer
+        for (int32_t k = 0; k < len; ++k)
+            if (!links[path_links[off + k]].up) return true;
+        return false;
+    };
+    for (size_t i = 0; i < kind.size(); ++i) {
+        if (kind[i] != 0 || node_end[i] >= 0 || node_stranded[i] || !nreach[i]) continue;
+        if (path_dead(npath_off[i], npath_len[i])) { out.push_back((int32_t)i); mark[i] = 1; }
+    }
+    for (const Conn& C : conns)  // warm connections keep the path of their first transfer
+        if (!C.done && !C.dead && !mark[C.owner] && path_dead(C.path_off, C.path_len)) {
+            out.push_back(C.owner);
+            mark[C.owner] = 1;
+        }
+    return out;
+}
+
+void Sim::set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t>& ptr,
+                    const std::vector<int32_t>& lk, const std::vector<uint8_t>& reach) {
+    const int32_t base = (int32_t)path_links.size();
+    path_links.insert(path_links.end(), lk.begin(), lk.end());
+    for (size_t k = 0; k < nodes.size(); ++k) {
+        const int32_t node = nodes[k];
+        npath_off[node] = cfg.per_hop ? -1 : base + (int32_t)ptr[k];
+        npath_len[node] = (int32_t)(ptr[k + 1] - ptr[k]);
+        nreach[node] = reach[k];
+    }
+    if (conns.empty()) return;
+    for (size_t c = 0; c < conns.size(); ++c) {
+        Conn& C = conns[c];
+        if (C.done || C.dead) continue;
+        if (!nreach[C.owner]) { strand_conn((int32_t)c); continue; }
+        C.path_off = npath_off[C.owner];
+        C.path_len = npath_len[C.owner];
+    }
+    wake_all();
+}
+
+void Sim::set_distances(const std::vector<int32_t>& row, const std::vector<int32_t>& d,
+                        int32_t) {
+    dst_row = row;
+    dist = d;
+}
+
+void Sim::sample() {
+    samples.t.push_back((double)now * 1e-12);
+    for (const Link& L : links) samples.q.push_back((int32_t)L.q.size());
+    if (n_unfinished > 0 || pool.in_use() > 0) eq.push(now + cfg.sample_interval, EV_SAMPLE, 0);
+}
+
+void Sim::finish() {
+    now = last_activity;
+    for (Link& L : links) {
+        if (now > L.q_last) qchange(L);
+        if (L.paused && now > L.pause_since) {
+            L.stat_pause += now - L.pause_since;
+            L.pause_since = now;
+        }
+    }
+}
+
+// ------------------------------------------------------------------ packets of a connection
+int32_t Sim::seg_xfer(const Conn& C, int32_t seg) const {
+    return (int32_t)(std::upper_bound(C.xend.begin(), C.xend.end(), seg) - C.xend.begin());
+}
+
+int32_t Sim::seg_payload(const Conn& C, int32_t seg) const {
+    const int32_t i = seg_xfer(C, seg);
+    const int32_t first = i == 0 ? 0 : C.xend[i - 1];
+    const int32_t last = C.xend[i] - 1;
+    if (seg < last) return C.mss;
+    return (int32_t)(C.xbytes[i] - (int64_t)(last - first) * C.mss);
+}
+
+int32_t Sim::new_packet(int32_t c, uint8_t type, int32_t seq, int32_t wire, bool rev) {
+    const int32_t pid = pool.alloc();
+    Pkt& p = pool[pid];
+    const Conn& C = conns[c];
+    p.ts = now;
+    p.conn = c;
+    p.seq = seq;
+    p.wire = wire;
+    p.path_off = C.path_off;
+    p.path_len = C.path_len;
+    p.hop = 0;
+    p.link = -1;
+    p.prev = -1;
+    p.nxt = -1;
+    p.dst_node = rev ? C.src : C.dst;
+    p.epoch = 0;
+    p.type = type;
+    p.flags = rev ? F_REV : 0;
+    return pid;
+}
+
+void Sim::send_packet(int32_t pid) {
+    Pkt& p = pool[pid];
+    const Conn& C = conns[p.conn];
+    at_node(pid, (p.flags & F_REV) ? C.dst : C.src);
+}
+
+// ------------------------------------------------------------------ transports: dispatch
+void Sim::start_transfer(int32_t node) {
+    const bool tcp = cfg.transport == T_TCP || cfg.transport == T_DCTCP;
+    const int32_t s = nsrc[node], d = ndst[node];
+    int32_t c = -1;
+    bool fresh = true;
+    if (tcp && cfg.warm_connections) {
+        int32_t w = warm[(size_t)s * n_hosts + d];
+        if (w >= 0 && !conns[w].dead) { c = w; fresh = false; }
+    }
+    if (c < 0) {
+        c = (int32_t)conns.size();
+        conns.emplace_back();
+        Conn& C = conns.back();
+        C.src = s;
+        C.dst = d;
+        C.owner = node;
+        C.path_off = npath_off[node];
+        C.path_len = npath_len[node];
+        C.mss = cfg.mtu - cfg.l3l4_header;
+        if (tcp && cfg.warm_connections) warm[(size_t)s * n_hosts + d] = c;
+    }
+    Conn& C = conns[c];
+    C.xfer.push_back(node);
+    C.nseg += (int32_t)((size[node] + C.mss - 1) / C.mss);
+    C.xend.push_back(C.nseg);
+    C.xbytes.push_back(size[node]);
+    node_conn[node] = c;
+    if (tcp) {
+        if (fresh) tcp_open(c);
+        else if (C.state == 1) tcp_try_send(c);
+        return;
+    }
+    if (cfg.transport == T_DCQCN) {
+        const int32_t fl = first_link(C);
+        C.line_rate = fl >= 0 ? links[fl].base_bw : links[0].base_bw;
+        C.rc = C.rt = C.line_rate;
+        C.qalpha = 1.0;
+        eq.push(now + cfg.alpha_timer, EV_ALPHA, c, C.alpha_gen);
+        eq.push(now + cfg.rate_timer, EV_RATE, c, C.rate_gen);
+    }
+    rate_wake(c, false);
+}
+
+void Sim::deliver(int32_t pid) {
+    const Pkt p = pool[pid];  // a copy: handlers allocate packets, which may move the pool
+    Conn& C = conns[p.conn];
+    switch (p.type) {
+        case DATA:
+            if (cfg.transport == T_TCP || cfg.transport == T_DCTCP) tcp_on_data(pid);
+            else rate_on_data(pid);
+            return;
+        case ACK: tcp_on_ack(pid); return;
+        case SYN: {
+            if (C.dead) return;
+            const int32_t r = new_packet(p.conn, SYNACK, 0, cfg.syn_bytes + cfg.l2_header, true);
+            pool[r].ts = p.ts;  // echo the SYN's timestamp
+            send_packet(r);
+            return;
+        }
+        case SYNACK: tcp_on_synack(p.conn, p.ts); return;
+        case HSACK: return;
+        case CNP: dcqcn_on_cnp(p.conn); return;
+    }
+}
+
+void Sim::on_drop(Pkt& p) {
+    if (p.type != DATA || cfg.transport == T_TCP || cfg.transport == T_DCTCP) return;
+    Conn& C = conns[p.conn];
+    if (C.done || C.dead) return;
+    // ideal/dcqcn: the loss is known at once (an oracle NACK) and the packet is resent
+    C.retx.push_back(p.seq);
+    ++node_retx[C.owner];
+    if (!C.pace_pending && !C.waiting) {
+        eq.push(now, EV_PACE, p.conn);
+        C.pace_pending = true;
+    }
+}
+
+void Sim::wake_all() {
+    for (size_t c = 0; c < conns.size(); ++c) {
+        Conn& C = conns[c];
+        if (C.done || C.dead) continue;
+        if (cfg.transport == T_IDEAL || cfg.transport == T_DCQCN) {
+            if (!C.pace_pending && !C.waiting) {
+                eq.push(now, EV_PACE, (int32_t)c);
+                C.pace_pending = true;
+            }
+        }
+    }
+}
+
+}  // namespace pk

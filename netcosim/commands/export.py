@@ -1,0 +1,46 @@
+"""`netcosim export SCENARIO`: write the scenario's fabric (GraphML, JSON) and its workload as
+a Chakra trace."""
+from __future__ import annotations
+
+from netcosim.cli import add_scenario_arguments, load_from_args
+from topo.errors import InputError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export", help="write a scenario's fabric as GraphML/JSON and its "
+                                      "workload as a Chakra trace",
+                       description="Build SCENARIO and write its fabric as GraphML (networkx-"
+                                   "readable) and/or netcosim JSON, and its workload Schedule "
+                                   "as a Chakra execution trace (one <prefix>.<rank>.et per "
+                                   "rank).")
+    add_scenario_arguments(p)
+    p.add_argument("--graphml", metavar="FILE", help="write the fabric as GraphML")
+    p.add_argument("--json", metavar="FILE", help="write the fabric as netcosim JSON "
+                                                  "(topo.io format, loads back exactly)")
+    p.add_argument("--chakra", metavar="DIR", help="write the workload as a Chakra trace")
+    p.add_argument("--prefix", default="netcosim",
+                   help="file name prefix of the Chakra files (default: netcosim)")
+    p.add_argument("--gzip", action="store_true", help="gzip the Chakra files (.et.gz)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from netcosim.interop import export
+
+    if not (args.graphml or args.json or args.chakra):
+        raise InputError("export: nothing to write; give --graphml FILE, --json FILE and/or "
+                         "--chakra DIR")
+    scenario = load_from_args(args)
+    topology = scenario.build_topology()
+    if args.graphml:
+        print(f"fabric -> {export.write_graphml(topology, args.graphml)} (GraphML)")
+    if args.json:
+        print(f"fabric -> {export.write_json(topology, args.json)} (JSON)")
+    if args.chakra:
+        from netcosim.interop.chakra_writer import write_schedule
+
+        schedule = scenario.build_schedule(topology)
+        paths = write_schedule(schedule, args.chakra, prefix=args.prefix,
+                               n_ranks=topology.n_hosts, compress=args.gzip)
+        print(f"workload ({schedule.n} nodes) -> {len(paths)} Chakra files in {args.chakra}")
+    return 0

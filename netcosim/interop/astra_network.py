@@ -1,0 +1,193 @@
+"""Import an ASTRA-sim analytical network description (``network.yml``) as a netcosim Topology.
+
+The file (ASTRA-sim 2.x, astra-network-analytical ``NetworkParser``) has four keys, one list
+entry per dimension:
+
+```yaml
+topology: [ Ring, FullyConnected, Switch ]   # building block of each dimension
+npus_count: [ 2, 8, 4 ]                      # NPUs per dimension (64 NPUs in all)
+bandwidth: [ 200.0, 100.0, 50.0 ]            # GB/s per link and direction
+latency: [ 50.0, 500.0, 2000.0 ]             # ns per link
+```
+
+Any other key is refused (naming the file and the key): silently ignoring a setting would
+simulate a different network from the one the user described.
+
+Mapping (mirrors astra-network-analytical's congestion-aware ``MultiDimTopology``):
+
+* NPU ids: the address of NPU ``i`` is ``(a_0, .., a_{D-1})`` with dimension 0 varying fastest,
+  ``i = a_0 + n_0 (a_1 + n_1 (a_2 + ...))``. NPUs are netcosim hosts ``0..N-1``.
+* Dimension ``d`` joins the ``n_d`` NPUs that differ only in ``a_d`` (one "basic topology" per
+  combination of the other coordinates):
+  - ``Ring``: NPU ``j`` -- NPU ``j+1 mod n_d`` (bidirectional ring; with ``n_d = 2`` one link);
+  - ``FullyConnected``: every pair of the ``n_d`` NPUs;
+  - ``Switch``: one new switch per basic topology, linked to each of its ``n_d`` NPUs.
+  Switch ids follow the NPUs, created dimension by dimension, basic topologies in order of
+  their lowest NPU id (the order ASTRA-sim creates them).
+* Every link is full duplex with ``bandwidth[d]`` in each direction and latency
+  ``latency[d]`` ns. NPUs forward traffic between dimensions (``hosts_forward``), as ASTRA-sim's
+  dimension-order routes pass through intermediate NPUs.
+* Bandwidth convention: ASTRA-sim converts GB/s to bytes/ns with 1 GB = 2^30 bytes
+  (``bw_GBps_to_Bpns`` in astra-network-analytical ``common/NetworkFunction.cc``: "1 GB is 2^30
+  B"), so by default ``bandwidth: 100`` becomes 100 * 2^30 bytes/s = 858.99 Gbps. Pass
+  ``gb = "decimal"`` for 10^9 bytes (some forks changed the conversion to decimal GB).
+* Routing: with only ``Ring`` dimensions the fabric is a torus and carries coordinates, so
+  ``routing.policy = "dor"`` reproduces ASTRA-sim's routes exactly (dimension 0 first, shorter
+  way round each ring, ties clockwise). With Switch or FullyConnected dimensions use
+  ``shortest``/``ecmp``: paths have the same hop counts as ASTRA-sim's dimension-order routes,
+  but ECMP may also use other dimension orders.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from topo.errors import InputError
+from topo.topology import Topology
+
+KEYS = ("topology", "npus_count", "bandwidth", "latency")
+BLOCKS = ("Ring", "FullyConnected", "Switch")
+GB_BYTES = {"binary": float(1 << 30), "decimal": 1e9}
+MAX_LINKS = 50_000_000  # a description beyond this would not fit in memory as a Topology
+
+
+def load_network(path, gb: str = "binary") -> Topology:
+    """Read an ASTRA-sim ``network.yml``."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InputError(f"ASTRA-sim network file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"ASTRA-sim network file {str(path)!r}: cannot be read ({e})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise InputError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
+    return from_dict(data, str(path), gb)
+
+
+def astra(path, gb: str = "binary", *, where: str = "topology") -> Topology:
+    """Builder-style entry (``[topology] kind = "astra"``, ``path = "network.yml"``)."""
+    if not isinstance(path, str):
+        raise InputError(f"{where}.path = {path!r}: expected the network.yml file name")
+    return load_network(path, gb)
+
+
+def _list(data, key, where, n=None):
+    v = data[key]
+    if not isinstance(v, list) or not v:
+        raise InputError(f"{where}: key {key!r} = {v!r}: expected a non-empty list (one entry "
+                         f"per dimension)")
+    if n is not None and len(v) != n:
+        raise InputError(f"{where}: key {key!r} has {len(v)} entries but topology has {n} "
+                         f"dimensions")
+    return v
+
+
+def from_dict(data, where: str = "network.yml", gb: str = "binary") -> Topology:
+    """The Topology of a parsed ``network.yml`` (``where`` names the file in errors)."""
+    if gb not in GB_BYTES:
+        raise InputError(f"gb = {gb!r}: expected \"binary\" (2^30 bytes, ASTRA-sim) or "
+                         f"\"decimal\" (10^9 bytes)")
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping with keys {', '.join(KEYS)}")
+    for key in data:
+        if key not in KEYS:
+            raise InputError(f"{where}: key {key!r} is not supported (supported: "
+                             f"{', '.join(KEYS)})")
+    for key in KEYS:
+        if key not in data:
+            raise InputError(f"{where}: key {key!r} is missing")
+    blocks = _list(data, "topology", where)
+    D = len(blocks)
+    for d, b in enumerate(blocks):
+        if b not in BLOCKS:
+            raise InputError(f"{where}: topology[{d}] = {b!r}: expected one of "
+                             f"{', '.join(BLOCKS)}")
+    npus = _list(data, "npus_count", where, D)
+    bws = _list(data, "bandwidth", where, D)
+    lats = _list(data, "latency", where, D)
+    for d in range(D):
+        n, bw, lat = npus[d], bws[d], lats[d]
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 1:
+            raise InputError(f"{where}: npus_count[{d}] = {n!r}: expected an integer > 1")
+        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not np.isfinite(bw) \
+                or bw <= 0:
+            raise InputError(f"{where}: bandwidth[{d}] = {bw!r}: expected a number of GB/s > 0")
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not np.isfinite(lat) \
+                or lat < 0:
+            raise InputError(f"{where}: latency[{d}] = {lat!r}: expected a number of ns >= 0")
+    N = int(np.prod(npus, dtype=object))
+    n_links = 0
+    for d in range(D):
+        n, groups = npus[d], N // npus[d]
+        per = {"Ring": 1 if n == 2 else n, "FullyConnected": n * (n - 1) // 2,
+               "Switch": n}[blocks[d]]
+        n_links += per * groups
+    if n_links > MAX_LINKS:
+        raise InputError(f"{where}: npus_count {npus} with topology {blocks} makes {n_links} "
+                         f"links; more than netcosim builds ({MAX_LINKS})")
+
+    stride = np.cumprod([1] + list(npus[:-1])).astype(np.int64)
+    ids = np.arange(N, dtype=np.int64)
+    addr = (ids[:, None] // stride[None, :]) % np.asarray(npus, dtype=np.int64)[None, :]
+    us_, vs_, bw_, lat_, layer = [], [], [], [], []
+    next_switch = N
+    for d in range(D):
+        n = npus[d]
+        bases = ids[addr[:, d] == 0]  # ascending: ASTRA-sim's creation order
+        members = bases[:, None] + stride[d] * np.arange(n)[None, :]  # (groups, n)
+        if blocks[d] == "Ring":
+            if n == 2:
+                u, v = members[:, 0], members[:, 1]
+            else:
+                u, v = members.ravel(), np.roll(members, -1, axis=1).ravel()
+        elif blocks[d] == "FullyConnected":
+            a, b = np.triu_indices(n, k=1)
+            u, v = members[:, a].ravel(), members[:, b].ravel()
+        else:
+            sw = next_switch + np.arange(len(bases), dtype=np.int64)
+            next_switch += len(bases)
+            u, v = members.ravel(), np.repeat(sw, n)
+        us_.append(u)
+        vs_.append(v)
+        bw_.append(np.full(len(u), float(bws[d]) * GB_BYTES[gb]))
+        lat_.append(np.full(len(u), float(lats[d]) * 1e-9))
+        layer.append(np.full(len(u), d, dtype=np.int8))
+    n_sw = next_switch - N
+    all_ring = all(b == "Ring" for b in blocks)
+    params = {"source": "astra-sim network.yml", "file": where, "topology": tuple(blocks),
+              "npus_count": tuple(int(x) for x in npus),
+              "bandwidth_GBps": tuple(float(x) for x in bws),
+              "latency_ns": tuple(float(x) for x in lats), "gb_bytes": GB_BYTES[gb]}
+    if all_ring:
+        params["dims"] = tuple(int(x) for x in npus)  # torus view: `dor` routing works
+    single_direct = D == 1 and blocks[0] != "Ring"
+    return Topology(
+        kind="astra",
+        n_hosts=N, n_switches=n_sw,
+        link_u=np.concatenate(us_), link_v=np.concatenate(vs_),
+        link_bw=np.concatenate(bw_), link_lat=np.concatenate(lat_),
+        link_layer=np.concatenate(layer),
+        layer_names=tuple(f"dim{d}_{b}" for d, b in enumerate(blocks)),
+        host_group=(ids // npus[0]).astype(np.int32),
+        coords=addr.astype(np.int32) if all_ring else None,
+        params=params,
+        hosts_forward=not single_direct,
+    )
+
+
+def to_custom_table(topology: Topology) -> dict:
+    """The scenario ``[topology]`` table (kind = "custom") of a fabric: hosts, switches,
+    links = [[u, v, gbps, latency_us], ...], hosts_forward."""
+    t = topology
+    return {
+        "kind": "custom", "hosts": int(t.n_hosts), "switches": int(t.n_switches),
+        "hosts_forward": bool(t.hosts_forward),
+        "links": [[int(u), int(v), float(b) * 8 / 1e9, float(l) * 1e6]
+                  for u, v, b, l in zip(t.link_u, t.link_v, t.link_bw, t.link_lat)],
+    }

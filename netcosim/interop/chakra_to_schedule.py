@@ -1,0 +1,572 @@
+"""Map a Chakra execution trace (all ranks) onto one netcosim Schedule.
+
+Node by node (docs/interop.md has the full table):
+
+* ``COMP_NODE`` -> a COMPUTE node on the rank's host. Its duration is the netcosim attribute
+  ``duration_s`` when present (exact), else ``duration_micros``, else — with a ``gpu`` given —
+  the roofline price of the attributes ``num_ops`` (FLOPs) and ``tensor_size`` (bytes).
+* ``COMM_SEND_NODE`` / ``COMM_RECV_NODE`` -> one TRANSFER per matched pair. Peers come from the
+  attributes ``comm_dst`` (send) and ``comm_src`` (receive), the size from ``comm_size``, the tag
+  from ``comm_tag``. Matching follows MPI's non-overtaking rule: the k-th send from s to d with
+  tag t pairs with the k-th receive at d from s with tag t, in node-id order; then pairs whose
+  tags differ; then sides without a peer (a warning each).
+* ``COMM_COLL_NODE`` -> the transfers of ``collectives.build(op, algorithm, members, comm_size)``.
+  The k-th collective of communicator ``pg_name`` on every member rank forms one instance
+  (node-id order). Members come from ``comm_groups`` (pg_name -> ranks) or, failing that, are the
+  ranks whose traces issue collectives on that ``pg_name``. A member's part of the instance
+  starts after that rank's node's parents (a zero-time ``coll_start`` node) and the rank's node
+  completes when every transfer it sends or receives is done (a ``coll_done`` node).
+* anything else (memory, metadata, ...) -> a DELAY of ``duration_micros`` on the rank.
+
+Dependencies: ``data_deps`` and ``ctrl_deps`` (``deps = "both"``, the default, or only
+``"data"``) become Schedule edges. Node ids are per rank (per file); a dependency can only name a
+node of the same file.
+
+Bad input raises ``InputError`` naming the file and the node id: a dependency on a node the file
+does not have, duplicate ids, a rank or group member outside the fabric, collectives that do not
+line up across ranks, a cycle. Quirks of real traces are warnings: a dependency on node id 0
+when no node has id 0 (converters that dropped the root node; proto3 does not even write id 0),
+send/recv without peers, sends or receives with no partner.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict, deque
+
+import numpy as np
+
+from netcore.schedule import COMPUTE, DELAY, TRANSFER, Schedule, ScheduleError
+from netcosim.interop import chakra_pb2 as pb
+from netcosim.interop.chakra_reader import RankTrace, attrs, read_trace
+from topo.errors import InputError
+
+# Chakra CollectiveCommType -> netcosim collective op ("barrier" is handled here).
+COMM_OPS = {
+    pb.ALL_REDUCE: "all_reduce",
+    pb.REDUCE: "reduce",
+    pb.ALL_GATHER: "all_gather",
+    pb.BROADCAST: "broadcast",
+    pb.ALL_TO_ALL: "all_to_all",
+    pb.REDUCE_SCATTER: "reduce_scatter",
+    pb.REDUCE_SCATTER_BLOCK: "reduce_scatter",
+    pb.BARRIER: "barrier",
+}
+DEFAULT_ALGORITHMS = {
+    "all_reduce": "ring",
+    "reduce": "ring",
+    "all_gather": "ring",
+    "broadcast": "ring",
+    "all_to_all": "direct",
+    "reduce_scatter": "ring",
+}
+
+
+class ChakraMappingError(InputError):
+    """A trace that cannot be turned into a Schedule; names the file and the node id."""
+
+
+def _int_attr(a: dict, name: str):
+    v = a.get(name)
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+class _Out:
+    """Growing columns of the Schedule being built (Python lists: this is set-up code, run once
+    per trace; the per-event work is in the engines)."""
+
+    def __init__(self):
+        self.kind, self.src, self.dst, self.size, self.dur = [], [], [], [], []
+        self.label, self.rank, self.cid, self.tag = [], [], [], []
+        self.labels: list[str] = []
+        self.child: list[int] = []
+        self.parent: list[int] = []
+
+    def _lab(self, name: str) -> int:
+        if name not in self.labels:
+            self.labels.append(name)
+        return self.labels.index(name)
+
+    def add(self, kind, src, dst, size, dur, label, rank, cid, tag=-1) -> int:
+        i = len(self.kind)
+        self.kind.append(kind)
+        self.src.append(src)
+        self.dst.append(dst)
+        self.size.append(size)
+        self.dur.append(dur)
+        self.label.append(self._lab(label))
+        self.rank.append(rank)
+        self.cid.append(cid)
+        self.tag.append(-1 if tag is None else tag)
+        return i
+
+    def add_schedule(self, s: Schedule, rank, cid) -> int:
+        """Append a whole sub-schedule (its internal edges too); returns its id offset."""
+        off = len(self.kind)
+        remap = np.array([self._lab(n) for n in s.labels] or [0], dtype=np.int64)
+        self.kind.extend(s.kind.tolist())
+        self.src.extend(s.src.tolist())
+        self.dst.extend(s.dst.tolist())
+        self.size.extend(s.size.tolist())
+        self.dur.extend(s.duration.tolist())
+        self.label.extend(remap[s.label].tolist())
+        self.rank.extend(np.broadcast_to(rank, s.n).tolist())
+        self.cid.extend(np.broadcast_to(cid, s.n).tolist())
+        self.tag.extend(s.tag.tolist())
+        owner = np.repeat(np.arange(s.n, dtype=np.int64), np.diff(s.dep_ptr))
+        self.child.extend((owner + off).tolist())
+        self.parent.extend((s.dep_idx + off).tolist())
+        return off
+
+    def edge(self, child: int, parent: int):
+        self.child.append(child)
+        self.parent.append(parent)
+
+    def edges(self, child, parent):
+        self.child.extend(np.asarray(child, dtype=np.int64).tolist())
+        self.parent.extend(np.asarray(parent, dtype=np.int64).tolist())
+
+    @property
+    def n(self) -> int:
+        return len(self.kind)
+
+
+class _Warn:
+    """One warning per kind of quirk, with a count and the first example."""
+
+    def __init__(self):
+        self.seen: dict[str, list] = {}
+
+    def __call__(self, key: str, example: str):
+        self.seen.setdefault(key, [0, example])[0] += 1
+
+    def flush(self):
+        for key, (count, example) in self.seen.items():
+            more = f" ({count - 1} more like it)" if count > 1 else ""
+            warnings.warn(f"{example}{more}", stacklevel=3)
+
+
+def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None = None,
+                algorithms: dict | None = None, gpu=None, precision: str = "bf16",
+                deps: str = "both", rank_hosts=None, where: str = "chakra") -> Schedule:
+    """The Schedule of ``traces`` (a path, or the list of :class:`RankTrace` from
+    :func:`read_trace`). ``n_hosts``: the fabric's host count, to refuse ranks outside it.
+    ``rank_hosts``: host of each rank (default: rank r on host r)."""
+    if not isinstance(traces, (list, tuple)) or (traces and not isinstance(traces[0], RankTrace)):
+        traces = read_trace(traces)
+    if deps not in ("both", "data"):
+        raise InputError(f"{where}.deps = {deps!r}: expected \"both\" or \"data\"")
+    algorithms = {**DEFAULT_ALGORITHMS, **(algorithms or {})}
+    warn = _Warn()
+    by_rank = {t.rank: t for t in traces}
+    host_of = _host_map(traces, n_hosts, rank_hosts, where)
+    out = _Out()
+    entry = {t.rank: np.full(len(t.nodes), -1, dtype=np.int64) for t in traces}
+    exit_ = {t.rank: np.full(len(t.nodes), -1, dtype=np.int64) for t in traces}
+    index = {t.rank: _id_index(t) for t in traces}
+    spec = _gpu_spec(gpu, where) if gpu is not None else None
+
+    sends, recvs, colls = [], [], defaultdict(lambda: defaultdict(list))
+    for t in traces:
+        r, h = t.rank, host_of[t.rank]
+        for k, node in enumerate(t.nodes):
+            ty = node.type
+            if ty == pb.COMP_NODE:
+                dur = _comp_seconds(node, spec, precision, t, k, warn)
+                i = out.add(COMPUTE, h, -1, 0, dur, "compute", r, node.id)
+                entry[r][k] = exit_[r][k] = i
+            elif ty in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+                a = attrs(node)
+                peer = _int_attr(a, "comm_dst" if ty == pb.COMM_SEND_NODE else "comm_src")
+                if peer is not None and (peer < 0 or (peer not in host_of and n_hosts is not None
+                                                      and peer >= n_hosts)):
+                    side = "comm_dst" if ty == pb.COMM_SEND_NODE else "comm_src"
+                    raise ChakraMappingError(f"{t.where(k)}: {side} = {peer} is outside the "
+                                             f"fabric (hosts 0..{n_hosts - 1})")
+                size = _int_attr(a, "comm_size")
+                rec = (r, node.id, k, peer, _int_attr(a, "comm_tag"), size)
+                (sends if ty == pb.COMM_SEND_NODE else recvs).append(rec)
+            elif ty == pb.COMM_COLL_NODE:
+                a = attrs(node)
+                pg = a.get("pg_name")
+                pg = "" if pg is None else str(pg)
+                colls[pg][r].append(k)
+            else:
+                name = pb.NodeType.Name(ty) if ty in pb.NodeType.values() else f"type {ty}"
+                if ty not in (pb.METADATA_NODE, pb.INVALID_NODE):
+                    warn(f"delay:{name}", f"{t.where(k)}: {name} is modelled as a fixed delay "
+                                          f"of its duration_micros")
+                i = out.add(DELAY, h, -1, 0, node.duration_micros * 1e-6, "delay", r, node.id)
+                entry[r][k] = exit_[r][k] = i
+
+    _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn)
+    for pg in sorted(colls):
+        _map_collectives(out, pg, colls[pg], comm_groups, by_rank, host_of, n_hosts, algorithms,
+                         entry, exit_, warn, where)
+
+    # dependency edges: child's entry waits for each parent's exit
+    for t in traces:
+        r = t.rank
+        idx = index[r]
+        for k, node in enumerate(t.nodes):
+            parents = list(node.data_deps)
+            if deps == "both":
+                parents += list(node.ctrl_deps)
+            for pid in dict.fromkeys(parents):
+                pk = idx.get(pid)
+                if pk is None:
+                    if pid == 0:
+                        warn("dep0", f"{t.where(k)}: depends on node id 0, which is not in the "
+                                     f"file (a converter dropped its root node?); dependency "
+                                     f"ignored")
+                        continue
+                    raise ChakraMappingError(f"{t.where(k)}: depends on node id {pid}, which "
+                                             f"is not in this file")
+                if pk == k:
+                    raise ChakraMappingError(f"{t.where(k)}: depends on itself")
+                out.edge(int(entry[r][k]), int(exit_[r][pk]))
+    warn.flush()
+    sched = _build(out)
+    sched.meta.update({"workload": "chakra", "n_ranks": len(traces),
+                       "trace_files": [t.path for t in traces]})
+    _check_dag(sched, by_rank)
+    return sched
+
+
+# =========================================================================== pieces
+def _host_map(traces, n_hosts, rank_hosts, where) -> dict:
+    ranks = [t.rank for t in traces]
+    if rank_hosts is None:
+        host_of = {r: r for r in ranks}
+    else:
+        host_of = {}
+        for t in traces:
+            if t.rank >= len(rank_hosts):
+                raise ChakraMappingError(f"{where}.rank_hosts has {len(rank_hosts)} entries but "
+                                         f"{t.path} is rank {t.rank}")
+            host_of[t.rank] = int(rank_hosts[t.rank])
+        if len(set(host_of.values())) != len(host_of):
+            raise ChakraMappingError(f"{where}.rank_hosts = {list(rank_hosts)!r}: two ranks on "
+                                     f"one host")
+    if n_hosts is not None:
+        for t in traces:
+            h = host_of[t.rank]
+            if not 0 <= h < n_hosts:
+                raise ChakraMappingError(f"{t.path}: rank {t.rank} runs on host {h}, which is "
+                                         f"outside the fabric (hosts 0..{n_hosts - 1})")
+    return host_of
+
+
+def _id_index(t: RankTrace) -> dict:
+    idx = {}
+    for k, node in enumerate(t.nodes):
+        if node.id in idx:
+            first = idx[node.id]
+            raise ChakraMappingError(f"{t.where(k)}: duplicate node id (also record "
+                                     f"{first + 1}; a node without an id reads as id 0)")
+        idx[node.id] = k
+    return idx
+
+
+def _gpu_spec(gpu, where):
+    from compute.hardware import get_gpu
+
+    try:
+        return get_gpu(gpu)
+    except InputError as e:
+        raise InputError(f"{where}.gpu: {e}") from None
+
+
+def _comp_seconds(node, spec, precision, t, k, warn) -> float:
+    a = attrs(node)
+    d = a.get("duration_s")
+    if isinstance(d, float) and np.isfinite(d) and d >= 0:
+        return d
+    if node.duration_micros:
+        return node.duration_micros * 1e-6
+    flops = a.get("num_ops")
+    nbytes = a.get("tensor_size")
+    if (flops or nbytes) and spec is not None:
+        from compute.operators import roofline
+
+        return roofline(node.name or "op", float(flops or 0), float(nbytes or 0), spec,
+                        precision).seconds
+    if flops or nbytes:
+        warn("nogpu", f"{t.where(k)}: COMP node with num_ops/tensor_size but no duration and no "
+                      f"gpu to price it; taken as 0 s (set gpu = \"h100_sxm\", ...)")
+    return 0.0
+
+
+def _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn):
+    """Pair sends and receives; one TRANSFER per pair (or per unpaired side with a peer)."""
+    sends.sort(key=lambda s: (s[0], s[1]))
+    recvs.sort(key=lambda s: (s[0], s[1]))
+    s_used = [False] * len(sends)
+    r_used = [False] * len(recvs)
+    pairs = []
+
+    def match(skey, rkey):
+        queues = defaultdict(deque)
+        for j, s in enumerate(sends):
+            if not s_used[j] and s[3] is not None:
+                queues[skey(s)].append(j)
+        for j, rv in enumerate(recvs):
+            if r_used[j] or rv[3] is None:
+                continue
+            q = queues.get(rkey(rv))
+            if q:
+                i = q.popleft()
+                s_used[i] = r_used[j] = True
+                pairs.append((i, j))
+
+    match(lambda s: (s[0], s[3], s[4]), lambda r: (r[3], r[0], r[4]))  # src, dst, tag
+    n_exact = len(pairs)
+    match(lambda s: (s[0], s[3]), lambda r: (r[3], r[0]))  # tags disagree
+    if len(pairs) > n_exact:
+        i, j = pairs[n_exact]
+        warn("tag", f"{_w(by_rank, sends[i])}: paired with {_w(by_rank, recvs[j])} although "
+                    f"their comm_tag differ")
+    # one side without a peer: take the first open partner that names this rank
+    for j, rv in enumerate(recvs):
+        if r_used[j] or rv[3] is not None:
+            continue
+        cands = [i for i, s in enumerate(sends) if not s_used[i] and s[3] == rv[0]
+                 and (rv[4] is None or s[4] is None or s[4] == rv[4])]
+        if cands:
+            i = cands[0]
+            s_used[i] = r_used[j] = True
+            pairs.append((i, j))
+            warn("nopeer", f"{_w(by_rank, rv)}: COMM_RECV without comm_src; paired with "
+                           f"{_w(by_rank, sends[i])} by destination, tag and order")
+    for i, s in enumerate(sends):
+        if s_used[i] or s[3] is not None:
+            continue
+        cands = [j for j, rv in enumerate(recvs) if not r_used[j] and rv[3] == s[0]
+                 and (rv[4] is None or s[4] is None or s[4] == rv[4])]
+        if cands:
+            j = cands[0]
+            s_used[i] = r_used[j] = True
+            pairs.append((i, j))
+            warn("nopeer", f"{_w(by_rank, s)}: COMM_SEND without comm_dst; paired with "
+                           f"{_w(by_rank, recvs[j])} by source, tag and order")
+
+    for i, j in pairs:
+        s, rv = sends[i], recvs[j]
+        size = s[5] if s[5] is not None else rv[5]
+        if s[5] is not None and rv[5] is not None and s[5] != rv[5]:
+            warn("size", f"{_w(by_rank, s)}: comm_size {s[5]} but its receive "
+                         f"{_w(by_rank, rv)} expects {rv[5]}; using the send's")
+        _transfer(out, host_of[s[0]], host_of[rv[0]], size, [s, rv], entry, exit_, by_rank, warn)
+    for i, s in enumerate(sends):
+        if not s_used[i]:
+            _lonely(out, s, "COMM_SEND", host_of, entry, exit_, by_rank, warn, sender=True)
+    for j, rv in enumerate(recvs):
+        if not r_used[j]:
+            _lonely(out, rv, "COMM_RECV", host_of, entry, exit_, by_rank, warn, sender=False)
+
+
+def _w(by_rank, rec) -> str:
+    return by_rank[rec[0]].where(rec[2])
+
+
+def _transfer(out, src_h, dst_h, size, recs, entry, exit_, by_rank, warn):
+    rec = recs[0]
+    if size is None:
+        warn("nosize", f"{_w(by_rank, rec)}: no comm_size; the transfer carries 0 bytes")
+        size = 0
+    if src_h == dst_h:
+        warn("self", f"{_w(by_rank, rec)}: a send/receive with its own rank; modelled as a "
+                     f"zero-time delay")
+        i = out.add(DELAY, src_h, -1, 0, 0.0, "p2p", rec[0], rec[1])
+    else:
+        i = out.add(TRANSFER, src_h, dst_h, int(size), 0.0, "p2p", rec[0], rec[1], rec[4])
+    for r in recs:
+        entry[r[0]][r[2]] = exit_[r[0]][r[2]] = i
+
+
+def _lonely(out, rec, what, host_of, entry, exit_, by_rank, warn, sender: bool):
+    r, peer = rec[0], rec[3]
+    if peer is None:
+        warn(f"lonely-nopeer-{what}", f"{_w(by_rank, rec)}: {what} without a peer and no "
+                                      f"partner to pair it with; modelled as a zero-time delay")
+        i = out.add(DELAY, host_of[r], -1, 0, 0.0, "p2p", r, rec[1])
+        entry[r][rec[2]] = exit_[r][rec[2]] = i
+        return
+    other = "COMM_RECV" if sender else "COMM_SEND"
+    warn(f"lonely-{what}", f"{_w(by_rank, rec)}: {what} with no matching {other} on rank {peer}; "
+                           f"the transfer is simulated from this side alone")
+    peer_h = host_of.get(peer, peer)
+    src_h, dst_h = (host_of[r], peer_h) if sender else (peer_h, host_of[r])
+    _transfer(out, src_h, dst_h, rec[5], [rec], entry, exit_, by_rank, warn)
+
+
+def _map_collectives(out, pg, per_rank, comm_groups, by_rank, host_of, n_hosts, algorithms,
+                     entry, exit_, warn, where):
+    import collectives
+
+    issuing = sorted(per_rank)
+    if comm_groups and pg in comm_groups:
+        members = _group_members(comm_groups[pg], pg, n_hosts, where)
+        for r in issuing:
+            if r not in members:
+                k = per_rank[r][0]
+                raise ChakraMappingError(f"{by_rank[r].where(k)}: collective on pg_name {pg!r}, "
+                                         f"but rank {r} is not a member of {where}.comm_groups"
+                                         f"[{pg!r}] = {members}")
+        for r in members:
+            if r not in by_rank:
+                raise ChakraMappingError(f"{where}.comm_groups[{pg!r}]: rank {r} has no trace "
+                                         f"file, so its part of the collectives cannot run")
+    else:
+        members = issuing
+    seqs = {r: sorted(per_rank.get(r, []), key=lambda k: by_rank[r].nodes[k].id) for r in members}
+    counts = {r: len(v) for r, v in seqs.items()}
+    most = max(counts.values())
+    for r, c in counts.items():
+        if c != most:
+            big = max(counts, key=lambda x: counts[x])
+            k = seqs[big][c]
+            raise ChakraMappingError(f"{by_rank[big].where(k)}: collective #{c + 1} on pg_name "
+                                     f"{pg!r} has no counterpart on rank {r} ({by_rank[r].path} "
+                                     f"issues {c}, rank {big} issues {most}); it would never "
+                                     f"complete")
+    hosts = [host_of[r] for r in members]
+    for j in range(most):
+        nodes = [(r, seqs[r][j]) for r in members]
+        a0 = attrs(by_rank[nodes[0][0]].nodes[nodes[0][1]])
+        ctype = _int_attr(a0, "comm_type")
+        r0, k0 = nodes[0]
+        if ctype is None:
+            raise ChakraMappingError(f"{by_rank[r0].where(k0)}: COMM_COLL_NODE without a "
+                                     f"comm_type attribute")
+        if ctype not in COMM_OPS:
+            name = pb.CollectiveCommType.Name(ctype) if ctype in \
+                pb.CollectiveCommType.values() else str(ctype)
+            raise ChakraMappingError(f"{by_rank[r0].where(k0)}: comm_type {name} is not "
+                                     f"supported (supported: "
+                                     f"{', '.join(pb.CollectiveCommType.Name(c) for c in COMM_OPS)})")
+        sizes = []
+        for r, k in nodes:
+            a = attrs(by_rank[r].nodes[k])
+            if _int_attr(a, "comm_type") != ctype:
+                raise ChakraMappingError(f"{by_rank[r].where(k)}: comm_type "
+                                         f"{_int_attr(a, 'comm_type')} but the matching "
+                                         f"collective {by_rank[r0].where(k0)} has {ctype}")
+            sizes.append(_int_attr(a, "comm_size") or 0)
+        nbytes = max(sizes)
+        if min(sizes) != nbytes:
+            warn("collsize", f"{by_rank[r0].where(k0)}: comm_size differs across the ranks of "
+                             f"collective #{j + 1} on pg_name {pg!r} ({min(sizes)}..{nbytes}); "
+                             f"using {nbytes}")
+        op = COMM_OPS[ctype]
+        starts = {r: out.add(DELAY, host_of[r], -1, 0, 0.0, "coll_start", r,
+                             by_rank[r].nodes[k].id) for r, k in nodes}
+        for r, k in nodes:
+            entry[r][k] = starts[r]
+        if op == "barrier" or len(members) == 1 or nbytes == 0:
+            b = out.add(DELAY, -1, -1, 0, 0.0, "coll_done", r0, by_rank[r0].nodes[k0].id)
+            out.edges(np.full(len(nodes), b), [starts[r] for r, _ in nodes])
+            for r, k in nodes:
+                exit_[r][k] = b
+            continue
+        alg = algorithms.get(op, DEFAULT_ALGORITHMS.get(op))
+        try:
+            sub = collectives.build(op, alg, hosts, nbytes)
+        except InputError as e:
+            raise ChakraMappingError(f"{by_rank[r0].where(k0)}: {op} over ranks {members}: "
+                                     f"{e}") from None
+        off = out.add_schedule(sub, r0, by_rank[r0].nodes[k0].id)
+        ids = np.arange(sub.n, dtype=np.int64) + off
+        start_of_host = np.full(max(hosts) + 1, -1, dtype=np.int64)
+        for r in members:
+            start_of_host[host_of[r]] = starts[r]
+        s_src = np.where(sub.src >= 0, start_of_host[np.clip(sub.src, 0, None)], -1)
+        ok = s_src >= 0
+        out.edges(ids[ok], s_src[ok])
+        t = sub.kind == TRANSFER
+        s_dst = np.where(t & (sub.dst >= 0), start_of_host[np.clip(sub.dst, 0, None)], -1)
+        ok = s_dst >= 0
+        out.edges(ids[ok], s_dst[ok])
+        for r, k in nodes:
+            h = host_of[r]
+            d = out.add(DELAY, h, -1, 0, 0.0, "coll_done", r, by_rank[r].nodes[k].id)
+            mine = ids[(sub.src == h) | (t & (sub.dst == h))]
+            out.edges(np.full(len(mine), d), mine)
+            exit_[r][k] = d
+
+
+def _group_members(v, pg, n_hosts, where) -> list[int]:
+    at = f"{where}.comm_groups[{pg!r}]"
+    if not isinstance(v, (list, tuple)) or not v:
+        raise ChakraMappingError(f"{at} = {v!r}: expected a non-empty list of ranks")
+    out = []
+    for x in v:
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+            raise ChakraMappingError(f"{at}: {x!r} is not a rank (an integer)")
+        x = int(x)
+        if x < 0 or (n_hosts is not None and x >= n_hosts):
+            hi = f"0..{n_hosts - 1}" if n_hosts is not None else ">= 0"
+            raise ChakraMappingError(f"{at}: rank {x} is outside the fabric (ranks {hi})")
+        out.append(x)
+    if len(set(out)) != len(out):
+        raise ChakraMappingError(f"{at} = {out}: a rank appears twice")
+    return sorted(out)
+
+
+def _build(out: _Out) -> Schedule:
+    n = out.n
+    child = np.asarray(out.child, dtype=np.int64)
+    parent = np.asarray(out.parent, dtype=np.int64)
+    if child.size:
+        key = np.unique(child * max(n, 1) + parent)
+        child, parent = key // max(n, 1), key % max(n, 1)
+    counts = np.bincount(child, minlength=n) if n else np.zeros(0, dtype=np.int64)
+    return Schedule(
+        kind=np.asarray(out.kind, dtype=np.int8), src=np.asarray(out.src, dtype=np.int32),
+        dst=np.asarray(out.dst, dtype=np.int32), size=np.asarray(out.size, dtype=np.int64),
+        duration=np.asarray(out.dur, dtype=np.float64), start=np.zeros(n),
+        dep_ptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), dep_idx=parent,
+        tag=np.asarray(out.tag, dtype=np.int64),
+        label=np.asarray(out.label, dtype=np.int16), labels=out.labels or ["transfer"],
+        extra={"chakra_rank": np.asarray(out.rank, dtype=np.int64),
+               "chakra_id": np.asarray(out.cid, dtype=np.int64)},
+    )
+
+
+def _check_dag(sched: Schedule, by_rank) -> None:
+    """A cycle in the trace is reported as the file and node id it goes through."""
+    try:
+        sched.topological_order()
+    except ScheduleError:
+        indeg_left = _stuck_nodes(sched)
+        i = int(indeg_left[0])
+        r = int(sched.extra["chakra_rank"][i])
+        cid = int(sched.extra["chakra_id"][i])
+        path = by_rank[r].path if r in by_rank else f"rank {r}"
+        raise ChakraMappingError(f"{path}: node id {cid}: dependency cycle (through this node "
+                                 f"and {len(indeg_left) - 1} other schedule nodes); the trace "
+                                 f"can never finish") from None
+
+
+def _stuck_nodes(s: Schedule) -> np.ndarray:
+    indeg = np.diff(s.dep_ptr).astype(np.int64)
+    cptr, cidx = s.children()
+    frontier = list(np.flatnonzero(indeg == 0))
+    while frontier:
+        u = frontier.pop()
+        for c in cidx[cptr[u]:cptr[u + 1]]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                frontier.append(c)
+    return np.flatnonzero(indeg > 0)
+
+
+def load_schedule(path, topology=None, **options) -> Schedule:
+    """Read a trace directory/file and map it (``options`` as for :func:`to_schedule`)."""
+    n_hosts = topology.n_hosts if topology is not None else None
+    return to_schedule(read_trace(path), n_hosts, **options)
