@@ -272,7 +272,7 @@ class Scenario:
 
         return LinkFaults.from_records(topology, self.faults, field_name="faults")
 
-    def build_schedule(self, topology):
+    def build_schedule(self, topology, faults=None):
         from netcosim import workloads
 
         if self.workload is None:
@@ -280,7 +280,7 @@ class Scenario:
                              "\"flows\", ...)")
         base = Path(self.source).resolve().parent if self.source else None
         return workloads.build_workload(topology, self.workload, where="workload",
-                                        seed=self.seed, base_dir=base)
+                                        seed=self.seed, base_dir=base, faults=faults)
 
     def engine_options(self) -> dict:
         """The engine's options, checked and completed with defaults by the engine itself."""
@@ -298,7 +298,7 @@ class Scenario:
         topology = self.build_topology()
         routing = self.build_routing(topology)
         faults = self.build_faults(topology)
-        schedule = self.build_schedule(topology)
+        schedule = self.build_schedule(topology, faults)
         check_reachable(topology, routing, faults, schedule)
         # Last: a file with errors is reported as such even when the engine is missing.
         try:

@@ -97,25 +97,33 @@ def check_keys(spec: dict, where: str = "workload") -> None:
     strict(spec, sorted(wk.keys | {"kind"}), where)
 
 
-# The folder of the scenario file being built: workloads that name files (traces) resolve
-# relative paths against it. A context variable, so concurrent builds do not see each other's.
-_SCENARIO_DIR: contextvars.ContextVar = contextvars.ContextVar("scenario_dir", default=None)
+# What a workload builder may need to know about the scenario around it: the folder of the
+# scenario file (traces name files relative to it) and its link faults (a builder that exploits
+# symmetry must not when faults break it). A context variable, so concurrent builds do not see
+# each other's.
+_CONTEXT: contextvars.ContextVar = contextvars.ContextVar("workload_context",
+                                                          default=(None, None))
 
 
 def scenario_dir():
     """Folder of the scenario whose workload is being built (None outside a scenario)."""
-    return _SCENARIO_DIR.get()
+    return _CONTEXT.get()[0]
+
+
+def scenario_faults():
+    """The scenario's ``LinkFaults`` while its workload is being built (None if unknown)."""
+    return _CONTEXT.get()[1]
 
 
 def build_workload(topology, spec: dict, where: str = "workload", seed: int = 0,
-                   base_dir=None):
+                   base_dir=None, faults=None):
     check_keys(spec, where)
     wk = get(spec["kind"], where)
-    token = _SCENARIO_DIR.set(base_dir)
+    token = _CONTEXT.set((base_dir, faults))
     try:
         schedule = wk.builder(topology, spec, where, seed)
     finally:
-        _SCENARIO_DIR.reset(token)
+        _CONTEXT.reset(token)
     schedule.meta.setdefault("workload", spec["kind"])
     try:
         schedule.validate(topology.n_hosts)

@@ -1,0 +1,160 @@
+"""GPU specs as data: a registry of TOML files in ``compute/specs`` plus user-defined specs.
+
+A spec holds vendor peak figures (dense Tensor Core FLOP/s per precision, HBM bandwidth and
+capacity, scale-up bandwidth per GPU per direction) and the efficiency figures the operator
+model applies to them (see ``Efficiency`` and docs/compute.md). Every public figure is cited in
+its TOML file.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from topo.errors import InputError
+
+SPEC_DIR = Path(__file__).with_name("specs")
+PRECISIONS = ("fp16", "bf16", "fp8")
+REQUIRED = ("name", "peak_tflops_fp16", "peak_tflops_bf16", "hbm_gb", "hbm_GBps", "scaleup_GBps")
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achievable fractions of the vendor peaks, one set for every GPU unless a spec overrides it.
+
+    ``gemm_max``: best GEMM efficiency (large, square-ish shapes); ``gemm_knee``: the dimension at
+    which one factor of the shape penalty x/(x+knee) halves it; ``memory``: achieved fraction of
+    HBM bandwidth for streaming kernels; ``launch_us``: fixed per-kernel cost; ``scaleup``: bus
+    bandwidth fraction NCCL reaches inside the scale-up domain; ``scaleup_latency_us``: per ring
+    step; ``attention``: efficiency of fused (FlashAttention-style) attention relative to gemm_max.
+    Calibration: docs/compute.md.
+    """
+    gemm_max: float = 0.80
+    gemm_knee: float = 96.0
+    memory: float = 0.75
+    launch_us: float = 5.0
+    scaleup: float = 0.78
+    scaleup_latency_us: float = 2.0
+    attention: float = 0.85
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    name: str
+    peak_tflops_fp16: float
+    peak_tflops_bf16: float
+    hbm_gb: float
+    hbm_GBps: float
+    scaleup_GBps: float
+    peak_tflops_fp8: float = 0.0
+    scaleup_domain: int = 8
+    vendor: str = ""
+    sources: tuple = ()
+    efficiency: Efficiency = field(default_factory=Efficiency)
+
+    def peak_flops(self, precision: str) -> float:
+        """Dense peak in FLOP/s for ``precision`` (fp16 | bf16 | fp8)."""
+        if precision not in PRECISIONS:
+            raise InputError(f"precision = {precision!r}: expected one of {', '.join(PRECISIONS)}")
+        v = getattr(self, f"peak_tflops_{precision}")
+        if not v > 0:
+            raise InputError(f"precision = {precision!r}: GPU {self.name} has no {precision} "
+                             f"Tensor Core peak (peak_tflops_{precision} = {v})")
+        return v * 1e12
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_gb * 1e9
+
+    @property
+    def hbm_Bps(self) -> float:
+        return self.hbm_GBps * 1e9
+
+    @property
+    def scaleup_Bps(self) -> float:
+        return self.scaleup_GBps * 1e9
+
+    def with_efficiency(self, **kw) -> "GPUSpec":
+        return replace(self, efficiency=replace(self.efficiency, **kw))
+
+
+def spec_from_dict(d: dict, where: str = "gpu") -> GPUSpec:
+    """Build a spec from a mapping (a TOML file or a scenario's inline ``[gpu]`` table)."""
+    if not isinstance(d, dict):
+        raise InputError(f"{where}: expected a table, got {type(d).__name__}")
+    known = {f.name for f in fields(GPUSpec)}
+    for k in d:
+        if k not in known:
+            raise InputError(f"{where}.{k}: unknown field (known: {', '.join(sorted(known))})")
+    for k in REQUIRED:
+        if k not in d:
+            raise InputError(f"{where}.{k}: missing field")
+    kw = dict(d)
+    for k in ("peak_tflops_fp16", "peak_tflops_bf16", "peak_tflops_fp8", "hbm_gb", "hbm_GBps",
+              "scaleup_GBps"):
+        if k in kw:
+            v = kw[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or \
+                    (k != "peak_tflops_fp8" and v == 0):
+                raise InputError(f"{where}.{k} = {v!r}: expected a positive number")
+            kw[k] = float(v)
+    dom = kw.get("scaleup_domain", 8)
+    if isinstance(dom, bool) or not isinstance(dom, int) or dom < 1:
+        raise InputError(f"{where}.scaleup_domain = {dom!r}: expected a positive integer")
+    kw["sources"] = tuple(kw.get("sources", ()))
+    eff = kw.pop("efficiency", {})
+    if not isinstance(eff, dict):
+        raise InputError(f"{where}.efficiency: expected a table")
+    ekn = {f.name for f in fields(Efficiency)}
+    for k, v in eff.items():
+        if k not in ekn:
+            raise InputError(f"{where}.efficiency.{k}: unknown field (known: {', '.join(sorted(ekn))})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise InputError(f"{where}.efficiency.{k} = {v!r}: expected a number >= 0")
+    for k in ("gemm_max", "memory", "scaleup", "attention"):
+        if k in eff and not 0 < eff[k] <= 1:
+            raise InputError(f"{where}.efficiency.{k} = {eff[k]!r}: expected 0 < x <= 1")
+    return GPUSpec(efficiency=Efficiency(**{k: float(v) for k, v in eff.items()}), **kw)
+
+
+def _registry() -> dict:
+    out = {}
+    for p in sorted(SPEC_DIR.glob("*.toml")):
+        with open(p, "rb") as f:
+            spec = spec_from_dict(tomllib.load(f), where=p.name)
+        out[spec.name.lower()] = spec
+        out[p.stem.lower()] = spec
+    return out
+
+
+_REG: dict | None = None
+
+
+def names() -> list[str]:
+    """Canonical names of the built-in GPUs."""
+    global _REG
+    _REG = _REG or _registry()
+    return sorted({s.name for s in _REG.values()})
+
+
+def get_gpu(gpu) -> GPUSpec:
+    """A GPUSpec from a name (case-insensitive, e.g. "A100-80GB" or "a100_80gb"), a mapping
+    (user-defined spec) or a path to a TOML file."""
+    global _REG
+    if isinstance(gpu, GPUSpec):
+        return gpu
+    if isinstance(gpu, dict):
+        return spec_from_dict(gpu)
+    if not isinstance(gpu, str):
+        raise InputError(f"gpu = {gpu!r}: expected a GPU name or a spec table")
+    if gpu.endswith(".toml"):
+        p = Path(gpu)
+        if not p.exists():
+            raise InputError(f"gpu = {gpu!r}: file not found")
+        with open(p, "rb") as f:
+            return spec_from_dict(tomllib.load(f), where=p.name)
+    _REG = _REG or _registry()
+    key = gpu.lower()
+    if key not in _REG:
+        raise InputError(f"gpu = {gpu!r}: unknown GPU (known: {', '.join(names())})")
+    return _REG[key]

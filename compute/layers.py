@@ -1,0 +1,178 @@
+"""Per-layer operator lists (forward and backward) for one tensor-parallel rank.
+
+An item is one operator or one communication point on a rank's stream:
+``Item(kind, seconds, flops, label, group, op, nbytes, layer_end, attn)`` where kind is
+COMPUTE, COMM_LOCAL (a tensor-parallel collective priced analytically inside the scale-up domain)
+or COMM_NET (a collective that goes onto the network as transfers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from compute import operators as ops
+from compute.hardware import GPUSpec
+from compute.model import TransformerConfig
+from compute.parallel import ParallelConfig
+
+COMPUTE, COMM_LOCAL, COMM_NET = 0, 1, 2
+# communication kinds (extra["ckind"] codes and report names)
+CKIND = {"compute": 0, "tp": 1, "cp": 2, "ep": 3, "pp": 4, "dp": 5, "dp_ag": 6, "sync": 7}
+CKIND_NAMES = {v: k for k, v in CKIND.items()}
+BWD_MEM_FACTOR = 1.5
+BWD_OP = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather",
+          "all_reduce": "all_reduce", "all_to_all": "all_to_all"}
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: int
+    seconds: float = 0.0
+    flops: float = 0.0
+    label: str = "fwd"
+    group: str = ""  # tp | cp | ep for communication
+    op: str = ""
+    nbytes: int = 0
+    layer_end: int = -1
+    attn: bool = False  # holds the attention core (selective recompute target)
+    tp_s: float = 0.0  # seconds of analytic tensor-parallel communication inside this item
+    mem: bool = False  # a bandwidth-bound kernel (its backward moves ~1.5x the bytes, not 2x)
+
+
+def ring_seconds(op: str, g: int, nbytes: float, spec: GPUSpec) -> float:
+    """Ring collective on a non-blocking scale-up domain: bus bytes over NCCL bus bandwidth plus
+    one latency per ring step."""
+    if g < 2:
+        return 0.0
+    e = spec.efficiency
+    bw = spec.scaleup_Bps * e.scaleup
+    steps = 2 * (g - 1) if op == "all_reduce" else g - 1
+    return steps * (nbytes / g) / bw + steps * e.scaleup_latency_us * 1e-6
+
+
+class LayerModel:
+    """Prices one transformer layer on one rank for a model and parallel configuration."""
+
+    def __init__(self, model: TransformerConfig, par: ParallelConfig, spec: GPUSpec,
+                 tp_local: bool):
+        self.m, self.p, self.spec, self.tp_local = model, par, spec, tp_local
+        self.prec = "fp16" if par.precision == "fp16" else ("fp8" if par.precision == "fp8" else "bf16")
+        self.dt = 2  # activations in 16-bit (fp8 GEMMs still exchange 16-bit activations)
+        t, cp = par.tp, par.cp
+        self.T = par.micro_batch * model.seq // cp  # local tokens
+        self.Tsp = self.T // t if par.sp else self.T  # tokens on which norms/dropout run
+
+    # ------------------------------------------------------------------ building blocks
+    def _c(self, cost: ops.OpCost, label="fwd", attn=False) -> Item:
+        return Item(COMPUTE, cost.seconds, cost.flops, label, attn=attn, mem=cost.flops == 0)
+
+    def _tp(self, op: str) -> list[Item]:
+        t = self.p.tp
+        if t < 2:
+            return []
+        nbytes = self.T * self.m.hidden * self.dt
+        if self.tp_local:
+            sec = ring_seconds(op, t, nbytes, self.spec)
+            return [Item(COMM_LOCAL, sec, 0.0, "tp", group="tp", op=op, nbytes=nbytes, tp_s=sec)]
+        return [Item(COMM_NET, 0.0, 0.0, "tp", group="tp", op=op, nbytes=nbytes)]
+
+    def _mem(self, name: str, nbytes: float) -> ops.OpCost:
+        return ops.memory_op(name, nbytes, self.spec, self.prec)
+
+    # ------------------------------------------------------------------ one layer, forward
+    def forward(self) -> list[Item]:
+        m, p, sp, dt = self.m, self.p, self.spec, self.dt
+        t, cp, b = p.tp, p.cp, p.micro_batch
+        h, T, Tsp = m.hidden, self.T, self.Tsp
+        heads, kvh = m.heads // t, max(m.g // t, 1)
+        d = m.head_dim
+        g = ops.gemm
+        items: list[Item] = []
+        norm = self._mem("layernorm", 2 * Tsp * h * dt)
+        drop_res = self._mem("dropout_residual", Tsp * h * (3 * dt + 1))
+        gather_op = "all_gather" if p.sp else None
+        reduce_op = "reduce_scatter" if p.sp else "all_reduce"
+        items.append(self._c(norm))
+        if gather_op:
+            items += self._tp(gather_op)
+        if cp > 1:  # gather the other context ranks' keys and values
+            kv_bytes = b * m.seq * 2 * kvh * d * dt
+            items.append(Item(COMM_NET, label="cp", group="cp", op="all_gather", nbytes=kv_bytes))
+        qkv = g("qkv", T, m.qkv_out // t, h, sp, self.prec)
+        core = ops.attention_core(b, m.seq // cp, m.seq, heads, kvh, d, sp, self.prec,
+                                  flash=p.flash_attention)
+        proj = g("attn_proj", T, h, h // t, sp, self.prec)
+        items.append(self._c(qkv))
+        items += [self._c(c, attn=True) for c in core]
+        items.append(self._c(proj))
+        items += self._tp(reduce_op)
+        items += [self._c(drop_res), self._c(norm)]
+        if gather_op:
+            items += self._tp(gather_op)
+        f = m.f // t
+        if m.experts:
+            ep = p.ep
+            # the router runs replicated on every tensor rank; count its useful FLOPs once
+            r = g("router", T, m.experts, h, sp, self.prec)
+            items.append(replace(self._c(r), flops=r.flops / t))
+            a2a = T * m.top_k * h * dt
+            if ep > 1:
+                items.append(Item(COMM_NET, label="ep", group="ep", op="all_to_all", nbytes=a2a))
+            local_e = m.experts // ep
+            tok = max(T * m.top_k // local_e, 1)  # tokens per local expert (balanced routing)
+            fc1 = g("expert_fc1", tok, f * (m.mlp_mats - 1), h, sp, self.prec, batch=local_e)
+            act = self._mem("activation", (m.mlp_mats) * tok * local_e * f * dt)
+            fc2 = g("expert_fc2", tok, h, f, sp, self.prec, batch=local_e)
+            items += [self._c(fc1), self._c(act), self._c(fc2)]
+            if ep > 1:
+                items.append(Item(COMM_NET, label="ep", group="ep", op="all_to_all", nbytes=a2a))
+        else:
+            fc1 = g("fc1", T, f * (m.mlp_mats - 1), h, sp, self.prec)
+            act = self._mem("activation", m.mlp_mats * T * f * dt)
+            fc2 = g("fc2", T, h, f, sp, self.prec)
+            items += [self._c(fc1), self._c(act), self._c(fc2)]
+        items += self._tp(reduce_op)
+        items.append(self._c(drop_res))
+        return items
+
+    # ------------------------------------------------------------------ one layer, backward
+    def backward(self, fwd: list[Item]) -> list[Item]:
+        """Mirror of the forward: compute twice as heavy (data and weight gradients), gathers
+        become reduce-scatters and vice versa; recomputation is inserted as configured."""
+        out: list[Item] = []
+        rec = self.p.recompute
+        if rec == "full":  # re-run the whole layer (with its communication) first
+            out += [replace(it, label="recompute") if it.kind == COMPUTE else it for it in fwd]
+        attn_seen = False
+        for it in reversed(fwd):
+            if it.kind == COMPUTE:
+                if it.attn and rec == "selective" and not attn_seen:
+                    # re-run the attention core (softmax, QK^T, AV) just before its backward
+                    out += [replace(x, label="recompute", attn=False) for x in fwd if x.attn]
+                    attn_seen = True
+                # GEMMs: data and weight gradients, 2x the work; bandwidth-bound kernels read the
+                # saved input and the incoming gradient and write one gradient (~1.5x the bytes)
+                f = BWD_MEM_FACTOR if it.mem else 2.0
+                out.append(replace(it, seconds=f * it.seconds, flops=2 * it.flops, label="bwd"))
+            else:
+                out.append(replace(it, op=BWD_OP[it.op]))
+        return out
+
+    # ------------------------------------------------------------------ ends of the model
+    def embedding(self) -> Item:
+        return self._c(self._mem("embedding", 2 * self.Tsp * self.m.hidden * self.dt))
+
+    def head(self) -> list[Item]:
+        """Final norm, vocabulary-parallel logits GEMM and cross-entropy (forward)."""
+        m, t = self.m, self.p.tp
+        norm = self._mem("final_norm", 2 * self.Tsp * m.hidden * self.dt)
+        logits = ops.gemm("logits", self.T, m.vocab // t, m.hidden, self.spec, self.prec)
+        xent = self._mem("cross_entropy", 3 * self.T * (m.vocab // t) * 4)
+        items = [self._c(norm)]
+        if self.p.sp:
+            items += self._tp("all_gather")
+        return items + [self._c(logits), self._c(xent)]
+
+    def optimizer_seconds(self, params_local: float) -> float:
+        """Adam step: reads grad, master weight, two moments (fp32) and writes them back plus the
+        16-bit weight: 30 bytes per local parameter."""
+        return self._mem("optimizer", 30.0 * params_local).seconds

@@ -1,0 +1,155 @@
+"""Parallel configuration, its validation, and rank placement.
+
+Global rank order follows Megatron-LM's default (tensor fastest, then context, then data, then
+pipeline): rank = tp + TP * (cp + CP * (dp + DP * pp)). Expert parallelism is carved out of the
+data-parallel dimension (EP consecutive DP ranks form an expert group). Placement maps ranks to
+hosts; the default packs consecutive ranks into the same scale-up domain (``host_group``), so
+tensor-parallel groups sit inside one domain when it is large enough.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from compute.model import TransformerConfig
+from topo.errors import InputError
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 0  # 0: derived from the GPU count
+    cp: int = 1
+    ep: int = 1
+    vp: int = 1  # virtual pipeline stages (model chunks) per pipeline rank: interleaved 1F1B
+    sp: bool = False  # sequence parallelism with TP (reduce-scatter/all-gather instead of all-reduce)
+    micro_batch: int = 1
+    global_batch: int = 1
+    recompute: str = "none"
+    dist_opt: bool = False  # sharded optimizer (ZeRO-1 / Megatron distributed optimizer)
+    precision: str = "bf16"
+    flash_attention: bool = True
+    grad_bytes: int = 4  # gradient element size in the data-parallel reduction (fp32 main grads)
+    bucket_mb: float = 40.0  # data-parallel gradient bucket, MB of gradient
+    overlap_grad_reduce: bool = True
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ParallelConfig":
+        known = {f.name for f in fields(cls)}
+        for k in d:
+            if k not in known:
+                raise InputError(f"parallel.{k}: unknown field (known: {', '.join(sorted(known))})")
+        return cls(**d)
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per pipeline per step."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+
+def validate(model: TransformerConfig, par: ParallelConfig, n_gpus: int | None = None) -> ParallelConfig:
+    """Check every degree; return the config with ``dp`` filled in. InputError names the field."""
+    for k in ("tp", "pp", "cp", "ep", "vp", "micro_batch", "global_batch", "grad_bytes"):
+        v = getattr(par, k)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"parallel.{k} = {v!r}: expected a positive integer")
+    if isinstance(par.dp, bool) or not isinstance(par.dp, int) or par.dp < 0:
+        raise InputError(f"parallel.dp = {par.dp!r}: expected a positive integer (or 0: derive)")
+    if par.recompute not in RECOMPUTE:
+        raise InputError(f"parallel.recompute = {par.recompute!r}: expected one of {', '.join(RECOMPUTE)}")
+    if par.precision not in ("bf16", "fp16", "fp8"):
+        raise InputError(f"parallel.precision = {par.precision!r}: expected bf16, fp16 or fp8")
+    if not par.bucket_mb > 0:
+        raise InputError(f"parallel.bucket_mb = {par.bucket_mb!r}: expected > 0")
+    mp = par.tp * par.cp * par.pp
+    dp = par.dp
+    if n_gpus is not None:
+        if n_gpus % mp:
+            raise InputError(f"parallel: tp x cp x pp = {par.tp} x {par.cp} x {par.pp} = {mp} does not "
+                             f"divide the GPU count {n_gpus}")
+        if dp and dp * mp != n_gpus:
+            raise InputError(f"parallel.dp = {dp}: tp x cp x pp x dp = {dp * mp} but there are "
+                             f"{n_gpus} GPUs")
+        dp = n_gpus // mp
+    elif not dp:
+        dp = 1
+    if model.heads % par.tp:
+        raise InputError(f"parallel.tp = {par.tp}: does not divide model.heads = {model.heads}")
+    if model.g % par.tp and par.tp % model.g:
+        raise InputError(f"parallel.tp = {par.tp}: incompatible with model.kv_heads = {model.g}")
+    if model.f % par.tp:
+        raise InputError(f"parallel.tp = {par.tp}: does not divide the FFN size {model.f}")
+    if model.vocab % par.tp:
+        raise InputError(f"parallel.tp = {par.tp}: does not divide model.vocab = {model.vocab}")
+    if model.layers % (par.pp * par.vp):
+        raise InputError(f"parallel: pp x vp = {par.pp} x {par.vp} does not divide model.layers = "
+                         f"{model.layers}")
+    if model.seq % par.cp:
+        raise InputError(f"parallel.cp = {par.cp}: does not divide model.seq = {model.seq}")
+    if par.sp and model.seq % (par.tp * par.cp):
+        raise InputError(f"parallel.sp: tp x cp = {par.tp * par.cp} does not divide model.seq = {model.seq}")
+    if par.ep > 1:
+        if not model.experts:
+            raise InputError(f"parallel.ep = {par.ep}: the model has no experts (model.experts = 0)")
+        if model.experts % par.ep:
+            raise InputError(f"parallel.ep = {par.ep}: does not divide model.experts = {model.experts}")
+        if dp % par.ep:
+            raise InputError(f"parallel.ep = {par.ep}: does not divide the data-parallel degree {dp}")
+    if par.global_batch % (par.micro_batch * dp):
+        raise InputError(f"parallel.global_batch = {par.global_batch}: not divisible by micro_batch x "
+                         f"dp = {par.micro_batch} x {dp}")
+    m = par.global_batch // (par.micro_batch * dp)
+    if par.vp > 1:
+        if par.pp == 1:
+            raise InputError(f"parallel.vp = {par.vp}: interleaving needs pp > 1")
+        if m % par.pp:
+            raise InputError(f"parallel.vp = {par.vp}: interleaved 1F1B needs the micro-batch count "
+                             f"({m}) to be a multiple of pp = {par.pp}")
+    from dataclasses import replace
+    return replace(par, dp=dp)
+
+
+def rank_grid(par: ParallelConfig) -> np.ndarray:
+    """int array (pp, dp, cp, tp) of global ranks (Megatron order: tp fastest)."""
+    n = par.tp * par.cp * par.dp * par.pp
+    return np.arange(n, dtype=np.int64).reshape(par.pp, par.dp, par.cp, par.tp)
+
+
+def place(par: ParallelConfig, n_hosts: int, host_group: np.ndarray | None = None,
+          placement="packed") -> np.ndarray:
+    """host id of every global rank.
+
+    ``packed``: ranks fill hosts in order of (scale-up domain, host id), so consecutive ranks (a
+    TP group first) share a domain. ``spread``: round-robin over domains (a TP group is split
+    across domains, the worst case). A list gives the host of each rank explicitly.
+    """
+    n = par.n_gpus
+    if n > n_hosts:
+        raise InputError(f"parallel: {n} GPUs needed but the topology has {n_hosts} hosts")
+    grp = np.zeros(n_hosts, dtype=np.int64) if host_group is None else np.asarray(host_group)
+    order = np.lexsort((np.arange(n_hosts), grp))  # domain-major
+    if isinstance(placement, (list, tuple, np.ndarray)):
+        p = np.asarray(placement, dtype=np.int64)
+        if p.shape != (n,):
+            raise InputError(f"parallel.placement: {len(p)} hosts given for {n} ranks")
+        if p.min() < 0 or p.max() >= n_hosts or len(np.unique(p)) != n:
+            raise InputError("parallel.placement: hosts must be distinct ids in 0..n_hosts-1")
+        return p
+    if placement == "packed":
+        return order[:n].astype(np.int64)
+    if placement == "spread":
+        groups = [order[grp[order] == gid] for gid in np.unique(grp)]
+        seq = []
+        depth = max(len(g) for g in groups)
+        for i in range(depth):
+            seq.extend(int(g[i]) for g in groups if i < len(g))
+        return np.asarray(seq[:n], dtype=np.int64)
+    raise InputError(f"parallel.placement = {placement!r}: expected packed, spread or a list of hosts")

@@ -1,0 +1,473 @@
+"""Training-step generator: a model and a parallel configuration become one Schedule.
+
+Every simulated GPU has a compute stream, expressed as a dependency chain of nodes in 1F1B
+order (``compute.pipeline``); communication runs beside it as transfers (pipeline send/recv,
+data-parallel buckets, context/expert collectives, and tensor-parallel collectives when they go
+onto the network) that depend on the chain node producing the data and that the consuming chain
+node depends on. Tensor-parallel collectives inside a scale-up domain are priced analytically
+(``layers.ring_seconds``) as a blocking step of the stream, as Megatron-LM runs them.
+
+Symmetry (``symmetry="auto"``, fabric and faults symmetric): the compute chains of one data-
+parallel replica (one expert group with EP) are simulated; with analytic tensor parallelism, one
+GPU per tensor-parallel group carries the chain. All network traffic of every GPU is still
+generated (pipeline and data-parallel transfers of the other replicas depend on the
+representative's chain), so the fabric sees the full load. ``meta["symmetry"]`` says what was done.
+
+Node side data (``Schedule.extra``): ``rank`` (global rank the node belongs to; for transfers the
+sender), ``ckind`` (layers.CKIND), ``stream`` (0 compute, 1 communication), ``flops`` (per node),
+``mult`` (how many GPUs the node stands for), ``tp_s`` (seconds of analytic tensor-parallel
+communication inside a node).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from compute import comm, pipeline
+from compute.hardware import GPUSpec, get_gpu
+from compute.layers import CKIND, CKIND_NAMES, COMM_LOCAL, COMM_NET, COMPUTE, Item, LayerModel
+from compute.model import get_model
+from compute.parallel import ParallelConfig, place, rank_grid, validate
+from netcore.schedule import DELAY, TRANSFER, Schedule
+from netcore.schedule import COMPUTE as K_COMPUTE
+from topo.errors import InputError
+
+GRANULARITIES = ("op", "segment", "coarse")
+
+
+# ====================================================================== node accumulation
+class _Acc:
+    """Columnar node store; Python work per batch of nodes, never per node."""
+    COLS = ("kind", "src", "dst", "size", "duration", "tag", "label", "rank", "ckind", "stream",
+            "flops", "mult", "tp_s")
+
+    def __init__(self):
+        self.cols = {k: [] for k in self.COLS}
+        self.ech, self.epa = [], []
+        self.labels: list[str] = []
+        self.n = 0
+
+    def lab(self, name: str) -> int:
+        if name not in self.labels:
+            self.labels.append(name)
+        return self.labels.index(name)
+
+    def add(self, k: int, **c) -> np.ndarray:
+        for name in self.COLS:
+            v = c.get(name, {"dst": -1, "tag": -1, "size": 0, "duration": 0.0, "flops": 0.0,
+                             "mult": 1.0, "tp_s": 0.0, "stream": 0}.get(name))
+            if v is None:
+                raise KeyError(name)
+            a = np.asarray(v)
+            self.cols[name].append(np.broadcast_to(a, (k,)).copy() if a.shape != (k,) else a)
+        ids = np.arange(self.n, self.n + k, dtype=np.int64)
+        self.n += k
+        return ids
+
+    def edges(self, child, parent):
+        child, parent = np.broadcast_arrays(np.asarray(child, np.int64), np.asarray(parent, np.int64))
+        ok = parent.ravel() >= 0
+        self.ech.append(child.ravel()[ok])
+        self.epa.append(parent.ravel()[ok])
+
+    def build(self, meta: dict) -> Schedule:
+        col = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.cols.items()}
+        ch = np.concatenate(self.ech) if self.ech else np.zeros(0, np.int64)
+        pa = np.concatenate(self.epa) if self.epa else np.zeros(0, np.int64)
+        # drop duplicate edges, then CSR by child
+        key = np.unique(ch * self.n + pa)
+        ch, pa = key // max(self.n, 1), key % max(self.n, 1)
+        ptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.add.at(ptr, ch + 1, 1)
+        np.cumsum(ptr, out=ptr)
+        extra = {"rank": col["rank"].astype(np.int64), "ckind": col["ckind"].astype(np.int8),
+                 "stream": col["stream"].astype(np.int8), "flops": col["flops"].astype(np.float64),
+                 "mult": col["mult"].astype(np.float64), "tp_s": col["tp_s"].astype(np.float64)}
+        return Schedule(kind=col["kind"], src=col["src"], dst=col["dst"], size=col["size"],
+                        duration=col["duration"], start=np.zeros(self.n), dep_ptr=ptr, dep_idx=pa,
+                        tag=col["tag"], label=col["label"], labels=self.labels or ["compute"],
+                        extra=extra, meta=meta)
+
+
+# ====================================================================== unit templates
+class _Template:
+    """Chain items of one unit (forward or backward of one model chunk), as arrays."""
+
+    def __init__(self, items: list[Item], acc: _Acc):
+        self.n = len(items)
+        self.kind = np.array([it.kind for it in items], dtype=np.int8)
+        self.seconds = np.array([it.seconds for it in items])
+        self.flops = np.array([it.flops for it in items])
+        self.tp_s = np.array([it.tp_s for it in items])
+        self.label = np.array([acc.lab("comm:" + it.group + ":" + it.op if it.kind != COMPUTE
+                                       else "compute:" + it.label) for it in items], np.int16)
+        self.ckind = np.array([CKIND[it.group] if it.kind != COMPUTE else 0 for it in items], np.int8)
+        self.layer_end = np.array([it.layer_end for it in items], dtype=np.int64)
+        self.items = items
+
+
+def _merge(items: list[Item], granularity: str, keep_layers: bool) -> list[Item]:
+    """Fuse neighbouring items into one node: ``segment`` fuses compute ops between two
+    communication points, ``coarse`` also fuses analytic tensor-parallel steps (their seconds
+    stay visible in ``tp_s``). Network collectives and (when kept) layer ends stay boundaries."""
+    if granularity == "op":
+        return items
+    fusable = (COMPUTE,) if granularity == "segment" else (COMPUTE, COMM_LOCAL)
+    out: list[Item] = []
+    for it in items:
+        prev = out[-1] if out else None
+        if (prev is not None and it.kind in fusable and prev.kind in fusable
+                and not (keep_layers and prev.layer_end >= 0)):
+            kind = COMPUTE if COMPUTE in (prev.kind, it.kind) else COMM_LOCAL
+            labels = {x.label for x in (prev, it) if x.kind == COMPUTE}
+            label = labels.pop() if len(labels) == 1 else ("bwd" if "bwd" in labels else "fwd")
+            out[-1] = Item(kind, prev.seconds + it.seconds, prev.flops + it.flops,
+                           label if kind == COMPUTE else "tp", group="tp" if kind == COMM_LOCAL else "",
+                           op=prev.op or it.op, layer_end=it.layer_end, tp_s=prev.tp_s + it.tp_s)
+        else:
+            out.append(it)
+    return out
+
+
+# ====================================================================== the generator
+def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = None,
+               host_group=None, placement="packed", tp_comm: str = "auto",
+               symmetry: str = "auto", granularity: str = "segment", faults: bool = False,
+               algorithm: str | None = None) -> Schedule:
+    """One training step as a Schedule (see the module docstring).
+
+    ``model``: TransformerConfig, preset name or table; ``parallel``: ParallelConfig or table;
+    ``gpu``: GPU name, table or GPUSpec; ``topology`` (or ``n_hosts``/``host_group``) gives the
+    hosts ranks are placed on. ``tp_comm``: auto | local | network; ``symmetry``: auto | none;
+    ``granularity``: op | segment | coarse; ``faults``: whether the fabric has faults (symmetry
+    and analytic tensor parallelism are then off under auto); ``algorithm``: collective
+    algorithm for network collectives (default ring, direct for all-to-all).
+    """
+    m = get_model(model)
+    par = parallel if isinstance(parallel, ParallelConfig) else ParallelConfig.from_dict(dict(parallel))
+    spec: GPUSpec = get_gpu(gpu)
+    if topology is not None:
+        n_hosts, host_group = topology.n_hosts, topology.host_group
+    if granularity not in GRANULARITIES:
+        raise InputError(f"granularity = {granularity!r}: expected one of {', '.join(GRANULARITIES)}")
+    n_gpus = None
+    if n_hosts is None:
+        par = validate(m, par)
+        n_hosts = par.n_gpus
+    else:
+        n_gpus = par.n_gpus if par.dp else n_hosts
+        par = validate(m, par, n_gpus)
+    spec.peak_flops(par.precision)  # refuses a precision the GPU lacks
+    host = place(par, n_hosts, host_group, placement)
+    grid = rank_grid(par)  # (pp, dp, cp, tp)
+    P, D, C, T = par.pp, par.dp, par.cp, par.tp
+    V, M = par.vp, par.micro_batches
+
+    # ---- tensor-parallel pricing and symmetry decisions
+    hg = np.zeros(n_hosts, np.int64) if host_group is None else np.asarray(host_group)
+    tp_groups = host[grid.reshape(-1, T)]
+    same_domain = bool(np.all(hg[tp_groups] == hg[tp_groups[:, :1]]))
+    dom_size = int(np.bincount(hg).max())
+    if tp_comm not in ("auto", "local", "network"):
+        raise InputError(f"tp_comm = {tp_comm!r}: expected auto, local or network")
+    # a fabric description without a "scaleup" layer has no NVLink-class domain to price in
+    has_scaleup = topology is None or "scaleup" in tuple(topology.layer_names)
+    if topology is not None and has_scaleup:
+        # the GPU cannot beat its own scale-up ports, nor the links the fabric gives it
+        su = topology.link_layer == topology.layer_names.index("scaleup")
+        hl = su & ((topology.link_u < topology.n_hosts) | (topology.link_v < topology.n_hosts))
+        if hl.any():
+            fab = float(topology.link_bw[hl].min()) / 1e9
+            if fab < spec.scaleup_GBps:
+                from dataclasses import replace as _r
+                spec = _r(spec, scaleup_GBps=fab)
+    if tp_comm == "auto":
+        tp_local = (T > 1 and has_scaleup and same_domain and
+                    dom_size <= max(spec.scaleup_domain, T) and not faults)
+    else:
+        tp_local = tp_comm == "local" and T > 1
+    if symmetry not in ("auto", "none"):
+        raise InputError(f"symmetry = {symmetry!r}: expected auto or none")
+    sym = symmetry == "auto" and not faults
+    d_sim = np.arange(par.ep if sym else D)
+    t_sim = np.arange(1 if (tp_local and sym) else T)
+    simulated = np.zeros(par.n_gpus, bool)
+    simulated[grid[:, d_sim][:, :, :, t_sim].ravel()] = True
+    # representative of every rank: same (pp, cp), dp folded into its expert group's replica,
+    # tp folded onto 0 when one GPU carries the tensor-parallel group
+    pp_i, dp_i, cp_i, tp_i = np.unravel_index(np.arange(par.n_gpus), grid.shape)
+    rep = grid[pp_i, dp_i % len(d_sim) if sym else dp_i, cp_i, tp_i if len(t_sim) == T else 0]
+    mult_rank = np.bincount(rep, minlength=par.n_gpus).astype(float)
+
+    lm = LayerModel(m, par, spec, tp_local)
+    acc = _Acc()
+    Lc = m.layers // (P * V)
+    npos = P * V
+
+    # ---- templates: (phase, first position, last position, keep layer ends)
+    fwd_layer = lm.forward()
+    bwd_layer = lm.backward(fwd_layer)
+
+    def unit_items(phase, first, last, keep_layers):
+        items: list[Item] = []
+        if phase == pipeline.FWD:
+            if first:
+                items.append(lm.embedding())
+            for _ in range(Lc):
+                items += fwd_layer
+            if last:
+                items += lm.head()
+        else:
+            if last:
+                hb = lm.backward(lm.head())
+                items += [it for it in hb if it.label != "recompute"]
+            for li in range(Lc):
+                lay = list(bwd_layer)
+                j = max(i for i, it in enumerate(lay) if it.kind == COMPUTE)
+                lay[j] = replace(lay[j], layer_end=Lc - 1 - li)
+                items += lay
+            if first:
+                e = lm.embedding()
+                items.append(Item(COMPUTE, 2 * e.seconds, 0.0, "bwd"))
+        return _merge(items, granularity, keep_layers)
+
+    tpl_cache: dict = {}
+
+    def template(phase, pos, keep):
+        key = (phase, pos == 0, pos == npos - 1, keep)
+        if key not in tpl_cache:
+            tpl_cache[key] = _Template(unit_items(*key), acc)
+        return tpl_cache[key]
+
+    # ---- per-stage chains
+    orders = [pipeline.order(P, M, V, s) for s in range(P)]
+    unit_of = np.full((P, 2, V, M), -1, dtype=np.int64)  # (stage, phase, chunk, mb) -> unit idx
+    chains = []
+    chain_base = np.full(par.n_gpus, -1, dtype=np.int64)
+    for s in range(P):
+        ph, ch, mb = orders[s]
+        unit_of[s, ph, ch, mb] = np.arange(len(ph))
+        tpls = [template(int(a), int(c) * P + s, bool(a == pipeline.BWD and j == M - 1))
+                for a, c, j in zip(ph, ch, mb)]
+        lens = np.array([t.n for t in tpls], dtype=np.int64)
+        start = np.concatenate([[0], np.cumsum(lens)])
+        cat = lambda f: np.concatenate([getattr(t, f) for t in tpls])  # noqa: E731
+        kind, secs, flops, tp_s, lab, ck, lend = (cat(f) for f in (
+            "kind", "seconds", "flops", "tp_s", "label", "ckind", "layer_end"))
+        items = [it for t in tpls for it in t.items]
+        Q = len(kind)
+        ranks = grid[s][d_sim][:, :, t_sim].ravel()  # simulated ranks of this stage
+        R = len(ranks)
+        base = acc.n
+        nkind = np.where(kind == COMPUTE, K_COMPUTE, DELAY).astype(np.int8)
+        unit_idx = np.repeat(np.arange(len(ph)), lens)
+        ids = acc.add(R * Q, kind=np.tile(nkind, R), src=np.repeat(host[ranks], Q),
+                      duration=np.tile(secs, R), tag=np.tile(mb[unit_idx], R),
+                      label=np.tile(lab, R), rank=np.repeat(ranks, Q), ckind=np.tile(ck, R),
+                      stream=np.tile((kind != COMPUTE).astype(np.int8), R),
+                      flops=np.tile(flops, R), mult=np.repeat(mult_rank[ranks], Q),
+                      tp_s=np.tile(tp_s, R))
+        chain_base[ranks] = base + np.arange(R) * Q
+        ids2 = ids.reshape(R, Q)
+        acc.edges(ids2[:, 1:], ids2[:, :-1])
+        chains.append(dict(Q=Q, start=start, lens=lens, kind=kind, layer_end=lend, items=items,
+                           ph=ph, ch=ch, mb=mb))
+
+    def node(ranks, q):
+        """Chain node of the representative of ``ranks`` at chain position ``q``."""
+        return chain_base[rep[ranks]] + q
+
+    # ---- collectives stamped onto groups (network communication inside units)
+    def stamp(op, nbytes, groups, ready, done, ckind, tag=-1, lab=None):
+        """Run ``op`` on every row of ``groups`` (global ranks, shape (k, g)); its first transfers
+        wait for ``ready`` nodes (k, g) and ``done`` nodes (k, g) wait for the transfers."""
+        k, g = groups.shape
+        tpl = comm.template(op, g, int(nbytes), algorithm)
+        if tpl.n == 0:
+            acc.edges(done, ready)
+            return
+        n = tpl.n
+        hosts = host[groups]
+        base = acc.n
+        inst = np.repeat(np.arange(k), n)
+        loc = np.tile(np.arange(n), k)
+        tsrc, tdst = tpl.src[loc], tpl.dst[loc]
+        acc.add(k * n, kind=np.tile(tpl.kind, k), src=hosts[inst, tsrc],
+                dst=np.where(tdst >= 0, hosts[inst, np.maximum(tdst, 0)], -1),
+                size=np.tile(tpl.size, k), duration=np.tile(tpl.duration, k), tag=tag,
+                label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
+                rank=groups[inst, tsrc], ckind=ckind, stream=1, mult=1.0)
+        # internal edges
+        cnt = np.diff(tpl.dep_ptr)
+        owner = np.repeat(np.arange(n), cnt)
+        acc.edges((base + np.arange(k)[:, None] * n + owner[None, :]),
+                  (base + np.arange(k)[:, None] * n + tpl.dep_idx[None, :]))
+        roots = np.flatnonzero(cnt == 0)
+        for end in (tpl.src, np.where(tpl.dst >= 0, tpl.dst, tpl.src)):
+            acc.edges(base + np.arange(k)[:, None] * n + roots[None, :], ready[:, end[roots]])
+        cptr, _ = tpl.children()
+        sinks = np.flatnonzero(np.diff(cptr) == 0)
+        for lr in range(g):
+            touch = sinks[(tpl.dst[sinks] == lr) | (tpl.src[sinks] == lr)]
+            if touch.size == 0:
+                touch = sinks
+            acc.edges(done[:, lr:lr + 1], base + np.arange(k)[:, None] * n + touch[None, :])
+
+    d_all = np.arange(D)
+    for s in range(P):
+        c = chains[s]
+        net_q = np.flatnonzero(c["kind"] == COMM_NET)
+        if net_q.size == 0:
+            continue
+        by_key: dict = {}
+        for q in net_q:
+            it = c["items"][q]
+            by_key.setdefault((it.group, it.op, it.nbytes), []).append(q)
+        for (group, op, nbytes), qs in by_key.items():
+            qs = np.asarray(qs)
+            g4 = grid[s][d_sim]  # (dsim, cp, tp)
+            if group == "tp":
+                groups = g4.reshape(-1, T)
+            elif group == "cp":
+                groups = grid[s][d_sim][:, :, :].transpose(0, 2, 1).reshape(-1, C)
+            else:  # ep: consecutive data-parallel ranks
+                gg = grid[s][d_all].transpose(1, 2, 0).reshape(C * T, D // par.ep, par.ep)
+                groups = gg.reshape(-1, par.ep)
+                groups = groups[np.isin(groups[:, 0], grid[s][d_sim].ravel())]
+            kq = len(qs)
+            G = np.repeat(groups[None], kq, axis=0).reshape(-1, groups.shape[1])
+            qq = np.repeat(qs, len(groups))[:, None]
+            stamp(op, nbytes, G, node(G, qq - 1), node(G, qq), CKIND[group])
+
+    # ---- pipeline send/recv between positions
+    act_bytes = par.micro_batch * (m.seq // C) * m.hidden * lm.dt // T  # scatter/gather over TP
+    d_tx = d_all if sym else d_sim
+    pp_lab = acc.lab("comm:pp:send_recv")
+    for s in range(P):
+        c = chains[s]
+        ph, ch, mb = c["ph"], c["ch"], c["mb"]
+        pos = ch * P + s
+        for phase, other in ((pipeline.FWD, pos - 1), (pipeline.BWD, pos + 1)):
+            sel = np.flatnonzero((ph == phase) & (other >= 0) & (other < npos))
+            if sel.size == 0:
+                continue
+            s2, c2 = other[sel] % P, other[sel] // P
+            u2 = unit_of[s2, phase, c2, mb[sel]]
+            q_send = np.array([chains[a]["start"][b] + chains[a]["lens"][b] - 1
+                               for a, b in zip(s2, u2)], dtype=np.int64)
+            q_recv = c["start"][sel]
+            # receivers: every (dp, cp, tp) GPU of stage s; sender: same coordinates on stage s2
+            sub = grid[s][d_tx]  # (dp, cp, tp)
+            recv = sub.reshape(-1)
+            nrx = len(recv)
+            rx = np.tile(recv, len(sel))
+            dd, cc, tt = (np.tile(x.reshape(-1), len(sel)) for x in np.meshgrid(
+                d_tx, np.arange(C), np.arange(T), indexing="ij"))
+            send = grid[np.repeat(s2, nrx), dd, cc, tt]
+            ids = acc.add(len(rx), kind=TRANSFER, src=host[send], dst=host[rx], size=act_bytes,
+                          tag=np.repeat(mb[sel], nrx), label=pp_lab, rank=send, ckind=CKIND["pp"],
+                          stream=1)
+            acc.edges(ids, node(send, np.repeat(q_send, nrx)))
+            live = simulated[rep[rx]] & np.isin(dp_i[rx], d_sim)
+            acc.edges(node(rx[live], np.repeat(q_recv, nrx)[live]), ids[live])
+
+    # ---- data-parallel gradient buckets, optimizer, parameter gather
+    bucket_bytes = par.bucket_mb * 1e6
+    layer_grad = m.layer_params / T * par.grad_bytes
+    emb_grad = m.embedding_params / T * par.grad_bytes
+    step_end = {}
+    for s in range(P):
+        c = chains[s]
+        ranks = grid[s][d_sim][:, :, t_sim].ravel()
+        buckets = []  # (chain position where the bucket's gradients are complete, bytes)
+        for ck in range(V):
+            u = unit_of[s, pipeline.BWD, ck, M - 1]  # the last micro-batch's backward
+            pos = ck * P + s
+            lo, hi = c["start"][u], c["start"][u] + c["lens"][u]
+            qs = lo + np.flatnonzero(c["layer_end"][lo:hi] >= 0)  # layer ends, backward order
+            # the output layer's (tied) embedding gradient is ready first on the last position,
+            # the input embedding's last on the first position
+            acc_b = emb_grad if (pos == npos - 1 and npos > 1) else 0.0
+            last_q = hi - 1
+            for q in qs:
+                acc_b += layer_grad
+                if acc_b >= bucket_bytes:
+                    buckets.append((int(q), acc_b))
+                    acc_b = 0.0
+            if pos == 0:
+                acc_b += emb_grad
+            if acc_b > 0:
+                buckets.append((int(last_q), acc_b))
+        buckets.sort()
+        if not par.overlap_grad_reduce:
+            buckets = [(c["Q"] - 1, sum(b for _, b in buckets))]
+        # DP groups of this stage: one per (cp, tp), all replicas
+        groups = grid[s].transpose(1, 2, 0).reshape(-1, D)  # (cp*tp, dp)
+        prev_done = None
+        for bi, (q, nbytes) in enumerate(buckets):
+            ready = acc.add(len(ranks), kind=DELAY, src=host[ranks], rank=ranks, ckind=CKIND["sync"],
+                            stream=1, label=acc.lab("sync"), tag=bi)
+            acc.edges(ready, chain_base[ranks] + q)
+            if prev_done is not None:
+                acc.edges(ready, prev_done)
+            done = acc.add(len(ranks), kind=DELAY, src=host[ranks], rank=ranks, ckind=CKIND["sync"],
+                           stream=1, label=acc.lab("sync"), tag=bi)
+            rix = np.full(par.n_gpus, -1, np.int64)
+            rix[ranks] = np.arange(len(ranks))
+            op = "reduce_scatter" if par.dist_opt else "all_reduce"
+            stamp(op, int(nbytes), groups, ready[rix[rep[groups]]], done[rix[rep[groups]]],
+                  CKIND["dp"], tag=bi, lab="comm:dp:" + op)
+            prev_done = done
+        # optimizer on the local (possibly sharded) parameters
+        n_local = (m.layer_params * Lc * V + (m.embedding_params if s in (0, P - 1) else 0)) / T
+        if par.dist_opt:
+            n_local /= D
+        opt = acc.add(len(ranks), kind=K_COMPUTE, src=host[ranks], rank=ranks, ckind=0,
+                      duration=lm.optimizer_seconds(n_local), label=acc.lab("compute:optimizer"),
+                      mult=mult_rank[ranks])
+        acc.edges(opt, chain_base[ranks] + c["Q"] - 1)
+        if prev_done is not None:
+            acc.edges(opt, prev_done)
+        end = opt
+        if par.dist_opt and D > 1:
+            done = acc.add(len(ranks), kind=DELAY, src=host[ranks], rank=ranks, ckind=CKIND["sync"],
+                           stream=1, label=acc.lab("sync"))
+            rix = np.full(par.n_gpus, -1, np.int64)
+            rix[ranks] = np.arange(len(ranks))
+            pbytes = int(n_local * D * lm.dt)
+            stamp("all_gather", pbytes, groups, opt[rix[rep[groups]]], done[rix[rep[groups]]],
+                  CKIND["dp_ag"], lab="comm:dp_ag:all_gather")
+            end = done
+        step_end[s] = end
+
+    # ---- step facts
+    tokens = par.global_batch * m.seq
+    model_flops = par.global_batch * m.model_flops_per_sequence()
+    hw_flops = model_flops + par.global_batch * m.recompute_flops_per_sequence(par.recompute)
+    sym_text = []
+    if len(d_sim) < D:
+        sym_text.append(f"compute of {len(d_sim)} of {D} data-parallel replicas simulated "
+                        f"(identical replicas); all network transfers of all replicas generated")
+    if len(t_sim) < T:
+        sym_text.append(f"one GPU per tensor-parallel group of {T} carries the compute chain "
+                        f"(identical peers; tensor-parallel collectives priced inside the "
+                        f"scale-up domain)")
+    meta = dict(
+        workload="training", model=m.name or "custom", gpu=spec.name, precision=par.precision,
+        n_gpus=par.n_gpus, tp=T, pp=P, dp=D, cp=C, ep=par.ep, vp=V, sp=par.sp,
+        micro_batch=par.micro_batch, global_batch=par.global_batch, micro_batches=M,
+        recompute=par.recompute, dist_opt=par.dist_opt, tokens_per_step=tokens,
+        model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops,
+        peak_flops=spec.peak_flops(par.precision), peak_flops_total=spec.peak_flops(par.precision) * par.n_gpus,
+        tp_comm="local" if tp_local else ("network" if T > 1 else "none"),
+        tp_scaleup_GBps=spec.scaleup_GBps if tp_local else None,
+        symmetry="; ".join(sym_text) if sym_text else "none (every GPU simulated)",
+        simulated_ranks=int(simulated.sum()), granularity=granularity,
+        collectives="library" if comm.uses_library() else "stand-in ring",
+        rank_host=host.tolist() if par.n_gpus <= 4096 else None,
+    )
+    return acc.build(meta)
+
+
+

@@ -1,0 +1,2 @@
+"""``[workload] kind = "training"`` comes from compute/ (compute/workload.py)."""
+from compute.workload import register  # noqa: F401
