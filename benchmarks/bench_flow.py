@@ -75,7 +75,7 @@ def one_case(args) -> dict:
         sched = incast(args.incast, args.pair_bytes)
     build_s = time.perf_counter() - t0 - compile_s
     t1 = time.perf_counter()
-    res = simulate(topo, sched, args.routing, engine="flow", record_paths=False)
+    res = simulate(topo, sched, args.routing, engine="flow")
     total_s = time.perf_counter() - t1
     info = res.info
     return {

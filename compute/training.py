@@ -464,7 +464,6 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         tp_scaleup_GBps=spec.scaleup_GBps if tp_local else None,
         symmetry="; ".join(sym_text) if sym_text else "none (every GPU simulated)",
         simulated_ranks=int(simulated.sum()), granularity=granularity,
-        collectives="library" if comm.uses_library() else "stand-in ring",
         rank_host=host.tolist() if par.n_gpus <= 4096 else None,
     )
     return acc.build(meta)

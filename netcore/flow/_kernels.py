@@ -42,12 +42,13 @@ SW, SR = range(2)
 CAP, BUSY_SINCE, BUSY, BYTES, RES, WSUM, LHK, LLOAD = range(8)
 N_LF = 8
 # ---------------------------------------------------------------- link int rows (LI)
-LOFF, LCAP, NACT, LSTAMP, LLOC, CL, CNT, LHI, LHPOS, SEEDED, SEEDS, LFILL = range(12)
-N_LI = 12
+LOFF, LCAP, NACT, LSTAMP, LLOC, CL, CNT, LHI, LHPOS, SEEDED, SEEDS, LFILL, TOUCH, TMARK = \
+    range(14)
+N_LI = 14
 # ---------------------------------------------------------------- int scalars (isc)
 DH_N, TH_N, STAMP, N_ADD, N_SEED, PEND, FULL, LS_N, EVENTS, SERIES, RECOMP, STEPS, \
-    CF_TOTAL = range(13)
-N_ISC = 13
+    CF_TOTAL, RH_N, SKIPPED = range(15)
+N_ISC = 15
 # ---------------------------------------------------------------- float scalars (fsc)
 CLOCK, PEND_T = range(2)
 N_FSC = 2
@@ -242,7 +243,7 @@ def _account(f, sent, NI, EI, ew, LF):
 # ================================================================ max-min solver
 @njit(cache=True)
 def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
-               ls_t, ls_l, ls_r):
+               rhk, rhi, rpos, ls_t, ls_l, ls_r):
     """Weighted max-min (progressive filling) over the component reached from the seed links.
 
     Flows with ``rate < theta`` keep their rate and only reduce the capacity of the links
@@ -264,6 +265,16 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
     ncf = 0
     nent = 0
     q = 0
+    # Removal-only batch and no active flow anywhere at least as fast as the slowest removed
+    # one: by the threshold argument nothing changes (all-to-all drains in this order), so
+    # skip the search; only the link series of the seed links still needs updating.
+    if theta > -np.inf and (isc[RH_N] == 0 or -rhk[0] < theta):
+        for j in range(ncl):
+            LF[RES, j] = 0.0
+            LF[WSUM, j] = 0.0
+            LI[CNT, j] = 0
+        q = ncl
+        isc[SKIPPED] += 1
     # ---- breadth-first search over links; frozen load of the slow flows on each link
     while q < ncl:
         l = LI[CL, q]
@@ -320,17 +331,24 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
     hn = 0
     for j in range(ncl):
         lhp[j] = -1
+        LI[TMARK, j] = 0
     for j in range(ncl):
         if LI[CNT, j] > 0:
             r = LF[RES, j]
             if r < 0.0:
                 r = 0.0
             hn = _hset(lhk, lhi, lhp, hn, j, r / LF[WSUM, j])
-    # ---- progressive filling: the lowest saturation level freezes every flow on that link
+    # ---- progressive filling: the lowest saturation level freezes every flow on that link;
+    # the links those flows also cross get their new level once per pop (TOUCH list), not
+    # once per flow, which matters when a link with a thousand flows saturates
+    touch = LI[TOUCH]
+    npop = 0
     while hn > 0:
         level = lhk[0]
         j = lhi[0]
         hn = _hremove(lhk, lhi, lhp, hn, j)
+        npop += 1
+        nt = 0
         for k in range(lptr[j], lptr[j + 1]):
             f = wl[k]
             if NI[f, FFRZ] == stamp:
@@ -346,13 +364,19 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
                 LF[RES, j2] -= w * level
                 LF[WSUM, j2] -= w
                 LI[CNT, j2] -= 1
-                if LI[CNT, j2] > 0:
-                    r = LF[RES, j2]
-                    if r < 0.0:
-                        r = 0.0
-                    hn = _hset(lhk, lhi, lhp, hn, j2, r / LF[WSUM, j2])
-                else:
-                    hn = _hremove(lhk, lhi, lhp, hn, j2)
+                if LI[TMARK, j2] != npop:
+                    LI[TMARK, j2] = npop
+                    touch[nt] = j2
+                    nt += 1
+        for i in range(nt):
+            j2 = touch[i]
+            if LI[CNT, j2] > 0:
+                r = LF[RES, j2]
+                if r < 0.0:
+                    r = 0.0
+                hn = _hset(lhk, lhi, lhp, hn, j2, r / LF[WSUM, j2])
+            else:
+                hn = _hremove(lhk, lhi, lhp, hn, j2)
     # ---- apply: only flows whose rate really changed move in the drain heap
     for k in range(ncf):
         f = NI[k, CF]
@@ -372,8 +396,10 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
             SD[EI[e, ESLOT], SR] = new
         if new > 0.0:
             isc[DH_N] = _hset(dhk, dhi, dpos, isc[DH_N], f, t + NF[f, REM] / new)
+            isc[RH_N] = _hset(rhk, rhi, rpos, isc[RH_N], f, -new)
         else:
             isc[DH_N] = _hremove(dhk, dhi, dpos, isc[DH_N], f)
+            isc[RH_N] = _hremove(rhk, rhi, rpos, isc[RH_N], f)
     isc[RECOMP] += 1
     # ---- optional piecewise-constant rate series of the links whose load may have moved
     if isc[SERIES] == 1:
@@ -436,7 +462,7 @@ def _end_node(f, t, NF, NI, EI, ew, SI, SD, LF, LI, cptr, cidx, isc, tk, ti):
 
 @njit(cache=True)
 def advance(t_stop, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, tk, ti, dhk, dhi,
-            dpos, ls_t, ls_l, ls_r, isc, fsc):
+            dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, isc, fsc):
     """Process every event with time < ``t_stop`` (all events of one time stamp as one batch,
     followed by one component-local re-allocation). Returns RC_STOP, or RC_GROW_SERIES when the
     caller must enlarge the link-series arrays before resuming."""
@@ -466,6 +492,7 @@ def advance(t_stop, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, tk, ti
             while isc[DH_N] > 0 and dhk[0] <= t:
                 f = dhi[0]
                 isc[DH_N] = _hremove(dhk, dhi, dpos, isc[DH_N], f)
+                isc[RH_N] = _hremove(rhk, rhi, rpos, isc[RH_N], f)
                 # the last byte leaves the source: release the links, deliver after the tail
                 if NF[f, RATE] < theta:
                     theta = NF[f, RATE]
@@ -496,7 +523,7 @@ def advance(t_stop, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, tk, ti
             full = True
         if isc[N_SEED] > 0 or isc[N_ADD] > 0:
             _recompute(t, -np.inf if full else theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl,
-                       isc, dhk, dhi, dpos, ls_t, ls_l, ls_r)
+                       isc, dhk, dhi, dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r)
         isc[N_ADD] = 0
 
 
@@ -527,7 +554,7 @@ def seed_links(links, LI, isc):
 
 
 @njit(cache=True)
-def stop_flows(flows, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, dhk, dhi, dpos):
+def stop_flows(flows, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, dhk, dhi, dpos, rhk, rhi, rpos):
     """Flows crossing a link that went down at t: bring bytes up to t, credit what was sent on
     the old path, take them off their links and park them as STALLED (rate 0) until they are
     re-routed."""
@@ -550,6 +577,7 @@ def stop_flows(flows, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, dhk, dhi, dpos):
         NF[f, RATE] = 0.0
         NI[f, STATE] = STALLED
         isc[DH_N] = _hremove(dhk, dhi, dpos, isc[DH_N], f)
+        isc[RH_N] = _hremove(rhk, rhi, rpos, isc[RH_N], f)
 
 
 @njit(cache=True)
@@ -698,7 +726,8 @@ def path_tails(ptr, link, weight, bw, latency, hops, size, mtu):
 
 
 @njit(cache=True)
-def solve_all(NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos, ls_t, ls_l, ls_r):
+def solve_all(NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos, rhk, rhi, rpos,
+              ls_t, ls_l, ls_r):
     """Every node is an active flow starting now: one full max-min solve (tests, tools)."""
     for f in range(NI.shape[0]):
         NI[f, STATE] = ACTIVE
@@ -706,4 +735,4 @@ def solve_all(NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos, ls_
         NF[f, REM] = NF[f, SIZE]
         _activate(f, 0.0, NI, EI, ew, SI, SD, LF, LI, isc)
     _recompute(0.0, -np.inf, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
-               ls_t, ls_l, ls_r)
+               rhk, rhi, rpos, ls_t, ls_l, ls_r)

@@ -226,6 +226,7 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -
     res.info.update(compile_s=compile_s, setup_s=setup_s, loop_s=loop_s, wall_total_s=wall_s,
                     events=events, time_steps=int(st.isc[K.STEPS]),
                     recomputes=int(st.isc[K.RECOMP]), solved_flows=int(st.isc[K.CF_TOTAL]),
+                    skipped_recomputes=int(st.isc[K.SKIPPED]),
                     events_per_s=events / loop_s if loop_s > 0 else 0.0,
                     stranded=int(stranded.sum()), stranded_no_path=int(direct.sum()))
     return res
@@ -261,5 +262,6 @@ def max_min_rates(ptr, link, weight, cap) -> np.ndarray:
     z = np.zeros(1)
     K.solve_all(NF, NI, EI, weight, SI, SD, LF, LI, np.zeros(L + 1, dtype=np.int64),
                 np.zeros(m, dtype=np.int64), isc, np.zeros(n), np.zeros(n, dtype=np.int64),
+                np.full(n, -1, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64),
                 np.full(n, -1, dtype=np.int64), z, np.zeros(1, dtype=np.int64), z)
     return NF[:, K.RATE].copy()

@@ -32,6 +32,10 @@ class FlowState:
         self.dhk = np.zeros(n, dtype=np.float64)  # drain heap: keys by slot
         self.dhi = np.zeros(n, dtype=np.int64)  # flow in each slot
         self.dpos = np.full(n, -1, dtype=np.int64)  # slot of each flow
+        # max-heap of active rates (keys are -rate): "is any flow this fast?" in O(1)
+        self.rhk = np.zeros(n, dtype=np.float64)
+        self.rhi = np.zeros(n, dtype=np.int64)
+        self.rpos = np.full(n, -1, dtype=np.int64)
         self.cptr, self.cidx = schedule.children()
         self.cptr = np.ascontiguousarray(self.cptr, dtype=np.int64)
         self.cidx = np.ascontiguousarray(self.cidx, dtype=np.int64)
@@ -121,7 +125,8 @@ class FlowState:
     def advance(self, t_stop: float) -> int:
         return K.advance(t_stop, self.NF, self.NI, self.cptr, self.cidx, self.EI, self.ew,
                          self.SI, self.SD, self.LF, self.LI, self.lptr, self.wl, self.tk,
-                         self.ti, self.dhk, self.dhi, self.dpos, self.ls_t, self.ls_l,
+                         self.ti, self.dhk, self.dhi, self.dpos, self.rhk, self.rhi,
+                         self.rpos, self.ls_t, self.ls_l,
                          self.ls_r, self.isc, self.fsc)
 
     def grow_series(self):
@@ -148,7 +153,8 @@ class FlowState:
             self.old_segments.append((flows.copy(), self.NI[flows, K.POFF].copy(),
                                       self.NI[flows, K.PLEN].copy()))
         K.stop_flows(flows, t, self.NF, self.NI, self.EI, self.ew, self.SI, self.SD, self.LF,
-                     self.LI, self.isc, self.dhk, self.dhi, self.dpos)
+                     self.LI, self.isc, self.dhk, self.dhi, self.dpos, self.rhk, self.rhi,
+                     self.rpos)
 
     def resume(self, flows: np.ndarray, t: float):
         K.resume_flows(np.ascontiguousarray(flows, dtype=np.int64), t, self.NF, self.NI,
