@@ -1,0 +1,64 @@
+"""`netcosim ns3 SCENARIO --out DIR`: run a scenario in ns-3 (cross-validation).
+
+Builds the same fabric, routes and TCP transfers in ns-3 (validation/ns3, docs/ns3.md) and
+writes the same summary.json / flows.csv / links.csv as `netcosim run`. Needs the optional
+extra: ``pip install -e ".[ns3]"``. Features ns-3 cannot reproduce are refused (exit 2).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from netcosim.cli import add_scenario_arguments, load_from_args
+from topo.errors import InputError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ns3", help="run a scenario in ns-3 for cross-validation",
+                       description="Run SCENARIO in ns-3 (TCP NewReno over point-to-point "
+                                   "links, drop-tail queues, static routes) and write "
+                                   "summary.json, flows.csv and links.csv into DIR.")
+    add_scenario_arguments(p)
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="output directory (default: out/<scenario name>-ns3)")
+    p.add_argument("--horizon-ms", type=float, default=0.0,
+                   help="stop the ns-3 run at this simulated time (default: run to the end)")
+    p.set_defaults(func=run)
+
+
+def scenario_engine_options(scenario) -> dict:
+    """The scenario's [engine] options as the packet engine would see them (the ns-3 run
+    reproduces the packet engine's setup whatever engine.kind says)."""
+    return {k: v for k, v in scenario.engine.items() if k != "kind"}
+
+
+def run(args) -> int:
+    from netcosim import outputs, workloads
+    from validation.ns3 import available, run_ns3
+    from validation.ns3.support import check_options, check_policy
+
+    if args.horizon_ms < 0:
+        raise InputError(f"--horizon-ms {args.horizon_ms!r}: expected a time >= 0")
+    scenario = load_from_args(args)
+    out = Path(args.out) if args.out else \
+        Path("out") / (outputs.safe_dir_name(scenario.name) + "-ns3")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {str(out)!r}: exists and is not a directory")
+    # refuse what ns-3 cannot reproduce before the (slow) ns-3 import
+    check_policy(scenario.policy)
+    opts = check_options(scenario_engine_options(scenario))
+    prepared = scenario.prepare(check_engine=False)
+    if not available():
+        raise InputError("ns-3 is not installed: pip install -e '.[ns3]'")
+    result = run_ns3(prepared.topology, prepared.schedule, prepared.routing, prepared.faults,
+                     seed=scenario.seed, horizon_s=args.horizon_ms * 1e-3, **opts)
+    figures = workloads.report(scenario.workload, prepared.schedule, result)
+    summary = outputs.summary(scenario, prepared, result, figures)
+    summary["engine"] = "ns3"
+    outputs.write_outputs(out, summary,
+                          outputs.flows_table(prepared.schedule, result, prepared.topology),
+                          outputs.links_table(prepared.topology, result, result.makespan))
+    stranded = f", {summary['stranded']} stranded" if summary["stranded"] else ""
+    print(f"{scenario.name}: makespan {summary['makespan_us']:.6g} us, "
+          f"{summary['transfers']} transfers{stranded}; ns-3 run {summary['wall_s']:.3g} s "
+          f"-> {out}")
+    return 0

@@ -1,0 +1,512 @@
+// netcosim's ns-3 driver, compiled at run time by cppyy (cppyy.cppdef) after `from ns import ns`.
+//
+// Python hands over flat arrays (topology, per-flow paths per routing epoch, schedule DAG,
+// faults); everything that happens during the run is C++ inside ns-3's event loop:
+//   * the fabric: one PointToPoint link per physical link, DropTail device queue of
+//     `bufPkts` packets, no traffic-control qdisc (removed, so the buffer is exactly that);
+//   * routing: ns-3's own Ipv4StaticRouting with /32 host routes. Every transfer i owns two
+//     addresses (a source address on its src host, a destination address on its dst host), so
+//     the path the scenario's routing policy chose for *that* transfer is installed hop by hop
+//     (data along the path, ACKs along the reversed path). This reproduces any single-path
+//     policy exactly (shortest, dmodk, dor, ecmp, valiant), not only destination-based ones;
+//   * transfers: one TCP connection each, opened during a warm-up before schedule time zero
+//     (the engines do not model the handshake), data handed to TCP when the node is released;
+//     a transfer ends when its receiver has read all its bytes;
+//   * dependencies: a node is released when all its parents ended and the clock reached its
+//     start time; COMPUTE/DELAY nodes end `duration` after their release;
+//   * faults: degrade = device DataRate changed at the time; down/up = the routes of every flow
+//     whose path changed are replaced at the time (the Python side recomputed them over the
+//     alive links). A link that goes down keeps draining what it already holds (no loss is
+//     caused by the fault itself); a flow left without a path is stranded with its descendants.
+namespace netcosim_ns3 {
+using namespace ns3;
+
+class Driver;
+static Driver* g_drv = nullptr;
+
+class Driver {
+  public:
+    // ---------------------------------------------------------------- fabric
+    int nNodes = 0, nHosts = 0, nLinks = 0;
+    std::vector<int> dsrc, ddst;                 // per directed link
+    std::vector<Ptr<PointToPointNetDevice>> dev; // device at the directed link's source
+    std::vector<uint32_t> ifIndex;               // its Ipv4 interface index
+    std::vector<Ipv4Address> peerAddr;           // address at the other end (next hop)
+    std::vector<double> nominalBps;              // bits/s
+    std::vector<Ptr<Ipv4StaticRouting>> srt;     // per node
+    // per directed link counters
+    std::vector<double> txBytes, busyS;
+    std::vector<uint64_t> drops, qMax, queueDrops;
+
+    // ---------------------------------------------------------------- schedule
+    int n = 0;
+    std::vector<int8_t> kind;
+    std::vector<int32_t> src, dst;
+    std::vector<int64_t> size, cptr, cidx;
+    std::vector<double> dur, st;
+    std::vector<int32_t> pending;
+    std::vector<double> tStart, tEnd;
+    std::vector<uint8_t> stranded, released, done, connected;
+    std::vector<int64_t> rxBytes;
+    std::vector<Ptr<Socket>> txSock, lsnSock;
+    int64_t nDone = 0, nStranded = 0;
+
+    // ---------------------------------------------------------------- routing epochs
+    int nEpochs = 0, curEpoch = -1;
+    std::vector<double> epochTime;             // schedule time (s), epoch 0 at 0
+    std::vector<std::vector<int64_t>> pPtr;    // per epoch, (n+1)
+    std::vector<std::vector<int32_t>> pLink;   // per epoch
+    std::vector<std::vector<uint8_t>> pReach;  // per epoch, (n)
+
+    // ---------------------------------------------------------------- faults (rate changes)
+    std::vector<double> fTime, fFactor;
+    std::vector<int64_t> fLink;
+
+    double warmup = 0.0;
+    double wallS = 0.0;
+    uint64_t events = 0;
+    int64_t lateHandshakes = 0;
+    int64_t connectFailures = 0;
+
+    // Transfer i owns the /30 block 10.0.0.0 + 4i: .1 on its source host, .2 on its destination
+    static Ipv4Address SrcAddr(int64_t i) { return Ipv4Address(uint32_t(0x0A000000u + 4 * i + 1)); }
+    static Ipv4Address DstAddr(int64_t i) { return Ipv4Address(uint32_t(0x0A000000u + 4 * i + 2)); }
+
+    // ================================================================ build
+    void BuildFabric(int nNodes_, int nHosts_, int nLinks_, const int32_t* lu, const int32_t* lv,
+                     const double* bwBytes, const double* latS, int mtu, int bufPkts)
+    {
+        nNodes = nNodes_;
+        nHosts = nHosts_;
+        nLinks = nLinks_;
+        NodeContainer nodes;
+        nodes.Create(nNodes);
+        InternetStackHelper stack;
+        stack.SetIpv6StackInstall(false);
+        Ipv4StaticRoutingHelper staticHelper;
+        stack.SetRoutingHelper(staticHelper); // static routing only: no global routing
+        stack.Install(nodes);
+        srt.resize(nNodes);
+        for (int u = 0; u < nNodes; ++u)
+        {
+            Ptr<Ipv4> ip = nodes.Get(u)->GetObject<Ipv4>();
+            srt[u] = DynamicCast<Ipv4StaticRouting>(ip->GetRoutingProtocol());
+            NS_ABORT_MSG_IF(!srt[u], "expected Ipv4StaticRouting");
+        }
+        int D = 2 * nLinks;
+        dsrc.assign(D, 0);
+        ddst.assign(D, 0);
+        dev.assign(D, nullptr);
+        ifIndex.assign(D, 0);
+        peerAddr.assign(D, Ipv4Address());
+        nominalBps.assign(D, 0.0);
+        txBytes.assign(D, 0.0);
+        busyS.assign(D, 0.0);
+        drops.assign(D, 0);
+        qMax.assign(D, 0);
+        TrafficControlHelper tch;
+        Ipv4AddressHelper addr;
+        // link subnets: 172.16.0.0/12 in /30 blocks (262,144 links); flow addresses: 10/8
+        addr.SetBase("172.16.0.0", "255.240.0.0");
+        for (int i = 0; i < nLinks; ++i)
+        {
+            PointToPointHelper p2p;
+            p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(uint64_t(std::llround(bwBytes[i] * 8.0)))));
+            p2p.SetDeviceAttribute("Mtu", UintegerValue(mtu));
+            p2p.SetChannelAttribute("Delay", TimeValue(Seconds(latS[i])));
+            p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize",
+                         QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, bufPkts)));
+            // Without this, a full device queue "stops" and the traffic-control layer drops
+            // the next packet silently (no queue Drop trace); with it the DropTail queue itself
+            // drops and counts: same buffer, visible drops.
+            p2p.DisableFlowControl();
+            NetDeviceContainer d = p2p.Install(nodes.Get(lu[i]), nodes.Get(lv[i]));
+            Ipv4AddressHelper one;
+            uint32_t base = 0xAC100000u + 4u * uint32_t(i);
+            one.SetBase(Ipv4Address(base), Ipv4Mask("255.255.255.252"));
+            Ipv4InterfaceContainer ifc = one.Assign(d);
+            // Assign installs the default root queue disc on devices with flow control; none
+            // must stay, so a packet goes straight to the device's DropTail queue and the
+            // buffer is exactly bufPkts packets.
+            for (int s = 0; s < 2; ++s)
+            {
+                Ptr<TrafficControlLayer> tc = d.Get(s)->GetNode()->GetObject<TrafficControlLayer>();
+                if (tc->GetRootQueueDiscOnDevice(d.Get(s)))
+                    tc->DeleteRootQueueDiscOnDevice(d.Get(s));
+            }
+            for (int s = 0; s < 2; ++s)
+            {
+                int dl = 2 * i + s;
+                dsrc[dl] = s == 0 ? lu[i] : lv[i];
+                ddst[dl] = s == 0 ? lv[i] : lu[i];
+                dev[dl] = DynamicCast<PointToPointNetDevice>(d.Get(s));
+                ifIndex[dl] = ifc.Get(s).second;
+                peerAddr[dl] = ifc.GetAddress(1 - s);
+                nominalBps[dl] = double(uint64_t(std::llround(bwBytes[i] * 8.0)));
+                dev[dl]->TraceConnectWithoutContext("PhyTxBegin", MakeBoundCallback(&Driver::OnPhyTx, dl));
+                Ptr<Queue<Packet>> q = dev[dl]->GetQueue();
+                q->TraceConnectWithoutContext("Drop", MakeBoundCallback(&Driver::OnDrop, dl));
+                q->TraceConnectWithoutContext("PacketsInQueue", MakeBoundCallback(&Driver::OnQueue, dl));
+            }
+        }
+    }
+
+    static void OnPhyTx(int dl, Ptr<const Packet> p)
+    {
+        Driver* d = g_drv;
+        d->txBytes[dl] += p->GetSize();
+        DataRateValue r;
+        d->dev[dl]->GetAttribute("DataRate", r);
+        d->busyS[dl] += double(p->GetSize()) * 8.0 / double(r.Get().GetBitRate());
+    }
+
+    static void OnDrop(int dl, Ptr<const Packet>) { g_drv->drops[dl]++; }
+
+    static void OnQueue(int dl, uint32_t, uint32_t now)
+    {
+        if (now > g_drv->qMax[dl])
+            g_drv->qMax[dl] = now;
+    }
+
+    // ================================================================ schedule & routes
+    void SetSchedule(int n_, const int8_t* kind_, const int32_t* src_, const int32_t* dst_,
+                     const int64_t* size_, const double* dur_, const double* st_,
+                     const int64_t* depPtr, const int64_t* cptr_, const int64_t* cidx_)
+    {
+        n = n_;
+        kind.assign(kind_, kind_ + n);
+        src.assign(src_, src_ + n);
+        dst.assign(dst_, dst_ + n);
+        size.assign(size_, size_ + n);
+        dur.assign(dur_, dur_ + n);
+        st.assign(st_, st_ + n);
+        cptr.assign(cptr_, cptr_ + n + 1);
+        cidx.assign(cidx_, cidx_ + cptr[n]);
+        pending.resize(n);
+        for (int i = 0; i < n; ++i)
+            pending[i] = int32_t(depPtr[i + 1] - depPtr[i]);
+        tStart.assign(n, std::nan(""));
+        tEnd.assign(n, std::nan(""));
+        stranded.assign(n, 0);
+        released.assign(n, 0);
+        done.assign(n, 0);
+        connected.assign(n, 0);
+        rxBytes.assign(n, 0);
+        txSock.assign(n, nullptr);
+        lsnSock.assign(n, nullptr);
+    }
+
+    void AddEpoch(double t, const int64_t* ptr, const int32_t* link, const uint8_t* reach)
+    {
+        epochTime.push_back(t);
+        pPtr.emplace_back(ptr, ptr + n + 1);
+        pLink.emplace_back(link, link + ptr[n]);
+        pReach.emplace_back(reach, reach + n);
+        nEpochs++;
+    }
+
+    void SetFaults(int m, const double* t, const int64_t* dl, const double* factor)
+    {
+        fTime.assign(t, t + m);
+        fLink.assign(dl, dl + m);
+        fFactor.assign(factor, factor + m);
+    }
+
+    bool SamePath(int e0, int e1, int i) const
+    {
+        int64_t a0 = pPtr[e0][i], a1 = pPtr[e0][i + 1], b0 = pPtr[e1][i], b1 = pPtr[e1][i + 1];
+        if (pReach[e0][i] != pReach[e1][i] || a1 - a0 != b1 - b0)
+            return false;
+        for (int64_t k = 0; k < a1 - a0; ++k)
+            if (pLink[e0][a0 + k] != pLink[e1][b0 + k])
+                return false;
+        return true;
+    }
+
+    void AddRoutes(int e, int i)
+    {
+        if (!pReach[e][i])
+            return;
+        for (int64_t k = pPtr[e][i]; k < pPtr[e][i + 1]; ++k)
+        {
+            int l = pLink[e][k];
+            srt[dsrc[l]]->AddHostRouteTo(DstAddr(i), peerAddr[l], ifIndex[l]);
+            int r = l ^ 1; // the reverse direction carries the ACKs
+            srt[dsrc[r]]->AddHostRouteTo(SrcAddr(i), peerAddr[r], ifIndex[r]);
+        }
+    }
+
+    // Replace the host routes of every transfer whose path differs between epochs.
+    void ApplyEpoch(int e)
+    {
+        int prev = curEpoch;
+        curEpoch = e;
+        std::vector<int> changed;
+        for (int i = 0; i < n; ++i)
+            if (kind[i] == 0 && (prev < 0 || !SamePath(prev, e, i)))
+                changed.push_back(i);
+        if (changed.empty())
+            return;
+        if (prev >= 0)
+        {
+            std::unordered_set<uint32_t> gone;
+            for (int i : changed)
+            {
+                gone.insert(DstAddr(i).Get());
+                gone.insert(SrcAddr(i).Get());
+            }
+            for (int u = 0; u < nNodes; ++u)
+            {
+                Ptr<Ipv4StaticRouting> s = srt[u];
+                for (int64_t j = int64_t(s->GetNRoutes()) - 1; j >= 0; --j)
+                {
+                    Ipv4RoutingTableEntry r = s->GetRoute(uint32_t(j));
+                    if (r.IsHost() && gone.count(r.GetDest().Get()))
+                        s->RemoveRoute(uint32_t(j));
+                }
+            }
+        }
+        for (int i : changed)
+        {
+            AddRoutes(e, i);
+            // a transfer under way that lost its path is stranded (with its descendants)
+            if (!pReach[e][i] && released[i] && !done[i] && !stranded[i])
+                Strand(i);
+        }
+    }
+
+    // ================================================================ TCP plumbing
+    static void OnAccept(int i, Ptr<Socket> s, const Address&)
+    {
+        s->SetRecvCallback(MakeBoundCallback(&Driver::OnRecv, i));
+    }
+
+    static void OnRecv(int i, Ptr<Socket> s)
+    {
+        Driver* d = g_drv;
+        Ptr<Packet> p;
+        while ((p = s->Recv()))
+            d->rxBytes[i] += p->GetSize();
+        if (!d->done[i] && !d->stranded[i] && d->released[i] && d->rxBytes[i] >= d->size[i])
+            d->Finish(i);
+    }
+
+    static void OnConnected(int i, Ptr<Socket>) { g_drv->connected[i] = 1; }
+    // never expected (no loss model, routes installed before the SYN): counted and reported
+    static void OnConnectFail(int, Ptr<Socket>) { g_drv->connectFailures++; }
+
+    void PrintRoutes(int u)
+    {
+        srt[u]->PrintRoutingTable(Create<OutputStreamWrapper>(&std::cout));
+    }
+
+    void Open(int i)
+    {
+        Ptr<Node> ns = NodeList::GetNode(src[i]);
+        Ptr<Node> nd = NodeList::GetNode(dst[i]);
+        // The destination address lives on the loopback interface (a host accepts packets for
+        // any of its addresses whatever interface they arrive on). TCP takes its source address
+        // from the route at connect time (TcpSocketBase::SetupEndpoint ignores Bind), and
+        // Ipv4StaticRouting picks, on the outgoing interface, the address in the destination's
+        // subnet: so the source address goes on the first hop's interface as a /30 that holds
+        // both of the transfer's addresses.
+        nd->GetObject<Ipv4>()->AddAddress(0, Ipv4InterfaceAddress(DstAddr(i), Ipv4Mask("255.255.255.255")));
+        int first = pLink[curEpoch][pPtr[curEpoch][i]];
+        ns->GetObject<Ipv4>()->AddAddress(ifIndex[first], Ipv4InterfaceAddress(SrcAddr(i), Ipv4Mask("255.255.255.252")));
+        Ptr<Socket> l = Socket::CreateSocket(nd, TcpSocketFactory::GetTypeId());
+        l->Bind(InetSocketAddress(DstAddr(i), 9));
+        l->Listen();
+        l->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                             MakeBoundCallback(&Driver::OnAccept, i));
+        lsnSock[i] = l;
+        Ptr<Socket> s = Socket::CreateSocket(ns, TcpSocketFactory::GetTypeId());
+        s->Bind();
+        s->SetConnectCallback(MakeBoundCallback(&Driver::OnConnected, i),
+                              MakeBoundCallback(&Driver::OnConnectFail, i));
+        s->Connect(InetSocketAddress(DstAddr(i), 9));
+        txSock[i] = s;
+    }
+
+    // ================================================================ DAG
+    void Release(int i)
+    {
+        if (stranded[i] || released[i])
+            return;
+        released[i] = 1;
+        tStart[i] = Simulator::Now().GetSeconds() - warmup;
+        if (kind[i] != 0)
+        {
+            Simulator::Schedule(Seconds(dur[i]), [this, i]() { if (!stranded[i]) Finish(i); });
+            return;
+        }
+        if (size[i] == 0)
+        {
+            Finish(i);
+            return;
+        }
+        if (!pReach[curEpoch][i])
+        {
+            Strand(i);
+            return;
+        }
+        if (!txSock[i])
+            Open(i); // unreachable at warm-up, reachable now: handshake happens inline
+        int64_t left = size[i];
+        const int64_t chunk = int64_t(1) << 30;
+        while (left > 0)
+        {
+            uint32_t b = uint32_t(std::min(left, chunk));
+            int r = txSock[i]->Send(Create<Packet>(b));
+            NS_ABORT_MSG_IF(r < 0, "netcosim ns-3 driver: Send failed for transfer " << i);
+            left -= b;
+        }
+    }
+
+    void Finish(int i)
+    {
+        if (done[i])
+            return;
+        done[i] = 1;
+        tEnd[i] = Simulator::Now().GetSeconds() - warmup;
+        nDone++;
+        for (int64_t k = cptr[i]; k < cptr[i + 1]; ++k)
+        {
+            int c = int(cidx[k]);
+            if (--pending[c] == 0)
+                ReleaseWhenDue(c);
+        }
+        CheckEnd();
+    }
+
+    void ReleaseWhenDue(int i)
+    {
+        double at = warmup + st[i];
+        double now = Simulator::Now().GetSeconds();
+        if (at <= now)
+            Release(i);
+        else
+            Simulator::Schedule(Seconds(at - now), [this, i]() { Release(i); });
+    }
+
+    void Strand(int i)
+    {
+        std::vector<int> stack{i};
+        while (!stack.empty())
+        {
+            int j = stack.back();
+            stack.pop_back();
+            if (stranded[j] || done[j])
+                continue;
+            stranded[j] = 1;
+            nStranded++;
+            if (txSock[j])
+                txSock[j]->Close();
+            for (int64_t k = cptr[j]; k < cptr[j + 1]; ++k)
+                stack.push_back(int(cidx[k]));
+        }
+        CheckEnd();
+    }
+
+    void CheckEnd()
+    {
+        if (nDone + nStranded >= n)
+            Simulator::Stop();
+    }
+
+    void ApplyRate(int k)
+    {
+        int64_t l = fLink[k];
+        double f = fFactor[k];
+        if (f > 0) // down (f = 0) keeps the rate: the link drains; routes move away from it
+            dev[l]->SetDataRate(DataRate(uint64_t(std::llround(nominalBps[l] * f))));
+    }
+
+    // ================================================================ run
+    double Run(double warmup_, double horizon)
+    {
+        warmup = warmup_;
+        g_drv = this;
+        ApplyEpoch(0);
+        // open every connection that has a path now, before schedule time zero
+        for (int i = 0; i < n; ++i)
+            if (kind[i] == 0 && size[i] > 0 && pReach[0][i])
+                Open(i);
+        for (size_t k = 0; k < fTime.size(); ++k)
+        {
+            if (fTime[k] <= 0)
+                ApplyRate(int(k));
+            else
+                Simulator::Schedule(Seconds(warmup + fTime[k]), [this, k]() { ApplyRate(int(k)); });
+        }
+        for (int e = 1; e < nEpochs; ++e)
+            Simulator::Schedule(Seconds(warmup + epochTime[e]), [this, e]() { ApplyEpoch(e); });
+        Simulator::Schedule(Seconds(warmup), [this]() {
+            for (int i = 0; i < n; ++i)
+                if (txSock[i] && !connected[i])
+                    lateHandshakes++; // still sends: TCP queues data while in SYN_SENT
+            for (int i = 0; i < n; ++i)
+                if (pending[i] == 0)
+                    ReleaseWhenDue(i);
+            CheckEnd();
+        });
+        if (horizon > 0)
+            Simulator::Stop(Seconds(warmup + horizon));
+        uint64_t ev0 = Simulator::GetEventCount();
+        auto t0 = std::chrono::steady_clock::now();
+        Simulator::Run();
+        auto t1 = std::chrono::steady_clock::now();
+        events = Simulator::GetEventCount() - ev0;
+        wallS = std::chrono::duration<double>(t1 - t0).count();
+        for (size_t l = 0; l < dev.size(); ++l)
+            queueDrops.push_back(dev[l]->GetQueue()->GetTotalDroppedPackets());
+        return wallS;
+    }
+
+    double Now() const { return Simulator::Now().GetSeconds() - warmup; }
+
+    // Tear the run down so the next run in this process starts from an empty world.
+    void Destroy()
+    {
+        txSock.clear();
+        lsnSock.clear();
+        dev.clear();
+        srt.clear();
+        Simulator::Destroy();
+        g_drv = nullptr;
+    }
+};
+
+void CopyOut(const Driver& d, double* start, double* end, uint8_t* stranded, double* linkBytes,
+             double* linkBusy, uint64_t* drops, uint64_t* qMax)
+{
+    std::copy(d.tStart.begin(), d.tStart.end(), start);
+    std::copy(d.tEnd.begin(), d.tEnd.end(), end);
+    std::copy(d.stranded.begin(), d.stranded.end(), stranded);
+    std::copy(d.txBytes.begin(), d.txBytes.end(), linkBytes);
+    std::copy(d.busyS.begin(), d.busyS.end(), linkBusy);
+    std::copy(d.drops.begin(), d.drops.end(), drops);
+    std::copy(d.qMax.begin(), d.qMax.end(), qMax);
+}
+
+} // namespace netcosim_ns3
+
+namespace netcosim_ns3 {
+// TCP settings every socket created afterwards picks up (Config::SetDefault). The values and
+// the ns-3.44 defaults they replace are documented in docs/ns3.md.
+void Configure(uint32_t segmentSize, uint32_t sndBuf, uint32_t rcvBuf, uint32_t delAckCount,
+               bool sack, bool timestamps, const std::string& recovery, double minRtoS,
+               uint32_t initialCwnd)
+{
+    using namespace ns3;
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpNewReno::GetTypeId()));
+    Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TypeId::LookupByName(recovery)));
+    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(segmentSize));
+    Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(sndBuf));
+    Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(rcvBuf));
+    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(initialCwnd));
+    Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(sack));
+    Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(timestamps));
+    Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(minRtoS)));
+}
+} // namespace netcosim_ns3

@@ -1,0 +1,158 @@
+"""`run_ns3`: run a Schedule on a Topology in ns-3 and return the engines' Result type.
+
+Python only prepares flat arrays (paths per routing epoch, the DAG, faults) and collects the
+outputs; the run itself (connections, dependency release, compute timers, faults) happens in
+the C++ driver (driver.cc) inside ns-3's event loop. See docs/ns3.md for every ns-3 setting.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from netcore.result import Result
+from netcore.schedule import TRANSFER, Schedule
+from topo.errors import InputError
+from topo.faults import LinkFaults
+from validation.ns3 import binding
+from validation.ns3.support import NS3Unsupported, check_options, check_policy
+
+# TCP/IP header bytes in every data segment: IPv4 20 + TCP 20 + timestamp option 12 (ns-3
+# sends the option on every segment when Timestamp is on, its default). MSS = MTU - 52 makes a
+# full segment exactly one MTU-sized IP packet.
+HEADER_BYTES = 52
+PPP_BYTES = 2  # PointToPointNetDevice adds a 2-byte PPP header to every frame on the wire
+
+# TCP settings (docs/ns3.md explains each against the ns-3.44 default it replaces)
+TCP = {
+    "snd_buf": 1 << 31,  # the whole transfer is handed to TCP at once (in 1 GiB Send calls)
+    "rcv_buf": 1 << 30,  # window never limits: 2^30 is the largest window scale 14 can advertise
+    "del_ack_count": 1,  # one ACK per segment
+    "sack": True,  # ns-3 default (kept: see docs/ns3.md)
+    "timestamps": True,  # ns-3 default (MSS = MTU - 52 assumes it)
+    "recovery": "ns3::TcpClassicRecovery",
+    "min_rto_s": 1.0,  # ns-3 default
+    "initial_cwnd": 10,  # ns-3 default (segments)
+}
+# what fits the send buffer; also keeps a transfer within half the 32-bit sequence space
+MAX_TRANSFER_BYTES = (1 << 31) - 1
+
+
+def _epochs(topology, faults: LinkFaults):
+    """Routing epochs: [(time, alive mask)], a new one whenever the set of live links changes."""
+    D = topology.n_dlinks
+    out = [(0.0, faults.alive_at(D, 0.0))]
+    for t in np.unique(faults.time[faults.time > 0]):
+        alive = faults.alive_at(D, float(t))
+        if not np.array_equal(alive, out[-1][1]):
+            out.append((float(t), alive))
+    return out
+
+
+def _epoch_paths(routing, schedule: Schedule, alive, tidx):
+    """Per node CSR of directed links (empty for compute/delay), and reachability."""
+    n = schedule.n
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    reach = np.ones(n, dtype=np.uint8)
+    if tidx.size == 0:
+        return ptr, np.zeros(0, dtype=np.int32), reach
+    p = routing.paths(schedule.src[tidx], schedule.dst[tidx], flow_id=tidx, alive=alive)
+    if p.weight.size and not np.all(p.weight == 1.0):
+        raise NS3Unsupported(f"routing.policy = {routing.policy!r}: splits flows over several "
+                             f"paths, which ns-3 static routes cannot reproduce")
+    cnt = np.zeros(n, dtype=np.int64)
+    cnt[tidx] = np.diff(p.ptr)
+    ptr[1:] = np.cumsum(cnt)
+    reach[tidx] = p.reachable.astype(np.uint8)
+    return ptr, np.ascontiguousarray(p.link, dtype=np.int32), reach
+
+
+def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = None,
+            mtu: int = 9000, buffer_packets: int = 1000, seed: int = 0,
+            horizon_s: float = 0.0, **engine_options) -> Result:
+    """Run ``schedule`` in ns-3. ``routing`` is a ``topo.routing.Routing``; other engine
+    options are checked by :func:`validation.ns3.support.check_options` (features ns-3 cannot
+    reproduce are refused by name). ``seed`` is accepted for symmetry with the engines: the
+    ns-3 run has no random element (static routes, drop-tail, no loss model)."""
+    opts = check_options({**engine_options, "mtu": mtu, "buffer_packets": buffer_packets})
+    check_policy(routing.policy)
+    if faults is None:
+        faults = LinkFaults.none()
+    schedule.validate(topology.n_hosts)
+    tmask = schedule.kind == TRANSFER
+    big = np.flatnonzero(tmask & (schedule.size > MAX_TRANSFER_BYTES))
+    if big.size:
+        i = int(big[0])
+        raise InputError(f"node {i}: bytes = {int(schedule.size[i])}: the ns-3 runner takes "
+                         f"transfers up to {MAX_TRANSFER_BYTES} bytes")
+    tidx = np.flatnonzero(tmask).astype(np.int64)
+
+    ns, drv = binding.load()
+    t_setup = time.perf_counter()
+    epochs = _epochs(topology, faults)
+    paths = [_epoch_paths(routing, schedule, alive, tidx) for _, alive in epochs]
+    t_build = time.perf_counter()
+    seg = opts["mtu"] - HEADER_BYTES
+    drv.Configure(seg, TCP["snd_buf"], TCP["rcv_buf"], TCP["del_ack_count"], TCP["sack"],
+                  TCP["timestamps"], TCP["recovery"], TCP["min_rto_s"], TCP["initial_cwnd"])
+
+    d = drv.Driver()
+    t = topology
+    lu, lv = t.link_u.astype(np.int32), t.link_v.astype(np.int32)
+    bw, lat = t.link_bw.astype(np.float64), t.link_lat.astype(np.float64)
+    d.BuildFabric(t.n_nodes, t.n_hosts, t.n_links, lu, lv, bw, lat, opts["mtu"],
+                  opts["buffer_packets"])
+    cptr, cidx = schedule.children()
+    keep = [schedule.kind.astype(np.int8), schedule.src.astype(np.int32),
+            schedule.dst.astype(np.int32), schedule.size.astype(np.int64),
+            schedule.duration.astype(np.float64), schedule.start.astype(np.float64),
+            schedule.dep_ptr.astype(np.int64), cptr.astype(np.int64), cidx.astype(np.int64)]
+    if len(keep[8]) == 0:
+        keep[8] = np.zeros(1, dtype=np.int64)  # a valid pointer for an empty array
+    d.SetSchedule(schedule.n, *keep)
+    for (te, _), (ptr, link, reach) in zip(epochs, paths):
+        link_arg = link if link.size else np.zeros(1, dtype=np.int32)
+        d.AddEpoch(te, ptr, link_arg, reach)
+    fa = [np.ascontiguousarray(faults.time, dtype=np.float64),
+          np.ascontiguousarray(faults.dlink, dtype=np.int64),
+          np.ascontiguousarray(faults.factor, dtype=np.float64)]
+    if len(faults):
+        d.SetFaults(len(faults), *fa)
+    # Handshakes happen in a warm-up before schedule time zero (engines do not model them).
+    max_lat = max((float(np.max(topology.dlink_lat[l])) * len(l) if len(l) else 0.0)
+                  for _, l, _ in paths) if tidx.size else 0.0
+    warmup = 1e-3 + 8 * max_lat
+    build_s = time.perf_counter() - t_build
+
+    wall = float(d.Run(warmup, float(horizon_s)))
+
+    n, D = schedule.n, topology.n_dlinks
+    start = np.empty(n)
+    end = np.empty(n)
+    stranded = np.empty(n, dtype=np.uint8)
+    link_bytes = np.empty(D)
+    link_busy = np.empty(D)
+    drops = np.empty(D, dtype=np.uint64)
+    qmax = np.empty(D, dtype=np.uint64)
+    drv.CopyOut(d, start, end, stranded, link_bytes, link_busy, drops, qmax)
+    unfinished = int(np.count_nonzero(~np.isfinite(end) & (stranded == 0)))
+    info = {
+        "ns3_version": "3.44",
+        "ns3_import_s": binding.load_seconds(),
+        "ns3_build_s": build_s,
+        "setup_s": t_build - t_setup,
+        "warmup_s": warmup,
+        "late_handshakes": int(d.lateHandshakes),
+        "connect_failures": int(d.connectFailures),
+        "drops": int(drops.sum()),
+        "unfinished": unfinished,
+        "routing_epochs": len(epochs),
+        "mss": seg,
+        "tcp": dict(TCP),
+    }
+    d.Destroy()
+    return Result(engine="ns3", start=start, end=end, stranded=stranded.astype(bool),
+                  link_bytes=link_bytes, link_busy=link_busy, events=int(d.events), wall_s=wall,
+                  link_extra={"drops": drops.astype(np.int64),
+                              "queue_max_packets": qmax.astype(np.int64)},
+                  info=info)
