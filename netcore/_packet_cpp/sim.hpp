@@ -16,6 +16,13 @@ namespace pk {
 
 constexpr ps_t NEVER = std::numeric_limits<ps_t>::max();
 
+// std::llround for x >= 0 without the libm call (same result: halves round up; x - trunc(x)
+// is exact in double for every x below 2^52, and larger doubles are integers already)
+inline int64_t round_pos(double x) {
+    const int64_t r = static_cast<int64_t>(x);
+    return r + (x - static_cast<double>(r) >= 0.5);
+}
+
 enum EvType : int32_t {
     EV_ARRIVE = 0, EV_TXDONE, EV_NODE_READY, EV_NODE_DONE, EV_RTO, EV_DELACK, EV_PACE,
     EV_ALPHA, EV_RATE, EV_PFC, EV_FAULT, EV_REROUTE, EV_SAMPLE

@@ -1,6 +1,7 @@
 // Event loop, links (queue + pipe), routing of packets, faults and the schedule DAG.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "sim.hpp"
 
@@ -22,6 +23,8 @@ Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t see
       child_idx(std::move(child_idx_)), indeg(std::move(indeg_)), ftime(std::move(ftime_)),
       flink(std::move(flink_)), fkind(std::move(fkind_)), ffactor(std::move(ffactor_)) {
     n_nodes = static_cast<int32_t>(adj_ptr.size()) - 1;
+    if (dsrc.size() >= (size_t(1) << EventQueue::LINK_BITS))
+        throw std::invalid_argument("packet engine: at most 2^23 directed links");
     links.resize(dsrc.size());
     for (size_t l = 0; l < dsrc.size(); ++l) {
         Link& L = links[l];
@@ -53,7 +56,7 @@ Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t see
 int Sim::run() {
     stop_for_reroute = false;
     while (!eq.empty()) {
-        if (cfg.max_time > 0 && eq.top().t > cfg.max_time) break;
+        if (cfg.max_time > 0 && eq.top_time() > cfg.max_time) break;
         // all work done and nothing on the wire: what is left are stale timers
         if (n_unfinished == 0 && pool.in_use() == 0) break;
         Event e = eq.pop();
@@ -331,7 +334,7 @@ void Sim::try_start(int32_t l) {
         pfc_check(p.prev);
     }
     // serialisation: bytes x (ps per byte) in floating point, rounded once per packet
-    const ps_t ser = std::llround((double)p.wire * L.ps_per_byte);
+    const ps_t ser = round_pos((double)p.wire * L.ps_per_byte);
     L.busy_until = now + ser;
     L.stat_busy += ser;
     L.stat_bytes += p.wire;

@@ -57,7 +57,7 @@ void Sim::rate_send_one(int32_t c, int32_t fl) {
     }
     const int32_t wire = seg_payload(C, seq) + cfg.l3l4_header + cfg.l2_header;
     if (cfg.transport == T_DCQCN) {
-        C.next_send = now + (ps_t)std::llround((double)wire * 1e12 / C.rc);
+        C.next_send = now + round_pos((double)wire * 1e12 / C.rc);
         C.bc_bytes += wire;
         if (C.bc_bytes >= cfg.byte_counter) {  // byte-counter stage of rate increase
             C.bc_bytes -= cfg.byte_counter;

@@ -72,7 +72,7 @@ def _hless(hk, hi, a, b):
     return hk[a] < hk[b] or (hk[a] == hk[b] and hi[a] < hi[b])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hswap(hk, hi, pos, a, b):
     ka, ia = hk[a], hi[a]
     hk[a] = hk[b]
@@ -83,7 +83,7 @@ def _hswap(hk, hi, pos, a, b):
     pos[hi[b]] = b
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hup(hk, hi, pos, j):
     while j > 0:
         p = (j - 1) >> 1
@@ -94,7 +94,7 @@ def _hup(hk, hi, pos, j):
             break
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hdown(hk, hi, pos, j, n):
     while True:
         c = 2 * j + 1
@@ -109,7 +109,7 @@ def _hdown(hk, hi, pos, j, n):
             break
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hset(hk, hi, pos, n, item, key):
     """Insert ``item`` or change its key; returns the new heap size."""
     j = pos[item]
@@ -128,7 +128,7 @@ def _hset(hk, hi, pos, n, item, key):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hremove(hk, hi, pos, n, item):
     j = pos[item]
     if j < 0:
@@ -146,7 +146,7 @@ def _hremove(hk, hi, pos, n, item):
 
 
 # ================================================================ plain heap of timed events
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _tpush(tk, ti, n, key, code):
     j = n
     tk[j] = key
@@ -162,7 +162,7 @@ def _tpush(tk, ti, n, key, code):
     return n + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _tpop(tk, ti, n):
     """Remove the root; the caller read it before. Returns the new size."""
     n -= 1
@@ -185,7 +185,7 @@ def _tpop(tk, ti, n):
 
 
 # ================================================================ link slot lists
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _seed(LI, isc, l):
     if LI[SEEDED, l] == 0:
         LI[SEEDED, l] = 1
@@ -193,7 +193,7 @@ def _seed(LI, isc, l):
         isc[N_SEED] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
     """Put flow f's entries into its links' slot ranges (it starts sending at t). Its slot
     rate is +inf until the solver gives it a rate, so every threshold test includes it."""
@@ -212,7 +212,7 @@ def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
         _seed(LI, isc, l)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc):
     p0 = NI[f, POFF]
     for e in range(p0, p0 + NI[f, PLEN]):
