@@ -6,8 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("yaml")
-
 from netcosim.interop.astra_network import from_dict, load_network, to_custom_table  # noqa: E402
 from topo.errors import InputError  # noqa: E402
 
@@ -84,7 +82,6 @@ def test_hop_counts_match_dimension_order_routes(example):
 
 
 def test_ring_all_reduce_time_matches_the_closed_form():
-    pytest.importorskip("netcore.flow.engine")
     import collectives
     from netcore.api import simulate
 

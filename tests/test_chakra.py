@@ -13,8 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("google.protobuf")
-
 import collectives  # noqa: E402
 from netcosim.interop import chakra_pb2 as pb  # noqa: E402
 from netcosim.interop.chakra_reader import (ChakraTraceError, frame, parse, read_file,  # noqa: E402
@@ -327,7 +325,6 @@ def _fabric():
 
 
 def test_chakra_ring_and_library_ring_give_the_same_makespan(tmp_path):
-    pytest.importorskip("netcore.flow.engine")
     from netcore.api import simulate
 
     topo = _fabric()
@@ -342,7 +339,6 @@ def test_chakra_ring_and_library_ring_give_the_same_makespan(tmp_path):
 
 
 def test_compute_around_a_collective_adds_up(tmp_path):
-    pytest.importorskip("netcore.flow.engine")
     from netcore.api import simulate
 
     topo = _fabric()
@@ -353,7 +349,6 @@ def test_compute_around_a_collective_adds_up(tmp_path):
 
 
 def test_example_scenario_matches_the_collective_scenario():
-    pytest.importorskip("netcore.flow.engine")
     from pathlib import Path
 
     from netcore.api import simulate

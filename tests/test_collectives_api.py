@@ -110,7 +110,6 @@ ESTIMATE_CASES = [
 
 
 def test_ring_all_reduce_flow_engine_matches_the_formula():
-    pytest.importorskip("netcore.flow.engine")
     from netcore.api import simulate
 
     for n in (4, 7):
@@ -123,7 +122,6 @@ def test_ring_all_reduce_flow_engine_matches_the_formula():
 
 @pytest.mark.parametrize("op,algo,opts", ESTIMATE_CASES)
 def test_analytical_estimate_within_2pct_of_flow_engine(op, algo, opts):
-    pytest.importorskip("netcore.flow.engine")
     from netcore.api import simulate
 
     n, S = 6, 1 << 28

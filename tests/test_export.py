@@ -51,7 +51,6 @@ def test_bad_targets_are_input_errors(tmp_path):
 
 
 def test_export_command_writes_fabric_and_chakra_trace(tmp_path):
-    pytest.importorskip("google.protobuf")
     from netcosim.cli import main
     from netcosim.interop.chakra_to_schedule import load_schedule
     from netcosim.scenario import load_scenario
