@@ -3,6 +3,7 @@
     python benchmarks/bench_packet.py            # both cases
     python benchmarks/bench_packet.py alltoall   # fat_tree(k=8) all-to-all, tcp
     python benchmarks/bench_packet.py ring       # fat_tree(k=8) ring all-reduce 128 MiB, tcp
+    python benchmarks/bench_packet.py incremental  # cost of one add_transfers + advance pair
 
 Packet-hop events are every event the core processes (arrivals at the far end of a link,
 transmissions, timers); events/s is over the engine's own wall time (Result.wall_s).
@@ -55,7 +56,26 @@ def ring(nbytes=128 << 20, mtu=9000):
            time.perf_counter() - t0 - res.wall_s)
 
 
+def incremental(steps=2000):
+    """A chain of 1-byte ideal transfers between two hosts of a fat_tree(k=4), each added when
+    the previous one completes: per pair of calls the core runs only a handful of events, so
+    the time per pair is the Python + binding overhead of co-simulation."""
+    from netcore.packet.incremental import PacketIncremental
+
+    t = fat_tree(4, link_gbps=100, latency_us=1.0)
+    inc = PacketIncremental(t, Routing(t, "ecmp"), LinkFaults.none(), transport="ideal")
+    t0 = time.perf_counter()
+    now = 0.0
+    for i in range(steps):
+        inc.add_transfers([i % 2], [1 - i % 2], [1], start_s=now)
+        now, done = inc.advance(None)
+    wall = time.perf_counter() - t0
+    res = inc.result()
+    print(f"incremental: {steps} add_transfers + advance pairs in {wall:.3f} s = "
+          f"{wall / steps * 1e6:.1f} us per pair ({res.events / steps:.1f} events per pair)")
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["alltoall", "ring"]
+    which = sys.argv[1:] or ["alltoall", "ring", "incremental"]
     for w in which:
-        {"alltoall": alltoall, "ring": ring}[w]()
+        {"alltoall": alltoall, "ring": ring, "incremental": incremental}[w]()

@@ -111,22 +111,56 @@ def incast(transport, **opts):
     return t, run(t, s, Routing(t, "shortest"), NONE, transport=transport, **opts)
 
 
-@pytest.mark.parametrize("transport", ["ideal", "dcqcn"])
-def test_incast_lossless_finishes_near_line_rate(transport):
-    t, res = incast(transport, buffer_packets=100)
+def test_incast_ideal_is_lossless_at_line_rate():
+    t, res = incast("ideal", buffer_packets=100)
+    assert res.finished.all()
+    assert res.info["drops"] == 0 and res.info["retransmissions"] == 0
+    bound = N * S / gbps(100)
+    assert bound <= res.makespan <= 1.03 * bound
+
+
+# DCQCN incast, published parameters (docs/packet_engine.md). Mechanism of the long tail (real
+# DCQCN behaviour, not a bug): the NP sends a CNP at most every cnp_interval = 50 us while
+# marked packets arrive, and that is shorter than the rate-increase timer (55 us), which every
+# CNP restarts; so while the PFC-fed egress queue stays above Kmin, a flow is halved every
+# 50 us (alpha starts at 1 and g = 1/256 keeps it near 1) without a single recovery step in
+# between. Afterwards fast recovery only climbs back to R_T, the rate before the last cut
+# (at most 2x), in 55 us steps; additive increase adds 40 Mb/s per 55 us (0.7 Gb/s per ms at
+# 100 Gb/s) and hyper increase needs F = 5 byte-counter stages of 10 MB, far beyond S. Flows
+# cut more often than the others end alone, below the line rate, and the run has a tail.
+# Checked below: spacing the CNPs out past the run (one cut per flow) removes the tail.
+def _dcqcn_incast(**opts):
+    t, res = incast("dcqcn", buffer_packets=100, **opts)
     assert res.finished.all()
     assert res.info["drops"] == 0 and res.info["retransmissions"] == 0
     assert res.info["headroom_violations"] == 0
+    assert res.link_extra["pause_s"].sum() > 0  # PFC did the work
+    assert res.link_extra["ecn_marks"].sum() > 0
+    return res
+
+
+def test_incast_dcqcn_one_cut_per_flow_runs_at_line_rate():
+    # With one CNP per flow the rate falls at most to C(1 - alpha/2) >= C/2 >= C/N (the fair
+    # share, N = 8), so no flow ever sends below its share: PFC alone divides the bottleneck,
+    # which stays busy as with `ideal`, and the same 3% (store-and-forward, headers) applies.
+    res = _dcqcn_incast(cnp_interval_us=10_000.0)
     bound = N * S / gbps(100)
-    assert res.makespan >= bound
-    if transport == "ideal":
-        assert res.makespan <= 1.03 * bound
-    else:
-        # the last flows run at their cut DCQCN rates and climb back in 55 us steps: a known
-        # DCQCN tail (docs/packet_engine.md), so "near" is looser than for ideal
-        assert res.makespan <= 1.5 * bound
-        assert res.link_extra["pause_s"].sum() > 0  # PFC did the work
-        assert res.link_extra["ecn_marks"].sum() > 0
+    assert bound <= res.makespan <= 1.03 * bound
+
+
+def test_incast_dcqcn_published_parameters_lossless_with_recovery_tail():
+    res = _dcqcn_incast()
+    once = _dcqcn_incast(cnp_interval_us=10_000.0)
+    bound = N * S / gbps(100)
+    assert res.makespan > once.makespan  # the tail comes from repeated cuts (see above)
+    # Upper bound from the model: the bottleneck is saturated while its queue is above Kmin,
+    # so marking (and cutting) can last at most N*S/C; within it a flow gets at most
+    # k = 1 + (N*S/C) / cnp_interval CNPs, each at most halving its rate, with no increase in
+    # between (cnp_interval < rate timer). After that it sends at >= C / 2^k, and it has at
+    # most S left. This floor is loose (the recovery steps make it far better in practice),
+    # but it is what the parameters guarantee, unlike a factor fitted to one run.
+    k = 1 + int(bound / 50e-6)
+    assert bound <= res.makespan <= bound + S / (gbps(100) / 2 ** k)
 
 
 def test_incast_tcp_small_buffer_drops_and_recovers():

@@ -106,6 +106,16 @@ PYBIND11_MODULE(_packet, m) {
                      vec(indeg), vec(ftime), vec(flink), vec(fkind), vec(ffactor));
              }))
         .def("run", &Sim::run, py::call_guard<py::gil_scoped_release>())
+        .def("advance", &Sim::advance, py::call_guard<py::gil_scoped_release>())
+        .def("add_transfers",
+             [](Sim& s, arr<int32_t> src, arr<int32_t> dst, arr<int64_t> size, arr<int64_t> start,
+                arr<int64_t> ptr, arr<int32_t> links, arr<uint8_t> reach) {
+                 return s.add_transfers(vec(src), vec(dst), vec(size), vec(start), vec(ptr),
+                                        vec(links), vec(reach));
+             })
+        .def("take_done", [](Sim& s) { return out(s.take_done()); })
+        .def("pending", &Sim::pending)
+        .def_readwrite("log_done", &Sim::log_done)
         .def("finish", &Sim::finish)
         .def("set_paths",
              [](Sim& s, arr<int32_t> nodes, arr<int64_t> ptr, arr<int32_t> links,

@@ -16,23 +16,32 @@ enum PktFlag : uint8_t {
     F_LOST = 16  // random (bit-error) loss: dropped when it reaches the far end of the link
 };
 
+// 40 bytes (was 72): the arrival time, its event sequence number and the link's epoch live in
+// the link's pipe FIFO (sequential memory) rather than here, and the destination host of a
+// per-hop routed packet is read from its connection. An all-to-all keeps ~260k packets in
+// flight, so the pool's footprint decides how many of its touches miss the caches.
 struct Pkt {
-    int64_t t_arr;     // when it reaches the far end of `link`
-    uint64_t ev_seq;   // event sequence number of that arrival
-    int64_t ts;        // send time of the data packet (echoed in ACKs, timestamp option)
-    int32_t conn;      // connection index
-    int32_t seq;       // segment index (DATA) or cumulative ack (ACK)
-    int32_t wire;      // bytes on the wire including all headers
-    int32_t path_off;  // offset into the path array, -1: per-hop routing
-    int32_t path_len;
-    int32_t hop;       // index of the next link to take on the path
-    int32_t link;      // link it is on (serialising / propagating)
-    int32_t prev;      // link it arrived over at the current node (-1 at the source)
-    int32_t nxt;       // next link chosen in advance (ideal credit / per-hop), -1 none
-    int32_t dst_node;  // destination host
-    uint32_t epoch;    // epoch of `link` when sent: a link failure bumps it, killing the pipe
+    int64_t ts;         // send time of the data packet (echoed in ACKs, timestamp option)
+    int32_t conn;       // connection index
+    int32_t seq;        // segment index (DATA) or cumulative ack (ACK)
+    int32_t wire;       // bytes on the wire including all headers
+    int32_t path_off;   // offset into the path array, -1: per-hop routing
+    int32_t prev;       // link it arrived over at the current node (-1 at the source)
+    int32_t nxt;        // next link chosen in advance (ideal credit / per-hop), -1 none
+    uint16_t path_len;
+    uint16_t hop;       // index of the next link to take on the path
     uint8_t type;
     uint8_t flags;
+};
+static_assert(sizeof(Pkt) <= 40, "packet record grew");
+
+// A packet on a link's pipe: arrival time at the far end, the sequence number its arrival
+// event got when it was sent, and the link's epoch then (a failure bumps it, killing the pipe).
+struct PipeEntry {
+    int64_t t_arr;
+    uint64_t ev_seq;
+    int32_t pid;
+    uint32_t epoch;
 };
 
 class PacketPool {

@@ -44,7 +44,7 @@ struct Link {
     uint32_t epoch = 0;
     ps_t busy_until = 0;
     Ring q;                 // waiting packets
-    Ring pipe;              // packets on the wire / propagating, in arrival order
+    RingT<PipeEntry> pipe;  // packets on the wire / propagating, in arrival order
     int64_t qbytes = 0;
     int64_t reserved = 0;   // ideal: credits held by packets on their way here
     Ring waiters;           // ideal/dcqcn: upstream links (>=0) and connections (~conn) waiting
@@ -124,6 +124,15 @@ public:
 
     // Runs until the end (returns 0) or until a reroute is due (returns 1).
     int run();
+    int advance(ps_t limit, bool stop_on_done);
+    int32_t add_transfers(const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
+                          const std::vector<int64_t>& size, const std::vector<ps_t>& start,
+                          const std::vector<int64_t>& ptr, const std::vector<int32_t>& links,
+                          const std::vector<uint8_t>& reachable);
+    std::vector<int32_t> take_done();  // transfers completed since the last call, in order
+    int64_t pending() const;           // transfers neither finished nor stranded
+    bool log_done = false;             // record completions (co-simulation)
+    std::vector<int32_t> done_log;
     void set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t>& ptr,
                    const std::vector<int32_t>& links, const std::vector<uint8_t>& reachable);
     void set_distances(const std::vector<int32_t>& dst_row, const std::vector<int32_t>& dist,
@@ -197,6 +206,10 @@ private:
     void transfer_done(int32_t node);
     void strand_conn(int32_t c);
     int32_t next_link(Pkt& p, int32_t node);
+    int32_t pkt_dst(const Pkt& p) const {  // destination host (per-hop routing)
+        const Conn& C = conns[p.conn];
+        return (p.flags & F_REV) ? C.src : C.dst;
+    }
     int32_t choose_hop(int32_t node, int32_t dst_host);
     int32_t link_after(Pkt& p, int32_t l);
     void at_node(int32_t pid, int32_t node);

@@ -53,12 +53,20 @@ Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t see
     if (cfg.sample_interval > 0) eq.push(0, EV_SAMPLE, 0);
 }
 
-int Sim::run() {
+int Sim::run() { return advance(NEVER, false); }
+
+// Runs events in (time, seq) order until `limit` (events at `limit` included) or, with
+// stop_on_done, until every event at the time stamp of the first transfer completion has run
+// (returns 2; the completions are in done_log). Returns 1 when a reroute is due, 0 otherwise.
+int Sim::advance(ps_t limit, bool stop_on_done) {
     stop_for_reroute = false;
     while (!eq.empty()) {
-        if (cfg.max_time > 0 && eq.top_time() > cfg.max_time) break;
         // all work done and nothing on the wire: what is left are stale timers
         if (n_unfinished == 0 && pool.in_use() == 0) break;
+        const ps_t t = eq.top_time();
+        if (cfg.max_time > 0 && t > cfg.max_time) break;
+        if (t > limit) break;
+        if (stop_on_done && !done_log.empty() && t > now) return 2;
         Event e = eq.pop();
         now = e.t;
         ++events;
@@ -68,24 +76,77 @@ int Sim::run() {
         dispatch(e);
         if (stop_for_reroute) return 1;
     }
+    if (stop_on_done && !done_log.empty()) return 2;
+    if (limit != NEVER && limit > now) now = limit;
     return 0;
+}
+
+// Co-simulation: appends transfers (no parents) with their paths, ready at start[k] (>= now).
+int32_t Sim::add_transfers(const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
+                           const std::vector<int64_t>& sz, const std::vector<ps_t>& st,
+                           const std::vector<int64_t>& ptr, const std::vector<int32_t>& lk,
+                           const std::vector<uint8_t>& reach) {
+    const int32_t first = (int32_t)kind.size();
+    const size_t k = src.size();
+    const int64_t cp = child_ptr.empty() ? 0 : child_ptr.back();
+    if (child_ptr.empty()) child_ptr.push_back(0);
+    const int32_t base = (int32_t)path_links.size();
+    path_links.insert(path_links.end(), lk.begin(), lk.end());
+    for (size_t i = 0; i < k; ++i) {
+        if (ptr[i + 1] - ptr[i] > 65535)
+            throw std::invalid_argument("packet engine: a path longer than 65535 hops");
+        kind.push_back(0);
+        nsrc.push_back(src[i]);
+        ndst.push_back(dst[i]);
+        size.push_back(sz[i]);
+        dur.push_back(0);
+        start.push_back(st[i]);
+        child_ptr.push_back(cp);
+        indeg.push_back(0);
+        node_start.push_back(-1);
+        node_end.push_back(-1);
+        node_retx.push_back(0);
+        node_stranded.push_back(0);
+        node_conn.push_back(-1);
+        npath_off.push_back(cfg.per_hop ? -1 : base + (int32_t)ptr[i]);
+        npath_len.push_back((int32_t)(ptr[i + 1] - ptr[i]));
+        nreach.push_back(reach[i]);
+    }
+    n_unfinished += (int64_t)k;
+    for (size_t i = 0; i < k; ++i)
+        eq.push(std::max(now, st[i]), EV_NODE_READY, first + (int32_t)i);
+    return first;
+}
+
+std::vector<int32_t> Sim::take_done() {
+    std::vector<int32_t> out;
+    out.swap(done_log);
+    return out;
+}
+
+int64_t Sim::pending() const {
+    int64_t n = 0;
+    for (size_t i = 0; i < kind.size(); ++i)
+        if (node_end[i] < 0 && !node_stranded[i]) ++n;
+    return n;
 }
 
 void Sim::dispatch(const Event& e) {
     switch (e.type) {
         case EV_ARRIVE: {
             Link& L = links[e.a];
-            const int32_t pid = L.pipe.pop();
+            const PipeEntry pe = L.pipe.pop();
             if (!L.pipe.empty()) {
-                const Pkt& h = pool[L.pipe.front()];
+                const PipeEntry& h = L.pipe.front();
                 eq.push_seq(h.t_arr, h.ev_seq, EV_ARRIVE, e.a);
             }
+            const int32_t pid = pe.pid;
             Pkt& p = pool[pid];
-            if (p.epoch != L.epoch || (p.flags & F_LOST)) {
-                drop(p.link, pid);  // the link failed under it, or a bit error killed it
+            if (pe.epoch != L.epoch || (p.flags & F_LOST)) {
+                drop(e.a, pid);  // the link failed under it, or a bit error killed it
                 return;
             }
-            p.prev = p.link;
+            p.prev = e.a;
             at_node(pid, L.dst);
             return;
         }
@@ -157,6 +218,7 @@ void Sim::node_finish(int32_t node) {
 
 void Sim::transfer_done(int32_t node) {
     node_end[node] = now;
+    if (log_done) done_log.push_back(node);
     node_finish(node);
 }
 
@@ -201,7 +263,7 @@ int32_t Sim::next_link(Pkt& p, int32_t node) {
         return (p.flags & F_REV) ? (path_links[p.path_off + p.path_len - 1 - p.hop] ^ 1)
                                  : path_links[p.path_off + p.hop];
     }
-    return choose_hop(node, p.dst_node);
+    return choose_hop(node, pkt_dst(p));
 }
 
 // the link a packet will take after link l (on which it is about to be sent), -1 if l is last
@@ -212,13 +274,14 @@ int32_t Sim::link_after(Pkt& p, int32_t l) {
                                  : path_links[p.path_off + p.hop];
     }
     const int32_t w = links[l].dst;
-    if (w == p.dst_node) return -1;
-    return choose_hop(w, p.dst_node);
+    const int32_t d = pkt_dst(p);
+    if (w == d) return -1;
+    return choose_hop(w, d);
 }
 
 void Sim::at_node(int32_t pid, int32_t node) {
     Pkt& p = pool[pid];
-    const bool arrived = p.path_off >= 0 ? (p.hop >= p.path_len) : (node == p.dst_node);
+    const bool arrived = p.path_off >= 0 ? (p.hop >= p.path_len) : (node == pkt_dst(p));
     if (arrived) {
         deliver(pid);
         pool.release(pid);
@@ -340,12 +403,9 @@ void Sim::try_start(int32_t l) {
     L.stat_bytes += p.wire;
     ++L.stat_pkts;
     if (cfg.loss_rate > 0 && urand() < cfg.loss_rate) p.flags |= F_LOST;
-    p.link = l;
-    p.epoch = L.epoch;
-    p.t_arr = now + ser + L.lat;
-    p.ev_seq = eq.take_seq();
-    if (L.pipe.empty()) eq.push_seq(p.t_arr, p.ev_seq, EV_ARRIVE, l);
-    L.pipe.push(pid);
+    const PipeEntry pe{now + ser + L.lat, eq.take_seq(), pid, L.epoch};
+    if (L.pipe.empty()) eq.push_seq(pe.t_arr, pe.ev_seq, EV_ARRIVE, l);
+    L.pipe.push(pe);
     if (!L.q.empty()) {
         eq.push(L.busy_until, EV_TXDONE, l);
         L.txdone_pending = true;
@@ -464,6 +524,8 @@ void Sim::set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t
     path_links.insert(path_links.end(), lk.begin(), lk.end());
     for (size_t k = 0; k < nodes.size(); ++k) {
         const int32_t node = nodes[k];
+        if (ptr[k + 1] - ptr[k] > 65535)  // Pkt::path_len is 16 bits
+            throw std::invalid_argument("packet engine: a path longer than 65535 hops");
         npath_off[node] = cfg.per_hop ? -1 : base + (int32_t)ptr[k];
         npath_len[node] = (int32_t)(ptr[k + 1] - ptr[k]);
         nreach[node] = reach[k];
@@ -526,11 +588,8 @@ int32_t Sim::new_packet(int32_t c, uint8_t type, int32_t seq, int32_t wire, bool
     p.path_off = C.path_off;
     p.path_len = C.path_len;
     p.hop = 0;
-    p.link = -1;
     p.prev = -1;
     p.nxt = -1;
-    p.dst_node = rev ? C.src : C.dst;
-    p.epoch = 0;
     p.type = type;
     p.flags = rev ? F_REV : 0;
     return pid;

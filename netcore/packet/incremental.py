@@ -1,0 +1,195 @@
+"""Incremental driving of the packet engine, for co-simulation (docs/packet_engine.md).
+
+A caller adds transfers while the simulation runs and advances it to the next completion:
+
+    inc = PacketIncremental(topology, routing, faults, transport="tcp")
+    ids = inc.add_transfers(src, dst, size, start_s=0.0)
+    while inc.pending():
+        t, done = inc.advance(t_limit)      # stops at the first completion time stamp
+        ...inc.add_transfers(..., start_s=t) for what `done` releases...
+    res = inc.result()
+
+The C++ core runs every event; Python is entered once per `advance` call (plus once per
+reroute), never per event. Transfers added at the completion time of the ones they follow run
+exactly as the same DAG handed to `run` in one batch (tests/test_packet_incremental.py):
+`advance` returns after every event of that time stamp has run, and new transfers get their
+start events with the next sequence numbers, as the DAG's release of a child would.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from netcore.packet.engine import PS, _collect, _config
+from netcore.packet.options import check_options
+from topo.errors import InputError
+
+_NEVER = (1 << 63) - 1
+
+
+def _ps_scalar(seconds: float) -> int:
+    return int(round(float(seconds) * PS))
+
+
+class PacketIncremental:
+    """The packet engine driven step by step: `add_transfers`, `advance`, `now`, `pending`,
+    `result`. Options are the packet engine's (`netcore.packet.options`)."""
+
+    def __init__(self, topology, routing, faults=None, seed: int = 0, **options):
+        from netcore import _packet
+
+        self.topology = topology
+        self.routing = routing
+        self.opts = check_options(options)
+        policy = getattr(routing, "policy", "ecmp")
+        self.per_hop = policy in ("spray", "adaptive")
+        cfg = _config(self.opts, self.per_hop, policy == "adaptive")
+        ptr, _nbr, adj_link = topology.adjacency
+        nf = len(faults) if faults is not None else 0
+        e32, e64 = np.zeros(0, np.int32), np.zeros(0, np.int64)
+        self._sim = _packet.Sim(
+            cfg, int(topology.n_hosts), bool(topology.hosts_forward),
+            int(seed) & ((1 << 64) - 1), topology.dlink_src, topology.dlink_dst,
+            topology.dlink_bw, np.rint(np.asarray(topology.dlink_lat) * PS).astype(np.int64),
+            ptr.astype(np.int64), adj_link.astype(np.int32),
+            np.zeros(0, np.int8), e32, e32, e64, e64, e64, np.zeros(1, np.int64), e64, e32,
+            np.rint(np.asarray(faults.time) * PS).astype(np.int64) if nf else e64,
+            faults.dlink.astype(np.int32) if nf else e32,
+            faults.kind.astype(np.int8) if nf else np.zeros(0, np.int8),
+            faults.factor if nf else np.zeros(0))
+        self._sim.log_done = True
+        self._src = np.zeros(0, np.int32)
+        self._dst = np.zeros(0, np.int32)
+        self._flow = np.zeros(0, np.int64)
+        self._alive = None  # None until a link fails: routing over the full fabric
+        self._reroutes = 0
+        self._route_s = 0.0
+        self._wall = 0.0
+        if self.per_hop:
+            # per-packet next hops need hop distances to every host (any may become an end)
+            hosts = np.arange(topology.n_hosts, dtype=np.int32)
+            self._rows = np.full(topology.n_nodes, -1, dtype=np.int32)
+            self._rows[hosts] = np.arange(len(hosts), dtype=np.int32)
+            self._hosts = hosts
+            self._set_distances(None)
+
+    # ------------------------------------------------------------------ routing
+    def _set_distances(self, alive):
+        dist = np.ascontiguousarray(self.routing.distances(self._hosts, alive=alive), np.int32)
+        self._sim.set_distances(self._rows, dist.ravel(), len(self._hosts))
+        self._dist = dist
+
+    def _paths(self, src, dst, flow, alive):
+        if self.per_hop:
+            reach = self._dist[self._rows[dst], src] >= 0
+            return np.zeros(len(src) + 1, np.int64), np.zeros(0, np.int32), reach
+        p = self.routing.paths(src, dst, flow_id=flow, alive=alive)
+        return (np.asarray(p.ptr, np.int64), np.asarray(p.link, np.int32),
+                np.asarray(p.reachable, bool))
+
+    def _reroute(self):
+        r0 = time.perf_counter()
+        alive = self._sim.alive().astype(bool)
+        self._alive = alive
+        if self.per_hop:
+            self._set_distances(alive)
+        nodes = self._sim.dead_transfers().astype(np.int32)
+        ptr, links, reach = self._paths(self._src[nodes], self._dst[nodes], self._flow[nodes],
+                                        alive)
+        if self.per_hop:
+            ptr = np.zeros(len(nodes) + 1, np.int64)
+        self._sim.set_paths(nodes, ptr, links, reach.astype(np.uint8))
+        self._route_s += time.perf_counter() - r0
+        self._reroutes += 1
+
+    # ------------------------------------------------------------------ API
+    def now(self) -> float:
+        """Simulated time reached, in seconds."""
+        return float(self._sim.now) / PS
+
+    def pending(self) -> int:
+        """Transfers added and neither finished nor stranded."""
+        return int(self._sim.pending())
+
+    def add_transfers(self, src, dst, size, start_s=None, flow_ids=None) -> np.ndarray:
+        """Adds transfers src[i] -> dst[i] of size[i] bytes that become ready at start_s
+        (scalar or per transfer, seconds, >= now(); default now()). `flow_ids` (optional) is
+        the key routing hashes for ECMP-like policies (default: the returned ids, as `run`
+        uses the schedule's node ids). Returns the transfer ids (0, 1, ... in order of adding)."""
+        src = np.atleast_1d(np.asarray(src))
+        dst = np.atleast_1d(np.asarray(dst))
+        size = np.atleast_1d(np.asarray(size))
+        n = len(src)
+        h = self.topology.n_hosts
+        for name, a in (("dst", dst), ("size", size)):
+            if len(a) != n:
+                raise InputError(f"{name} has {len(a)} entries, expected {n} (one per src)")
+        for name, a in (("src", src), ("dst", dst)):
+            if n and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= h):
+                bad = a[(a < 0) | (a >= h)][:1] if np.issubdtype(a.dtype, np.integer) else a[:1]
+                raise InputError(f"{name} must be host ids in [0, {h}); got {bad.tolist()}")
+        if n and (np.any(src == dst)):
+            raise InputError(f"src and dst must differ; got {int(src[src == dst][0])} twice")
+        if n and (not np.issubdtype(size.dtype, np.integer) or size.min() < 0):
+            raise InputError(f"size must be non-negative integers (bytes); got {size[:3].tolist()}")
+        now = int(self._sim.now)
+        if start_s is None:
+            st = np.full(n, now, np.int64)
+        else:
+            st_s = np.broadcast_to(np.asarray(start_s, dtype=np.float64), (n,))
+            if n and not np.all(np.isfinite(st_s)):
+                raise InputError(f"start_s must be finite seconds; got {st_s[:3].tolist()}")
+            st = np.rint(st_s * PS).astype(np.int64)
+            if n and st.min() < now:
+                raise InputError(f"start_s must be >= now() = {now / PS!r} s; "
+                                 f"got {float(st_s[st.argmin()])!r}")
+        first = len(self._src)
+        ids = np.arange(first, first + n, dtype=np.int64)
+        flow = ids if flow_ids is None else np.broadcast_to(
+            np.asarray(flow_ids, np.int64), (n,)).copy()
+        src32, dst32 = src.astype(np.int32), dst.astype(np.int32)
+        ptr, links, reach = self._paths(src32, dst32, flow, self._alive)
+        got = self._sim.add_transfers(src32, dst32, size.astype(np.int64), st, ptr, links,
+                                      reach.astype(np.uint8))
+        assert got == first
+        self._src = np.concatenate([self._src, src32])
+        self._dst = np.concatenate([self._dst, dst32])
+        self._flow = np.concatenate([self._flow, flow])
+        return ids
+
+    def advance(self, t_limit: float | None = None):
+        """Runs events until t_limit (seconds; None: no limit) or until the first time stamp at
+        which transfers complete, whichever is first. Returns (t, ids): that time stamp and every
+        transfer completing at it (in completion order), or (t_limit, empty) if none did."""
+        if t_limit is None:
+            limit = _NEVER
+        else:
+            limit = _ps_scalar(t_limit)
+            if limit < int(self._sim.now):
+                raise InputError(f"t_limit must be >= now() = {self.now()!r} s; got {t_limit!r}")
+        t0 = time.perf_counter()
+        try:
+            while True:
+                code = self._sim.advance(limit, True)
+                if code == 1:  # a link failed reroute_delay ago: new paths over what survives
+                    self._reroute()
+                    continue
+                if code == 2:
+                    return float(self._sim.now) / PS, self._sim.take_done().astype(np.int64)
+                t = self.now() if t_limit is None else float(t_limit)
+                return t, np.zeros(0, np.int64)
+        finally:
+            self._wall += time.perf_counter() - t0
+
+    def result(self):
+        """The `Result` over every transfer added (statistics closed at the last activity).
+        Packets still in flight (ACKs of the last segments) are drained first, as `run` does;
+        call it once, at the end."""
+        t0 = time.perf_counter()
+        while self._sim.run() == 1:
+            self._reroute()
+        self._wall += time.perf_counter() - t0
+        self._sim.finish()
+        return _collect(self._sim, self.topology, None, self.opts, self._wall, self._route_s,
+                        self._reroutes)
