@@ -33,12 +33,13 @@ def get_engine(name: str):
 
 
 def simulate(topology, schedule: Schedule, routing="ecmp", faults=None, engine: str = "flow",
-             seed: int = 0, **options) -> Result:
+             seed: int = 0, validate: bool = True, **options) -> Result:
     """Run ``schedule`` on ``topology``.
 
     ``routing`` is a policy name or a ``topo.routing.Routing``; ``faults`` a
     ``topo.faults.LinkFaults`` (or None). Engine options (mtu, transport, buffer_packets,
-    reroute_delay_us, ...) pass through to the engine.
+    reroute_delay_us, ...) pass through to the engine. ``validate=False`` skips the schedule
+    check for a caller that has just made it (the scenario loader does).
     """
     from topo.faults import LinkFaults
     from topo.routing import Routing
@@ -47,5 +48,6 @@ def simulate(topology, schedule: Schedule, routing="ecmp", faults=None, engine: 
         routing = Routing(topology, routing, seed=seed)
     if faults is None:
         faults = LinkFaults.none()
-    schedule.validate(topology.n_hosts)
+    if validate:
+        schedule.validate(topology.n_hosts)
     return get_engine(engine).run(topology, schedule, routing, faults, seed=seed, **options)

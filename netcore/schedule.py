@@ -135,29 +135,18 @@ class Schedule:
         return ptr, child[order]
 
     def topological_order(self) -> np.ndarray:
-        """Kahn's algorithm over arrays; raises ScheduleError naming a node on a cycle."""
-        n = self.n
-        indeg = np.diff(self.dep_ptr).astype(np.int64)
-        cptr, cidx = self.children()
-        order = np.empty(n, dtype=np.int64)
-        frontier = np.flatnonzero(indeg == 0)
-        filled = 0
-        # Level by level: Python work per level, numpy work per node.
-        while frontier.size:
-            order[filled: filled + frontier.size] = frontier
-            filled += frontier.size
-            starts, ends = cptr[frontier], cptr[frontier + 1]
-            lens = ends - starts
-            if lens.sum() == 0:
-                break
-            idx = np.repeat(starts - np.cumsum(np.concatenate([[0], lens[:-1]])), lens) + \
-                np.arange(lens.sum())
-            kids = cidx[idx]
-            np.subtract.at(indeg, kids, 1)
-            kids = np.unique(kids)
-            frontier = kids[indeg[kids] == 0]
-        if filled != n:
-            stuck = np.flatnonzero(indeg > 0)
+        """A topological order (compiled Kahn's algorithm); raises ScheduleError naming a node
+        that waits on a dependency cycle."""
+        from netcore._dag import topological_order
+
+        if self.dep_idx.size and (self.dep_idx.min() < 0 or self.dep_idx.max() >= self.n):
+            bad = int(np.flatnonzero((self.dep_idx < 0) | (self.dep_idx >= self.n))[0])
+            child = int(np.searchsorted(self.dep_ptr, bad, side="right") - 1)
+            raise ScheduleError(f"node {child}: depends on node {int(self.dep_idx[bad])}, "
+                                f"which does not exist")
+        order, filled = topological_order(self.dep_ptr, self.dep_idx)
+        if filled != self.n:
+            stuck = np.setdiff1d(np.arange(self.n), order[:filled])
             raise ScheduleError(f"dependency cycle: node {int(stuck[0])} (and {stuck.size - 1} "
                                 f"others) can never start")
         return order

@@ -289,17 +289,20 @@ class Scenario:
         return mod.check_options(opts)
 
     # ------------------------------------------------------------------ everything
-    def prepare(self, check_engine: bool = True) -> "Prepared":
+    def prepare(self, check_engine: bool = True, check_reachability: bool = True) -> "Prepared":
         """Build every part and run every check `validate` and `run` make before simulating.
 
         With ``check_engine`` false, an engine missing from this build is tolerated (options
-        are then unchecked: ``engine_options`` is None).
+        are then unchecked: ``engine_options`` is None). With ``check_reachability`` false,
+        transfers between hosts that faults cut apart are left for the engine to report as
+        stranded (a fault study wants those runs) instead of being refused.
         """
         topology = self.build_topology()
         routing = self.build_routing(topology)
         faults = self.build_faults(topology)
         schedule = self.build_schedule(topology, faults)
-        check_reachable(topology, routing, faults, schedule)
+        if check_reachability:
+            check_reachable(topology, routing, faults, schedule)
         # Last: a file with errors is reported as such even when the engine is missing.
         try:
             options = self.engine_options()

@@ -23,8 +23,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from netcore.api import EngineUnavailable, get_engine, simulate
-    from netcosim import outputs, workloads
+    from netcosim import outputs
+    from netcosim.runner import simulate_scenario
 
     if args.link_series:  # an engine option: the engine says if it cannot record a series
         args.overrides = list(args.overrides) + ["engine.link_series=true"]
@@ -32,16 +32,7 @@ def run(args) -> int:
     out = Path(args.out) if args.out else Path("out") / outputs.safe_dir_name(scenario.name)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {str(out)!r}: exists and is not a directory")
-    prepared = scenario.prepare(check_engine=True)
-    try:
-        get_engine(prepared.engine)
-    except EngineUnavailable as e:
-        raise InputError(f"engine.kind = {prepared.engine!r}: {e}") from None
-    options = dict(prepared.engine_options)
-    result = simulate(prepared.topology, prepared.schedule, prepared.routing, prepared.faults,
-                      engine=prepared.engine, seed=scenario.seed, **options)
-    figures = workloads.report(scenario.workload, prepared.schedule, result)
-    summary = outputs.summary(scenario, prepared, result, figures)
+    prepared, result, summary = simulate_scenario(scenario)
     series = outputs.link_series_table(prepared.topology, result) if args.link_series else None
     outputs.write_outputs(out, summary,
                           outputs.flows_table(prepared.schedule, result, prepared.topology),

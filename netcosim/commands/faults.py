@@ -1,0 +1,99 @@
+"""`netcosim faults SCENARIO`: slowdown under random link failures, and the costliest links."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from netcosim.cli import add_scenario_arguments
+from netcosim.commands.sweep import add_backend_arguments, backend_from_args
+
+
+def register(sub) -> None:
+    p = sub.add_parser("faults", help="link-failure sensitivity of a scenario",
+                       description="Run SCENARIO under seeded random link failures and report "
+                                   "the slowdown distribution per failure fraction (median, "
+                                   "p90, p99, worst, stranded runs), and rank the links whose "
+                                   "single failure costs most. SCENARIO may hold a "
+                                   "[faults_study] table with these options (the command line "
+                                   "wins) and [[faults_study.case]] variants, each run as its "
+                                   "own study. See docs/sweeps.md.")
+    add_scenario_arguments(p)
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="output directory (default: out/<scenario name>-faults)")
+    p.add_argument("--fraction", default=None, metavar="F",
+                   help="fractions of the layer's links that fail: 0.01, 0.001,0.01,0.05, "
+                        "0.001..0.05 (6 log-spaced values), 0.001..0.05 n8 or 0.01..0.05 +0.01 "
+                        "(default 0.001..0.05)")
+    p.add_argument("--kind", default=None, metavar="KIND",
+                   help="down, or degrade:F to run at F of the bandwidth (default down)")
+    p.add_argument("--layer", default=None, metavar="LAYER",
+                   help="links to fail: any, or a layer of the fabric (fat_tree: edge, "
+                        "aggregation, core)")
+    p.add_argument("--trials", type=int, default=None, metavar="N",
+                   help="random fault sets per fraction (default 100)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--at-us", type=float, default=None, metavar="T",
+                      help="faults strike at T microseconds (default: from the start)")
+    when.add_argument("--at-fraction", type=float, default=None, metavar="F",
+                      help="faults strike at F times the fault-free makespan")
+    p.add_argument("--no-single", action="store_true",
+                   help="skip the single-link ranking")
+    p.add_argument("--max-single", type=int, default=None, metavar="N",
+                   help="fail every link of the layer alone when it has at most N links, "
+                        "else a sample (default 256)")
+    p.add_argument("--single-samples", type=int, default=None, metavar="N",
+                   help="links sampled for the ranking on larger layers (default 64)")
+    p.add_argument("--plot", action="store_true", help="also draw the plots (netcosim plot)")
+    add_backend_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from netcosim import outputs
+    from netcosim.faults_study import run_study
+    from netcosim.scenario import apply_override, parse_override, read_file
+
+    data = read_file(args.scenario)
+    for text in args.overrides:
+        keys, value = parse_override(text)
+        apply_override(data, keys, value, text)
+    name = data.get("name") if isinstance(data.get("name"), str) else Path(args.scenario).stem
+    out = Path(args.out) if args.out else Path("out") / f"{outputs.safe_dir_name(name)}-faults"
+    opts = {"fraction": args.fraction, "kind": args.kind, "layer": args.layer,
+            "trials": args.trials, "at_us": args.at_us, "at_fraction": args.at_fraction,
+            "single": False if args.no_single else None, "max_single": args.max_single,
+            "single_samples": args.single_samples}
+    results = run_study(data, opts, out, backend=backend_from_args(args), resume=args.resume,
+                        source=args.scenario, name=name)
+    for res in results:
+        _print(res, name)
+    print(f"-> {out}")
+    if args.plot:
+        from netcosim import plots
+
+        for path in plots.plot_dir(out):
+            print(f"  {path}")
+    if any(r["outcome"].interrupted for r in results):
+        print("netcosim: interrupted; the finished rows are kept (rerun with --resume)",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+def _print(res, name) -> None:
+    base = res["baseline"]["makespan_us"]
+    case = f" [{res['case']}]" if res["case"] else ""
+    print(f"{name}{case}: fault-free makespan {base:.6g} us; {res['kind']} faults at "
+          f"{res['at_us']:.6g} us")
+    print(f"{'fraction':>9} {'links':>6} {'runs':>5} {'stranded':>8} {'median':>8} {'p90':>8} "
+          f"{'p99':>8} {'worst':>8}")
+    for r in res["summary"]:
+        vals = "".join(f" {r[k]:8.4f}" if k in r else f" {'-':>8}"
+                       for k in ("median", "p90", "p99", "worst"))
+        print(f"{r['fraction']:9.4g} {r['failed_links']:6d} {r['trials']:5d} "
+              f"{r['stranded_runs']:8d}{vals}")
+    top = res["costliest"][:5]
+    if top:
+        print("costliest single links: " + "; ".join(
+            f"{c['u']}-{c['v']} ({c['layer']}) " +
+            ("strands" if c["stranded"] else f"x{c['slowdown']:.4f}") for c in top))

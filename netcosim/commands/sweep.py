@@ -1,0 +1,91 @@
+"""`netcosim sweep FILE --out DIR`: run every point of a sweep file into one table."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_backend_arguments(p) -> None:
+    """Where points run; shared with `netcosim faults`."""
+    g = p.add_argument_group("where it runs")
+    g.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="local worker processes (default: one per core; 1 = in this process)")
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on the Dask cluster whose scheduler is at ADDRESS "
+                        "(tcp://host:8786)")
+    g.add_argument("--dask-local", type=int, default=None, metavar="N",
+                   help="start a local Dask cluster of N worker processes and run on it")
+    g.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="points per task (default: chosen from the sweep size)")
+    g.add_argument("--resume", action="store_true",
+                   help="skip points already in DIR's journal (rows.jsonl) from an earlier run")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def backend_from_args(args):
+    from netcosim.sweep import Backend
+
+    return Backend(jobs=args.jobs, scheduler=args.scheduler, dask_local=args.dask_local,
+                   batch_size=args.batch_size,
+                   progress=not args.no_progress and sys.stderr.isatty())
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sweep", help="run a parameter sweep into one table",
+                       description="Run every point of FILE (a scenario plus a [sweep] table of "
+                                   "dotted scenario paths -> lists or ranges) and write "
+                                   "DIR/sweep.csv (and sweep.parquet with pyarrow): swept "
+                                   "parameters and results as columns, each row's scenario "
+                                   "as JSON. See docs/sweeps.md.")
+    p.add_argument("file", metavar="FILE", help="sweep file (.toml or .json)")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="output directory (default: out/<scenario name>-sweep)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="expand and check every point, print the count, run nothing")
+    p.add_argument("--plot", action="store_true", help="also draw the plots (netcosim plot)")
+    add_backend_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from netcosim import outputs
+    from netcosim.sweep import expand, load_sweep, run_points
+
+    spec = load_sweep(args.file)
+    points = expand(spec)
+    backend = backend_from_args(args)
+    name = spec.base.get("name") if isinstance(spec.base.get("name"), str) else Path(args.file).stem
+    out = Path(args.out) if args.out else Path("out") / f"{outputs.safe_dir_name(name)}-sweep"
+    if args.dry_run:
+        from netcosim.sweep.points import Checker
+
+        checker = Checker()
+        from topo.errors import InputError
+
+        for p in points:
+            try:
+                checker.check(p.data)
+            except InputError as e:
+                if type(e).__name__ != "MemoryInfeasible":
+                    raise InputError(f"{p.where}: {e}") from None
+        print(f"{len(points)} points, columns {', '.join(spec.columns)}: all pass the check")
+        return 0
+    outcome = run_points(points, out, backend, resume=args.resume, params=spec.columns,
+                         meta={"kind": "sweep", "source": spec.source, "name": name,
+                               "plots": spec.plots})
+    info = outcome.info
+    extra = "".join(f", {info[k]} {k}" for k in ("errors", "infeasible") if info[k])
+    resumed = f" ({outcome.skipped} resumed)" if outcome.skipped else ""
+    print(f"{info['finished']} of {info['points']} points{resumed}{extra} in "
+          f"{outcome.wall_s:.1f} s on {info['workers']} {info['backend']} workers -> "
+          f"{out / 'sweep.csv'}")
+    if args.plot and outcome.rows:
+        from netcosim import plots
+
+        for path in plots.plot_dir(out):
+            print(f"  {path}")
+    if outcome.interrupted:
+        print("netcosim: interrupted; the finished rows are kept (rerun with --resume)",
+              file=sys.stderr)
+        return 130
+    return 0

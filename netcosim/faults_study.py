@@ -1,0 +1,386 @@
+"""Link-failure sensitivity: how much slower does the workload run when links fail?
+
+Two studies on one scenario, run as sweep points (same checks, parallelism, progress, resume):
+- *random*: for each failure fraction, ``trials`` seeded random fault sets
+  (``topo.faults.random_failures``: that fraction of the chosen layer's links, down or
+  degraded, in both directions, at time 0 or mid-run); per fraction the slowdown distribution.
+- *single*: every single link of the layer failed alone (or a seeded sample of them when there
+  are more than ``max_single``), ranked by the slowdown it causes: the costliest links.
+
+Slowdown = makespan with the faults / makespan of the fault-free run. A run in which some
+transfer never finishes (its hosts cut apart) is *stranded*: counted per fraction, and kept out
+of the slowdown percentiles, whose makespan would only cover the transfers that finished.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from topo.errors import InputError
+
+FAULT_KINDS = ("down", "degrade")
+SUMMARY_NAME = "fault_summary.csv"
+COSTLIEST_NAME = "costliest_links.csv"
+_SINGLE_STREAM = 2**31 - 1  # seed stream of the single-link sample, apart from the fractions
+PARAMS = ("study", "fraction", "trial", "failed_links", "link", "u", "v", "layer")
+
+
+@dataclass
+class FaultKind:
+    kind: str
+    factor: float = 0.25
+
+    @classmethod
+    def parse(cls, text: str) -> "FaultKind":
+        """``down`` or ``degrade:F`` (F the remaining fraction of bandwidth, default 0.25)."""
+        if not isinstance(text, str):
+            raise InputError(f"--kind {text!r}: expected down or degrade:FACTOR")
+        kind, _, f = text.partition(":")
+        if kind == "down" and not f:
+            return cls("down", 0.0)
+        if kind == "degrade":
+            if not f:
+                return cls("degrade", 0.25)
+            try:
+                factor = float(f)
+            except ValueError:
+                raise InputError(f"--kind {text!r}: {f!r} is not a number") from None
+            if not 0 < factor < 1:
+                raise InputError(f"--kind {text!r}: the remaining bandwidth fraction must be "
+                                 f"in (0, 1)")
+            return cls("degrade", factor)
+        raise InputError(f"--kind {text!r}: expected down or degrade:FACTOR (e.g. degrade:0.25)")
+
+
+def parse_fractions(text) -> list[float]:
+    """``0.01``, ``0.001,0.01,0.05``, ``0.001..0.05`` (6 values evenly spaced in log scale,
+    both ends included), ``0.001..0.05 n8`` (8 values) or ``0.01..0.05 +0.01`` (linear)."""
+    field = "--fraction"
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        vals = [float(text)]
+    elif isinstance(text, (list, tuple)):
+        vals = [float(v) for v in text]
+    elif isinstance(text, str) and ".." in text:
+        m = re.match(r"^\s*([0-9.eE+-]+)\s*\.\.\s*([0-9.eE+-]+?)\s*(?:(n|\+)\s*([0-9.eE+-]+))?\s*$",
+                     text)
+        if not m:
+            raise InputError(f"{field} {text!r}: expected a range such as 0.001..0.05, "
+                             f"0.001..0.05 n8 or 0.01..0.05 +0.01")
+        try:
+            lo, hi = float(m.group(1)), float(m.group(2))
+        except ValueError:
+            raise InputError(f"{field} {text!r}: the ends must be numbers") from None
+        _check_fraction(lo, text)
+        _check_fraction(hi, text)
+        if hi < lo:
+            raise InputError(f"{field} {text!r}: the range is empty (end < start)")
+        if m.group(3) == "+":
+            step = float(m.group(4))
+            if not step > 0:
+                raise InputError(f"{field} {text!r}: the step must be > 0")
+            count = math.floor((hi - lo) / step + 1e-9) + 1
+            vals = [float(f"{lo + i * step:.12g}") for i in range(count)]
+        else:
+            count = 6 if m.group(3) is None else _count(m.group(4), text)
+            vals = ([lo] if count == 1 or lo == hi else
+                    [float(f"{v:.6g}") for v in np.geomspace(lo, hi, count)])
+    elif isinstance(text, str):
+        try:
+            vals = [float(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise InputError(f"{field} {text!r}: expected numbers such as 0.01 or "
+                             f"0.001,0.01,0.05, or a range 0.001..0.05") from None
+    else:
+        raise InputError(f"{field} {text!r}: expected a fraction or a range")
+    if not vals:
+        raise InputError(f"{field} {text!r}: no fraction given")
+    for v in vals:
+        _check_fraction(v, text)
+    return sorted(set(vals))
+
+
+def _count(t, text) -> int:
+    try:
+        n = int(t)
+    except ValueError:
+        raise InputError(f"--fraction {text!r}: n{t} is not a whole number of values") from None
+    if n < 1:
+        raise InputError(f"--fraction {text!r}: n{t} must be >= 1")
+    return n
+
+
+def _check_fraction(v, text) -> None:
+    if not (isinstance(v, float) and math.isfinite(v) and 0 < v < 1):
+        raise InputError(f"--fraction {text!r}: {v!r} is outside (0, 1); a fault fraction is "
+                         f"the share of the layer's links that fail")
+
+
+# =========================================================================== points
+def _trial_seed(seed: int, fraction_index: int, trial: int) -> int:
+    """Independent streams per (scenario seed, fraction, trial): adding a fraction or more
+    trials does not change the fault sets already drawn."""
+    return int(np.random.SeedSequence([seed, fraction_index, trial]).generate_state(1)[0])
+
+
+def study_points(scenario, topology, fractions, fkind: FaultKind, layer: str, trials: int,
+                 at_us: float, single: bool = True, max_single: int = 256,
+                 single_samples: int = 64):
+    """Sweep points of the random trials and of the single-link failures."""
+    from netcosim.sweep.points import Point
+    from topo.faults import random_failures
+
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        raise InputError(f"--trials {trials!r}: expected an integer >= 1")
+    cand = _candidates(topology, layer)
+    if cand.size == 0:
+        raise InputError(f"--layer {layer!r}: the fabric has no link in this layer")
+    points = []
+
+    def add(params, records):
+        data = copy.deepcopy(scenario.data)
+        data["faults"] = list(copy.deepcopy(scenario.faults)) + records
+        label = ", ".join(f"{k}={v}" for k, v in params.items())
+        points.append(Point(len(points), params, data, f"fault trial {len(points)} ({label})",
+                            strandable=True))
+
+    for fi, frac in enumerate(fractions):
+        for t in range(trials):
+            lf = random_failures(topology, fraction=frac, kind=fkind.kind, factor=fkind.factor,
+                                 layer=layer, at_us=at_us,
+                                 seed=_trial_seed(scenario.seed, fi, t))
+            add({"study": "random", "fraction": frac, "trial": t,
+                 "failed_links": len(lf) // 2}, lf.to_records(topology))
+    if single:
+        links = cand
+        if cand.size > max_single:
+            rng = np.random.default_rng(_trial_seed(scenario.seed, _SINGLE_STREAM, 0))
+            links = np.sort(rng.choice(cand, size=min(single_samples, cand.size), replace=False))
+        names = topology.layer_names
+        for li in links.tolist():
+            u, v = int(topology.dlink_src[2 * li]), int(topology.dlink_dst[2 * li])
+            rec = {"link": [u, v], "kind": fkind.kind, "at_us": at_us}
+            if fkind.kind == "degrade":
+                rec["factor"] = fkind.factor
+            add({"study": "single", "link": li, "u": u, "v": v,
+                 "layer": names[int(topology.link_layer[li])], "failed_links": 1}, [rec])
+    return points
+
+
+def _candidates(topology, layer: str) -> np.ndarray:
+    from topo.topology import TopologyError
+
+    if layer == "any":
+        return np.arange(topology.n_links)
+    try:
+        lid = topology.layer_id(layer)
+    except (TopologyError, InputError, KeyError, ValueError):
+        raise InputError(f"--layer {layer!r}: this fabric's layers are "
+                         f"{', '.join(topology.layer_names)} (or any)") from None
+    return np.flatnonzero(topology.link_layer == lid)
+
+
+# =========================================================================== the study
+def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", trials=100,
+                    at_us=None, at_fraction=None, single=True, max_single=256,
+                    single_samples=64, backend=None, resume=False, title=None) -> dict:
+    """Run the study, write its tables into ``out_dir``; returns {"baseline": summary,
+    "summary": per-fraction rows, "costliest": ranked links, "outcome": sweep Outcome}."""
+    from netcosim.runner import simulate_scenario
+    from netcosim.sweep import table
+    from netcosim.sweep.run import run_points
+
+    fkind = kind if isinstance(kind, FaultKind) else FaultKind.parse(kind)
+    fractions = parse_fractions(fractions)
+    if at_us is not None and at_fraction is not None:
+        raise InputError("--at-us and --at-fraction: give one of them, not both")
+    prepared, result, base = simulate_scenario(scenario)  # also loads the engine's kernels
+    base_us = float(base["makespan_us"])
+    if not base_us > 0:
+        raise InputError(f"{scenario.name}: the fault-free run takes no time; nothing to slow "
+                         f"down")
+    if at_fraction is not None:
+        if not isinstance(at_fraction, (int, float)) or not 0 <= at_fraction < 1:
+            raise InputError(f"--at-fraction {at_fraction!r}: expected a fraction of the "
+                             f"fault-free makespan in [0, 1)")
+        at = at_fraction * base_us
+    elif at_us is not None:
+        if not isinstance(at_us, (int, float)) or not math.isfinite(at_us) or at_us < 0:
+            raise InputError(f"--at-us {at_us!r}: expected a time >= 0")
+        at = float(at_us)
+    else:
+        at = 0.0
+    points = study_points(scenario, prepared.topology, fractions, fkind, layer, trials, at,
+                          single, max_single, single_samples)
+    meta = {"kind": "faults", "scenario": title or scenario.name, "baseline_makespan_us": base_us,
+            "fault_kind": fkind.kind, "factor": fkind.factor, "layer": layer,
+            "at_us": at, "fractions": fractions, "trials": trials}
+    outcome = run_points(points, out_dir, backend, resume, params=PARAMS, meta=meta,
+                         desc="faults")
+    rows = outcome.rows
+    for r in rows:
+        r["slowdown"] = _slowdown(r, base_us)
+        r["stranded_run"] = bool(r.get("status") == "ok" and (r.get("stranded") or 0) > 0)
+    out = Path(out_dir)
+    table.write_table(out, rows, PARAMS)
+    summ = summarize(rows, fractions)
+    costly = costliest(rows)
+    _write(out / SUMMARY_NAME, summ, ("fraction", "failed_links", "trials", "finished",
+                                      "stranded_runs", "errors", "median", "p90", "p99",
+                                      "worst", "mean"))
+    _write(out / COSTLIEST_NAME, costly, ("rank", "link", "u", "v", "layer", "slowdown",
+                                          "makespan_us", "stranded"))
+    with open(out / "baseline.json", "w", encoding="utf-8") as fh:
+        json.dump(base, fh, indent=2)
+        fh.write("\n")
+    return {"baseline": base, "summary": summ, "costliest": costly, "outcome": outcome,
+            "at_us": at}
+
+
+def _slowdown(r: dict, base_us: float):
+    if r.get("status") != "ok" or (r.get("stranded") or 0) > 0:
+        return None
+    m = r.get("makespan_us")
+    return None if m is None else float(m) / base_us
+
+
+def summarize(rows, fractions) -> list[dict]:
+    """Per fraction: the slowdown distribution of the runs that finished, and counts."""
+    out = []
+    for f in fractions:
+        rs = [r for r in rows if r.get("study") == "random" and r.get("fraction") == f]
+        if not rs:
+            continue
+        s = np.array([r["slowdown"] for r in rs if r.get("slowdown") is not None], dtype=float)
+        stranded = sum(1 for r in rs if r.get("stranded_run"))
+        errors = sum(1 for r in rs if r.get("status") not in ("ok",))
+        row = {"fraction": f, "failed_links": int(np.median([r.get("failed_links", 0) for r in rs])),
+               "trials": len(rs), "finished": int(s.size), "stranded_runs": stranded,
+               "errors": errors}
+        if s.size:
+            row.update(median=float(np.median(s)), p90=float(np.percentile(s, 90)),
+                       p99=float(np.percentile(s, 99)), worst=float(s.max()), mean=float(s.mean()))
+        out.append(row)
+    return out
+
+
+def costliest(rows) -> list[dict]:
+    """Single-link failures, costliest first: stranding runs first, then by slowdown."""
+    single = [r for r in rows if r.get("study") == "single" and r.get("status") == "ok"]
+
+    def key(r):
+        strands = (r.get("stranded") or 0) > 0
+        return (0 if strands else 1, -(r.get("slowdown") or 0.0), r.get("link", 0))
+
+    out = []
+    for rank, r in enumerate(sorted(single, key=key), 1):
+        out.append({"rank": rank, "link": r.get("link"), "u": r.get("u"), "v": r.get("v"),
+                    "layer": r.get("layer"), "slowdown": r.get("slowdown"),
+                    "makespan_us": r.get("makespan_us"), "stranded": r.get("stranded") or 0})
+    return out
+
+
+def _write(path: Path, rows, cols) -> None:
+    from netcosim.sweep.table import _cell
+
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([_cell(r.get(c)) for c in cols])
+
+
+# =========================================================================== study files
+STUDY_KEYS = ("fraction", "kind", "layer", "trials", "at_us", "at_fraction", "single",
+              "max_single", "single_samples", "case")
+DEFAULTS = {"fraction": "0.001..0.05", "kind": "down", "layer": "any", "trials": 100,
+            "at_us": None, "at_fraction": None, "single": True, "max_single": 256,
+            "single_samples": 64}
+CASES_NAME = "study_summary.csv"
+
+
+def split_study(data: dict, source=None):
+    """A scenario table with an optional ``[faults_study]`` table -> (scenario table, options,
+    cases). Options are the CLI's (fraction, kind -- a string or a list --, layer, trials,
+    at_us, at_fraction, single, max_single, single_samples); ``[[faults_study.case]]`` tables
+    are a ``label`` plus dotted scenario settings (a table value replaces the whole table),
+    each run as its own study."""
+    from netcosim.sweep.spec import _bundle
+
+    raw = data.get("faults_study", {})
+    base = {k: v for k, v in data.items() if k != "faults_study"}
+    if not isinstance(raw, dict):
+        raise InputError(f"faults_study = {raw!r}: expected a table")
+    for k in raw:
+        if k not in STUDY_KEYS:
+            raise InputError(f"faults_study.{k}: unknown key (allowed: {', '.join(STUDY_KEYS)})")
+    opts = {k: v for k, v in raw.items() if k != "case"}
+    cases = [("", [])]
+    if "case" in raw:
+        c = raw["case"]
+        if not isinstance(c, list) or not c or not all(isinstance(x, dict) for x in c):
+            raise InputError("faults_study.case: expected [[faults_study.case]] tables")
+        axis = _bundle("case", c, "faults_study.case", "case")
+        cases = list(zip(map(str, axis.values), axis.settings))
+    return base, opts, cases
+
+
+def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, source=None,
+              name: str | None = None) -> list[dict]:
+    """Every (case, kind) of a study file as its own fault study in ``out_dir/<case>-<kind>``
+    (straight into ``out_dir`` when there is one of each); returns one result dict each, with
+    ``case`` and ``kind`` added. ``options`` (from the CLI) override the file's."""
+    from netcosim.outputs import safe_dir_name
+    from netcosim.scenario import Scenario, apply_override
+
+    base, file_opts, cases = split_study(data, source)
+    opts = {**DEFAULTS, **file_opts, **{k: v for k, v in options.items() if v is not None}}
+    kinds = opts["kind"] if isinstance(opts["kind"], list) else [opts["kind"]]
+    if not kinds:
+        raise InputError("faults_study.kind = []: no fault kind")
+    for k in kinds:
+        FaultKind.parse(k)  # refuse a bad kind before any run
+    parse_fractions(opts["fraction"])
+    out = Path(out_dir)
+    results, jobs = [], []
+    for label, settings in cases:
+        d = copy.deepcopy(base)
+        for path, value in settings:
+            apply_override(d, path, copy.deepcopy(value), ".".join(map(str, path)))
+        sc = Scenario.from_dict(d, source=source, default_name=name or "faults")
+        for k in kinds:
+            sub = out if len(cases) == 1 and len(kinds) == 1 else \
+                out / safe_dir_name(f"{label}-{k}" if label else k)
+            jobs.append((label, k, sc, sub))
+    for sc in {id(j[2]): j[2] for j in jobs}.values():
+        sc.prepare()  # every case checked before the first study runs
+    for label, k, sc, sub in jobs:
+        res = run_fault_study(sc, sub, opts["fraction"], kind=k, layer=opts["layer"],
+                              trials=opts["trials"], at_us=opts["at_us"],
+                              at_fraction=opts["at_fraction"], single=opts["single"],
+                              max_single=opts["max_single"],
+                              single_samples=opts["single_samples"], backend=backend,
+                              resume=resume, title=f"{sc.name}, {label}" if label else None)
+        res.update(case=label, kind=k, dir=sub)
+        results.append(res)
+        if res["outcome"].interrupted:
+            break
+    if len(jobs) > 1:
+        rows = [{"case": r["case"], "kind": r["kind"], "dir": r["dir"].name,
+                 "baseline_us": r["baseline"]["makespan_us"], **s}
+                for r in results for s in r["summary"]]
+        _write(out / CASES_NAME, rows, ("case", "kind", "dir", "baseline_us", "fraction",
+                                        "failed_links", "trials", "finished", "stranded_runs",
+                                        "errors", "median", "p90", "p99", "worst", "mean"))
+        with open(out / "sweep_meta.json", "w", encoding="utf-8") as fh:
+            json.dump({"kind": "fault_cases", "name": name or base.get("name", ""),
+                       "layer": opts["layer"], "dirs": [r["dir"].name for r in results]},
+                      fh, indent=2)
+            fh.write("\n")
+    return results

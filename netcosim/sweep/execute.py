@@ -1,0 +1,103 @@
+"""Where batches of points run: local processes (joblib/loky) or a Dask cluster, one code path.
+
+Both go through ``joblib.Parallel``: Dask is joblib's "dask" backend inside a
+``parallel_config``, so checking, running, progress and Ctrl-C behave the same whichever is
+used. ``jobs=1`` runs in this process (joblib's sequential backend), which tests use.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from topo.errors import InputError
+
+
+@dataclass
+class Backend:
+    jobs: int | None = None  # local worker processes; None = one per core
+    scheduler: str | None = None  # tcp://host:port of a running Dask scheduler
+    dask_local: int | None = None  # start a local Dask cluster of this many workers
+    batch_size: int | None = None  # points per task; None = chosen from the sweep size
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.scheduler is not None and self.dask_local is not None:
+            raise InputError("--scheduler and --dask-local: give one of them, not both")
+        for name in ("jobs", "dask_local", "batch_size"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise InputError(f"--{name.replace('_', '-')} = {v!r}: expected an integer >= 1")
+        if self.scheduler is not None and not isinstance(self.scheduler, str):
+            raise InputError(f"--scheduler = {self.scheduler!r}: expected an address such as "
+                             f"tcp://host:8786")
+
+    @property
+    def uses_dask(self) -> bool:
+        return self.scheduler is not None or self.dask_local is not None
+
+
+class Pool:
+    """An open backend: ``map(fn, batches)`` yields results as batches finish."""
+
+    def __init__(self, workers: int, joblib_backend: str, n_jobs: int):
+        self.workers = workers
+        self._backend = joblib_backend
+        self._n_jobs = n_jobs
+
+    def map(self, fn, batches):
+        from joblib import Parallel, delayed
+
+        if not batches:
+            return iter(())
+        return Parallel(n_jobs=self._n_jobs, backend=self._backend,
+                        return_as="generator_unordered")(delayed(fn)(b) for b in batches)
+
+    def batch_size(self, n_items: int, per_worker: int, cap: int) -> int:
+        """Enough batches to keep every worker busy (``per_worker`` each) and the progress bar
+        moving, few enough that per-task overhead stays small."""
+        return max(1, min(cap, math.ceil(n_items / (self.workers * per_worker))))
+
+
+@contextmanager
+def open_pool(backend: Backend):
+    if not backend.uses_dask:
+        n = backend.jobs or os.cpu_count() or 1
+        yield Pool(n, "sequential" if n == 1 else "loky", n)
+        return
+    try:
+        import joblib
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("--scheduler/--dask-local need Dask: pip install "
+                         "'dask[distributed]'") from None
+    cluster = None
+    try:
+        if backend.dask_local is not None:
+            cluster = LocalCluster(n_workers=backend.dask_local, threads_per_worker=1,
+                                   processes=True, dashboard_address=None)
+            client = Client(cluster)
+        else:
+            try:
+                client = Client(backend.scheduler, timeout="20s")
+            except (OSError, TimeoutError, ValueError) as e:
+                raise InputError(f"--scheduler {backend.scheduler!r}: cannot connect ({e})") \
+                    from None
+        with client:
+            info = client.scheduler_info()
+            workers = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()) or 1
+            with joblib.parallel_config(backend="dask"):
+                yield Pool(workers, None, -1)
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def progress_bar(total: int, enabled: bool, desc: str):
+    """Points done, rate and time left on stderr (tqdm)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="pt", file=sys.stderr, disable=not enabled,
+                dynamic_ncols=True, smoothing=0.1)

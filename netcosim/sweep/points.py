@@ -1,0 +1,172 @@
+"""Expanding a sweep into points (full scenario tables) and checking them before any run.
+
+A point is the base scenario with the block's ``set`` and one choice per axis applied. Each
+carries its swept values (the table's parameter columns) and a content id, a hash of the
+scenario table, which ``--resume`` uses to recognise a point already run even when the sweep
+file was reordered or extended.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from netcosim.scenario import Scenario, apply_override
+from netcosim.sweep.spec import MAX_POINTS, Block, SweepSpec
+from topo.errors import InputError
+
+
+@dataclass
+class Point:
+    index: int  # position in the expansion (row order of the table)
+    params: dict  # column -> value of every axis of its block
+    data: dict  # the full scenario table
+    where: str  # "sweep[1] point 7: topology.k=8, ..." for messages
+    # a fault-study trial: hosts cut apart by its faults are stranded runs, not bad input
+    strandable: bool = False
+
+    @property
+    def id(self) -> str:
+        return point_id(self.data)
+
+
+def point_id(data: dict) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def block_size(block: Block) -> int:
+    if block.mode == "zip":
+        return len(block.axes[0].values)
+    n = 1
+    for a in block.axes:
+        n *= len(a.values)
+    return n
+
+
+def choices(block: Block) -> list[tuple[int, ...]]:
+    """Per point, the index of the value chosen on each axis."""
+    sizes = [len(a.values) for a in block.axes]
+    if block.mode == "zip":
+        return [tuple([i] * len(sizes)) for i in range(sizes[0])]
+    total = block_size(block)
+    if block.mode == "grid":
+        if total > MAX_POINTS:
+            raise InputError(f"{block.where}: {total} grid points is more than a sweep can "
+                             f"hold ({MAX_POINTS}); use mode = \"sample\"")
+        return list(itertools.product(*[range(s) for s in sizes]))
+    # sample: n distinct grid points, in grid order so the table reads like a thinned grid
+    if block.n > total:
+        raise InputError(f"{block.where}.n = {block.n}: the grid has only {total} points "
+                         f"(use mode = \"grid\" to run them all)")
+    rng = np.random.default_rng(block.sample_seed)
+    flat = np.sort(rng.choice(total, size=block.n, replace=False))
+    return [tuple(int(x) for x in np.unravel_index(int(i), sizes)) for i in flat]
+
+
+def expand(spec: SweepSpec) -> list[Point]:
+    """Every point of every block, scenario tables built and shape-checked (unknown keys,
+    wrong types); parts are built later by ``check_points``."""
+    points = []
+    for block in spec.blocks:
+        picks = choices(block)
+        if len(points) + len(picks) > MAX_POINTS:
+            raise InputError(f"sweep: more than {MAX_POINTS} points")
+        fixed = copy.deepcopy(spec.base)
+        for path, value in block.fixed:
+            _apply(fixed, path, value, f"{block.where}.set")
+        for pick in picks:
+            data = copy.deepcopy(fixed)
+            params = dict(block.constants)
+            for axis, i in zip(block.axes, pick):
+                params[axis.column] = axis.values[i]
+                for path, value in axis.settings[i]:
+                    _apply(data, path, copy.deepcopy(value), f"{block.where}.{axis.key}")
+            label = ", ".join(f"{k}={_fmt(v)}" for k, v in params.items())
+            where = f"sweep point {len(points)} ({label})"
+            try:
+                Scenario.from_dict(data, source=spec.source, default_name="sweep")
+            except InputError as e:
+                raise InputError(f"{where}: {e}") from None
+            points.append(Point(len(points), params, data, where))
+    if not points:
+        raise InputError("sweep: no points")
+    return points
+
+
+def _apply(data: dict, path: list, value, where: str) -> None:
+    text = ".".join(map(str, path))
+    try:
+        apply_override(data, path, value, text)
+    except InputError as e:
+        raise InputError(f"{where}: {str(e).replace('--set ', '')}") from None
+
+
+def _fmt(v) -> str:
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}={_fmt(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+# =========================================================================== full check
+class Checker:
+    """Builds each point's parts the way ``Scenario.prepare`` does, reusing the parts points
+    share (a fabric built once serves every point on it). Keeps no schedule: a sweep of a
+    thousand large collectives would not fit in memory."""
+
+    MAX_CACHED = 32
+
+    def __init__(self):
+        self.fabrics = {}  # topology key -> (topology, {routing key: routing}, {faults key: faults})
+        self.options = {}  # engine key -> options
+        self.passed = set()
+
+    def check(self, data: dict, reachable: bool = True) -> None:
+        """Raises InputError (or the workload's MemoryInfeasible) for a bad point."""
+        from netcosim.scenario import check_reachable
+
+        key = point_id(data)
+        if key in self.passed:
+            return
+        sc = Scenario.from_dict(data, default_name="sweep")
+        ek = _key(sc.engine)
+        if ek not in self.options:
+            self.options[ek] = sc.engine_options()
+        tk = _key(sc.topology)
+        if tk not in self.fabrics:
+            if len(self.fabrics) >= self.MAX_CACHED:
+                self.fabrics.pop(next(iter(self.fabrics)))
+            self.fabrics[tk] = (sc.build_topology(), {}, {})
+        topo, routings, faults = self.fabrics[tk]
+        rk = (_key(sc.routing), sc.seed)
+        if rk not in routings:
+            routings[rk] = sc.build_routing(topo)
+        fk = _key(sc.faults)
+        if fk not in faults:
+            faults[fk] = sc.build_faults(topo)
+        schedule = _build_unvalidated(sc, topo)
+        if reachable:
+            check_reachable(topo, routings[rk], faults[fk], schedule)
+        self.passed.add(key)
+
+
+def _key(v) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def _build_unvalidated(sc: Scenario, topology):
+    """The workload's schedule as ``build_workload`` makes it, minus the DAG re-check: that
+    check guards against builder bugs, not bad input, costs more than the build itself on a
+    large collective, and runs anyway when the point is run (a failure then lands in its row).
+    """
+    from netcosim import workloads
+
+    if sc.workload is None:
+        return sc.build_schedule(topology)  # raises the "workload: missing" error
+    workloads.check_keys(sc.workload, "workload")
+    wk = workloads.get(sc.workload["kind"], "workload")
+    return wk.builder(topology, sc.workload, "workload", sc.seed)

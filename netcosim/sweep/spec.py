@@ -1,0 +1,344 @@
+"""Sweep files: a scenario plus a ``[sweep]`` table (or several ``[[sweep]]`` blocks).
+
+A block's keys are axes; each axis is one of
+- ``"PATH" = [v1, v2, ...]`` or a range string: PATH is a dotted scenario path
+  (``topology.link_gbps``, ``workload.bytes``, ``faults.0.at_us``); the column in the result
+  table is PATH, or NAME when the key is written ``"PATH as NAME"``;
+- ``[[sweep.NAME]]`` tables (an array of tables under a name that is not a scenario field): a
+  *bundle* axis, each table a set of dotted-path settings applied together, with an optional
+  ``label`` that becomes the value of column NAME (for settings that only make sense together,
+  e.g. a fabric kind with its own parameter names). A table value there replaces the whole
+  table (``topology = {kind = "fullflat", n_gpus = 64}``); quote dotted keys to change one
+  field (``"topology.link_gbps" = 400``).
+
+Reserved block keys: ``mode`` = "grid" (default; every combination, last axis fastest), "zip"
+(axes of equal length, taken in step) or "sample" (``n`` distinct grid points drawn with
+``sample_seed``, default 0); ``set``: a table of dotted paths fixed for this block before the
+axes apply (e.g. a whole ``topology`` table). Several ``[[sweep]]`` blocks over one base
+scenario give the union of their points.
+
+Ranges: ``"1MiB..1GiB x4"`` (geometric, factor 4; sizes with a unit become integer bytes),
+``"100..800 x2"``, ``"4..16 +4"`` (linear step), ``"1..8"`` (step 1, or x2 for sizes with
+units). Ends are included when a step lands on them and never exceeded.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+from netcosim import units
+from netcosim.scenario import TOP_KEYS, parse_override, read_file
+from topo.errors import InputError
+
+MODES = ("grid", "zip", "sample")
+RESERVED = ("mode", "n", "sample_seed", "set", "columns")
+PLOT_KEYS = ("kind", "x", "y", "metric", "hue", "facet", "where", "title", "name")
+PLOT_KINDS = ("line", "heatmap")
+MAX_POINTS = 1_000_000  # a typo such as x1.0001 must not allocate the world
+
+
+@dataclass
+class Axis:
+    column: str  # name of the column in the result table
+    values: list  # the value of the column for each choice
+    settings: list  # per choice: [(path, value), ...] applied to the scenario
+    key: str  # as written in the file, for messages
+
+
+@dataclass
+class Block:
+    axes: list[Axis]
+    mode: str = "grid"
+    n: int | None = None
+    sample_seed: int = 0
+    fixed: list = field(default_factory=list)  # [(path, value)] from `set`
+    constants: dict = field(default_factory=dict)  # `columns`: the same value on every row
+    where: str = "sweep"
+
+
+@dataclass
+class SweepSpec:
+    base: dict  # the scenario table without [sweep]
+    blocks: list[Block]
+    source: str | None = None
+    plots: list = field(default_factory=list)  # [[plot]] figures the file asks for
+
+
+    @property
+    def columns(self) -> list[str]:
+        seen = []
+        for b in self.blocks:
+            for a in b.axes:
+                if a.column not in seen:
+                    seen.append(a.column)
+            for c in b.constants:
+                if c not in seen:
+                    seen.append(c)
+        return seen
+
+
+def load_sweep(path) -> SweepSpec:
+    data = read_file(path)
+    return parse_sweep(data, source=str(path))
+
+
+def parse_sweep(data: dict, source: str | None = None) -> SweepSpec:
+    if "sweep" not in data:
+        raise InputError("sweep: missing; a sweep file is a scenario plus a [sweep] table of "
+                         "dotted scenario paths, e.g. \"topology.link_gbps\" = [100, 400]")
+    raw = data["sweep"]
+    base = {k: v for k, v in data.items() if k not in ("sweep", "plot")}
+    plots = parse_plots(data.get("plot", []))
+    if isinstance(raw, dict):
+        blocks = [parse_block(raw, "sweep")]
+    elif isinstance(raw, list) and raw and all(isinstance(b, dict) for b in raw):
+        blocks = [parse_block(b, f"sweep[{i}]") for i, b in enumerate(raw)]
+    else:
+        raise InputError(f"sweep = {_short(raw)}: expected a table ([sweep]) or an array of "
+                         f"tables ([[sweep]])")
+    return SweepSpec(base, blocks, source, plots)
+
+
+def parse_plots(raw) -> list[dict]:
+    """``[[plot]]`` tables, the figures ``netcosim plot`` draws for this sweep:
+    kind = "line": ``y`` (a metric or a list of them) against column ``x``, a line per value
+    of ``hue``, a panel per value of ``facet``; kind = "heatmap": ``metric`` over columns
+    ``x`` and ``y``, a panel per value of ``facet``. ``where`` keeps the rows whose column
+    has the given value (or one of a list); rows without that column are kept. Rows that
+    differ in any other swept column are combined by their median."""
+    if isinstance(raw, dict):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(p, dict) for p in raw):
+        raise InputError(f"plot = {_short(raw)}: expected [[plot]] tables")
+    out = []
+    for i, p in enumerate(raw):
+        at = f"plot[{i}]"
+        for k in p:
+            if k not in PLOT_KEYS:
+                raise InputError(f"{at}.{k}: unknown key (allowed: {', '.join(PLOT_KEYS)})")
+        kind = p.get("kind", "line")
+        if kind not in PLOT_KINDS:
+            raise InputError(f"{at}.kind = {kind!r}: expected one of {', '.join(PLOT_KINDS)}")
+        for k in ("x", "y"):
+            if k not in p:
+                raise InputError(f"{at}.{k}: missing")
+        ys = p["y"] if isinstance(p["y"], list) else [p["y"]]
+        if kind == "heatmap":
+            if len(ys) != 1 or "metric" not in p:
+                raise InputError(f"{at}: a heatmap takes x and y (two columns) and metric")
+            ys = ys[0]
+        elif "metric" in p:
+            raise InputError(f"{at}.metric: only a heatmap takes metric (a line plot: y)")
+        for k in ("x", "hue", "facet", "title", "name", "metric"):
+            if k in p and not isinstance(p[k], str):
+                raise InputError(f"{at}.{k} = {p[k]!r}: expected a column name (a string)")
+        where = p.get("where", {})
+        if not isinstance(where, dict):
+            raise InputError(f"{at}.where = {_short(where)}: expected a table column -> value(s)")
+        out.append({**p, "kind": kind, "y": ys, "where": where})
+    return out
+
+
+def parse_block(table: dict, where: str) -> Block:
+    mode = table.get("mode", "grid")
+    if mode not in MODES:
+        raise InputError(f"{where}.mode = {mode!r}: expected one of {', '.join(MODES)}")
+    n = table.get("n")
+    if mode == "sample":
+        if not _is_int(n) or n < 1:
+            raise InputError(f"{where}.n = {n!r}: mode = \"sample\" needs n, a number of points "
+                             f">= 1")
+    elif n is not None:
+        raise InputError(f"{where}.n = {n!r}: only mode = \"sample\" takes n")
+    seed = table.get("sample_seed", 0)
+    if not _is_int(seed) or seed < 0:
+        raise InputError(f"{where}.sample_seed = {seed!r}: expected an integer >= 0")
+    fixed = []
+    if "set" in table:
+        s = table["set"]
+        if not isinstance(s, dict):
+            raise InputError(f"{where}.set = {_short(s)}: expected a table of dotted paths")
+        for key, value in s.items():  # a table value replaces the whole table
+            fixed.append((_path(key, f"{where}.set"), value))
+    constants = table.get("columns", {})
+    if not isinstance(constants, dict) or any(isinstance(v, (dict, list))
+                                              for v in constants.values()):
+        raise InputError(f"{where}.columns = {_short(constants)}: expected a table of column "
+                         f"name -> value, the same on every row of this block")
+    axes = []
+    for key, value in _axis_items(table, where):
+        axes.append(_axis(key, value, where))
+    if not axes:
+        raise InputError(f"{where}: no axis; add dotted scenario paths with lists or ranges, "
+                         f"e.g. \"workload.bytes\" = \"1MiB..1GiB x4\"")
+    cols = [a.column for a in axes]
+    dup = next((c for c in cols if cols.count(c) > 1), None)
+    if dup is not None:
+        raise InputError(f"{where}: column {dup!r} is swept twice")
+    if mode == "zip":
+        lens = {a.key: len(a.values) for a in axes}
+        if len(set(lens.values())) > 1:
+            shown = ", ".join(f"{k} has {v}" for k, v in lens.items())
+            raise InputError(f"{where}: mode = \"zip\" takes axes of equal length ({shown})")
+    clash = next((a.column for a in axes if a.column in constants), None)
+    if clash is not None:
+        raise InputError(f"{where}.columns.{clash}: also an axis of this block")
+    return Block(axes, mode, n, seed, fixed, constants, where)
+
+
+def _axis_items(table: dict, where: str):
+    """(key, value) pairs of the axes, with unquoted nested tables (``topology.k = [...]`` in
+    TOML makes {"topology": {"k": [...]}}) flattened to dotted keys."""
+    for key, value in table.items():
+        if key in RESERVED:
+            continue
+        head = key.split(" as ")[0].strip().split(".")[0]
+        if isinstance(value, dict) and head in TOP_KEYS:
+            yield from _flatten(value, key)
+        else:
+            yield key, value
+
+
+def _flatten(table: dict, prefix: str):
+    """Axis values are lists or strings, never tables, so every table met here is a level of
+    an unquoted dotted key."""
+    for k, v in table.items():
+        full = f"{prefix}.{k}"
+        if isinstance(v, dict):
+            yield from _flatten(v, full)
+        else:
+            yield full, v
+
+
+def _axis(key: str, value, where: str) -> Axis:
+    at = f"{where}.{key!r}" if "." in key or " " in key else f"{where}.{key}"
+    path_text, _, alias = key.partition(" as ")
+    path_text, alias = path_text.strip(), alias.strip()
+    if " as " in key and not alias:
+        raise InputError(f"{at}: nothing after 'as' (write \"PATH as NAME\")")
+    head = path_text.split(".")[0]
+    if head not in TOP_KEYS:
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            return _bundle(path_text if not alias else alias, value, at, key)
+        raise InputError(f"{at}: {path_text!r} names no scenario field (a sweep key is a dotted "
+                         f"path that starts with one of {', '.join(TOP_KEYS)}, e.g. "
+                         f"topology.link_gbps)")
+    path = _path(path_text, at)
+    values = expand_values(value, at)
+    return Axis(alias or path_text, values, [[(path, v)] for v in values], key)
+
+
+def _bundle(name: str, tables: list, at: str, key: str) -> Axis:
+    labels, settings = [], []
+    for i, t in enumerate(tables):
+        lab = t.get("label", f"{name}{i}")
+        if not isinstance(lab, (str, int, float)) or isinstance(lab, bool):
+            raise InputError(f"{at}[{i}].label = {lab!r}: expected a string or a number")
+        # A table value (``topology = {kind = ...}``) replaces the whole table.
+        entries = [(k, v) for k, v in t.items() if k != "label"]
+        if not entries:
+            raise InputError(f"{at}[{i}]: no settings (dotted scenario paths) in this case")
+        st = []
+        for k, v in entries:
+            if k.split(".")[0] not in TOP_KEYS:
+                raise InputError(f"{at}[{i}].{k}: {k!r} names no scenario field")
+            st.append((_path(k, f"{at}[{i}]"), v))
+        labels.append(lab)
+        settings.append(st)
+    if len(set(map(str, labels))) < len(labels):
+        raise InputError(f"{at}: two cases have the same label")
+    return Axis(name, labels, settings, key)
+
+
+def _path(text: str, at: str) -> list:
+    keys, _ = parse_override(f"{text}=0")
+    if isinstance(keys[0], str) and keys[0] not in TOP_KEYS:
+        raise InputError(f"{at}: {text!r} names no scenario field")
+    return keys
+
+
+# =========================================================================== values and ranges
+_RANGE = re.compile(r"^\s*(?P<lo>[^\s.][^\s]*?|[.][0-9][^\s]*?)\s*\.\.\s*(?P<hi>[^\s]+?)\s*"
+                    r"(?:(?P<op>[xX*+])\s*(?P<step>[^\s]+))?\s*$")
+
+
+def expand_values(value, at: str) -> list:
+    """The list of values an axis takes: a list as given, a range string expanded, or one
+    scalar."""
+    if isinstance(value, list):
+        if not value:
+            raise InputError(f"{at} = []: the list of values is empty")
+        return list(value)
+    if isinstance(value, str) and ".." in value:
+        return parse_range(value, at)
+    if isinstance(value, dict):
+        return [value]
+    return [value]
+
+
+def parse_range(text: str, at: str) -> list:
+    m = _RANGE.match(text)
+    if not m:
+        raise InputError(f"{at} = {text!r}: expected a range such as \"1MiB..1GiB x4\", "
+                         f"\"100..800 x2\" or \"4..16 +4\"")
+    lo_t, hi_t, op, step_t = m.group("lo"), m.group("hi"), m.group("op"), m.group("step")
+    sized = bool(re.search(r"[A-Za-z]", lo_t + hi_t))
+    if sized:
+        lo = units.parse_bytes(lo_t, f"{at} (start of {text!r})", allow_zero=False)
+        hi = units.parse_bytes(hi_t, f"{at} (end of {text!r})", allow_zero=False)
+    else:
+        lo, hi = _number(lo_t, at, text), _number(hi_t, at, text)
+    if hi < lo:
+        raise InputError(f"{at} = {text!r}: the range is empty (end < start)")
+    if op is None:
+        op, step = ("x", 2) if sized else ("+", 1)
+    elif op == "+":
+        step = (units.parse_bytes(step_t, f"{at} (step of {text!r})", allow_zero=False)
+                if sized and re.search(r"[A-Za-z]", step_t) else _number(step_t, at, text))
+        if not step > 0:
+            raise InputError(f"{at} = {text!r}: the step must be > 0")
+    else:
+        op, step = "x", _number(step_t, at, text)
+        if not step > 1:
+            raise InputError(f"{at} = {text!r}: the factor x{step_t} must be > 1")
+    if op == "x" and not lo > 0:
+        raise InputError(f"{at} = {text!r}: a geometric range must start above 0")
+    exact = all(isinstance(v, int) for v in (lo, hi, step))
+    count = (math.floor(math.log(hi / lo, step) + 1e-9) if op == "x"
+             else math.floor((hi - lo) / step + 1e-9)) + 1
+    if count > MAX_POINTS:
+        raise InputError(f"{at} = {text!r}: {count} values is more than a sweep can hold")
+    if exact:
+        out = [lo]
+        while True:
+            nxt = out[-1] * step if op == "x" else out[-1] + step
+            if nxt > hi:
+                return out
+            out.append(nxt)
+    # Floats: each value computed from the start (no accumulated rounding), then rounded to
+    # 12 significant digits so "0.1..0.5 +0.1" gives 0.3, not 0.30000000000000004.
+    vals = [lo * step ** i if op == "x" else lo + i * step for i in range(count)]
+    return [float(f"{v:.12g}") for v in vals]
+
+
+def _number(t: str, at: str, text: str):
+    try:
+        d = Decimal(t)
+    except InvalidOperation:
+        raise InputError(f"{at} = {text!r}: {t!r} is not a number") from None
+    if not d.is_finite():
+        raise InputError(f"{at} = {text!r}: {t!r} is not a finite number")
+    if d == d.to_integral_value() and re.fullmatch(r"[+-]?[0-9]+", t):
+        return int(d)
+    return float(d)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _short(v, limit: int = 60) -> str:
+    r = repr(v)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
