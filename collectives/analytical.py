@@ -70,7 +70,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=1, step_latency_s=0.
              routing="shortest", fabric: Fabric | None = None, **options) -> float:
     """Seconds ``op`` with ``algorithm`` takes on ``topology`` by the alpha-beta model."""
     import collectives as co
-    from collectives._plan import check_int, check_latency, check_ranks, split
+    from collectives._plan import check_int, check_latency, check_ranks, check_root, split
+    from collectives.hierarchical import _check_groups
 
     op, algorithm = co.resolve(op, algorithm)
     ranks = check_ranks(ranks)
@@ -83,7 +84,9 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=1, step_latency_s=0.
     fab = fabric or Fabric(topology, routing)
     R = lambda s, d, b: round_time(fab, ranks[np.asarray(s)], ranks[np.asarray(d)], b, L)  # noqa
     if op == "all_to_all_v":
-        M = np.asarray(nbytes, dtype=np.float64)
+        from collectives.all_to_all import _check_matrix
+
+        M = _check_matrix(nbytes, n).astype(np.float64)  # the schedule builders' own check
         S = float(M.sum(axis=1).max())
     else:
         S = float(co._plan.check_nbytes(nbytes))
@@ -140,7 +143,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=1, step_latency_s=0.
                 t += (C - 1) * rnd([e for v in edges.values() for e in v])
             return t
         if algorithm == "hierarchical":
-            g = check_int(options.get("group_size"), "group_size")
+            g = _check_groups(n, options.get("group_size"))
             G = n // g
             grp = (i // g) * g + (i % g + 1) % g
             rail = (i + g) % n
@@ -166,7 +169,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=1, step_latency_s=0.
         a, b = np.nonzero(~np.eye(n, dtype=bool))
         return C * R(a, b, S / n / C)
     if op in ("broadcast", "reduce"):
-        root = int(options.get("root", 0))
+        root = check_root(options.get("root", 0), n)
         if algorithm == "ring":
             m = (root + i) % n
             return (n - 1 + C - 1) * R(m[:-1], m[1:], S / C)
@@ -186,10 +189,13 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=1, step_latency_s=0.
             for k in range(1, n):
                 t += C * R(i, (i + k) % n, M[i, (i + k) % n] / C)
             return t
-        g = check_int(options.get("group_size"), "group_size")
+        g = _check_groups(n, options.get("group_size"))
         G = n // g
         grp_a, grp_b = a[(a // g) == (b // g)], b[(a // g) == (b // g)]
-        if options.get("leader", "node") == "rail":
+        leader = options.get("leader", "node")
+        if leader not in ("node", "rail"):
+            raise InputError(f"leader = {leader!r}: expected 'node' or 'rail'")
+        if leader == "rail":
             # intra: rank a hands b everything for b's rail; inter: one message per rail peer
             intra = np.array([M[x, (np.arange(G) * g + y % g)].sum() for x, y in
                               zip(grp_a, grp_b)])

@@ -55,7 +55,8 @@ def run(topology, op, algorithm, ranks, nbytes, engine="analytical", routing="ec
     from collectives.analytical import estimate
 
     if engine == "analytical":
-        t = estimate(topology, op, algorithm, ranks, nbytes, fabric=fabric, **options)
+        t = estimate(topology, op, algorithm, ranks, nbytes, routing=routing, fabric=fabric,
+                     **options)
     else:
         from netcore.api import simulate
 

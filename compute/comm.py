@@ -4,23 +4,85 @@ A template is a Schedule over local ranks 0..g-1 built once per (op, algorithm, 
 then stamped onto every group that runs it (``training._Stamp``). It comes from the collectives
 library (``collectives.build``), so every collective a training step runs is one the library's
 checker verifies.
+
+The network algorithm is chosen per op (``algorithms``): the training step's ``algorithm`` is
+either one name, used by every op that has an algorithm of that name (the others keep their
+default), or a table ``{all_reduce = "ring", all_to_all = "pairwise"}``. Both are checked
+against the collectives registry before anything is built.
 """
 from __future__ import annotations
 
+import copy
+import inspect
 from functools import lru_cache
 
 import collectives
 from netcore.schedule import Schedule
 from topo.errors import InputError
 
-# default algorithm per op when the caller does not choose one
+# the collectives a training step runs on the network, and the default algorithm of each
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 DEFAULT_ALGO = {"all_reduce": "ring", "reduce_scatter": "ring", "all_gather": "ring",
                 "all_to_all": "direct"}
 
 
+def _needs_options(op: str, algorithm: str) -> list[str]:
+    """Options the algorithm cannot run without (default None, e.g. hierarchical's
+    group_size): a template over local ranks 0..g-1 has nothing to fill them from."""
+    params = inspect.signature(collectives.ALGORITHMS[op][algorithm]).parameters
+    return [k for k, p in params.items()
+            if p.default is None and k not in ("ranks", "nbytes", "matrix")]
+
+
+def _check_one(op: str, name, field: str) -> str:
+    if not isinstance(name, str):
+        raise InputError(f"{field} = {name!r}: expected an algorithm name (a string)")
+    try:
+        _, algo = collectives.resolve(op, name)
+    except InputError:
+        raise InputError(f"{field} = {name!r}: {op} supports "
+                         f"{', '.join(collectives.ALGORITHMS[op])}") from None
+    need = _needs_options(op, algo)
+    if need:
+        raise InputError(f"{field} = {name!r}: {algo} {op} needs {', '.join(need)}, which a "
+                         f"training step does not set; choose another algorithm")
+    return algo
+
+
+def algorithms(algorithm=None, field: str = "algorithm") -> dict[str, str]:
+    """The explicitly chosen algorithm per op (canonical names), validated up front.
+
+    ``None``: none chosen (defaults apply). One name: every op of ``OPS`` that has it (at least
+    one must). A mapping: ``{op: name}`` with ops from ``OPS``. InputError names ``field``.
+    """
+    if algorithm is None:
+        return {}
+    if isinstance(algorithm, str):
+        out = {}
+        for op in OPS:
+            algo = collectives.ALIASES.get((op, algorithm), algorithm)
+            if algo in collectives.ALGORITHMS[op]:
+                out[op] = _check_one(op, algorithm, field)
+        if not out:
+            known = sorted({a for op in OPS for a in collectives.ALGORITHMS[op]})
+            raise InputError(f"{field} = {algorithm!r}: not an algorithm of any collective a "
+                             f"training step runs (known: {', '.join(known)}; or a table "
+                             f"per op such as {{all_reduce = \"ring\"}})")
+        return out
+    if isinstance(algorithm, dict):
+        out = {}
+        for op, name in algorithm.items():
+            if op not in OPS:
+                raise InputError(f"{field}.{op}: not a collective a training step runs "
+                                 f"(ops: {', '.join(OPS)})")
+            out[op] = _check_one(op, name, f"{field}.{op}")
+        return out
+    raise InputError(f"{field} = {algorithm!r}: expected an algorithm name or a table "
+                     f"{{op = name}}")
+
+
 @lru_cache(maxsize=256)
-def template(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Schedule:
-    """Transfers of ``op`` over local ranks 0..g-1 carrying ``nbytes`` (the per-rank buffer)."""
+def _template(op: str, g: int, nbytes: int, algorithm: str | None) -> Schedule:
     if g < 2 or nbytes <= 0:
         return Schedule.empty()
     algo = algorithm or DEFAULT_ALGO.get(op, "ring")
@@ -31,3 +93,16 @@ def template(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Sche
             raise
         # the default algorithm does not support this group size: fall back to the ring
         return collectives.build(op, "ring", list(range(g)), int(nbytes))
+
+
+def template(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Schedule:
+    """Transfers of ``op`` over local ranks 0..g-1 carrying ``nbytes`` (the per-rank buffer).
+
+    Built once per key and cached; every caller gets its own copy, so changing one (arrays,
+    labels, meta) can never leak into another training step."""
+    t = _template(op, int(g), int(nbytes), algorithm)
+    return Schedule(kind=t.kind.copy(), src=t.src.copy(), dst=t.dst.copy(), size=t.size.copy(),
+                    duration=t.duration.copy(), start=t.start.copy(), dep_ptr=t.dep_ptr.copy(),
+                    dep_idx=t.dep_idx.copy(), tag=t.tag.copy(), label=t.label.copy(),
+                    labels=list(t.labels), extra={k: v.copy() for k, v in t.extra.items()},
+                    meta=copy.deepcopy(t.meta))

@@ -7,6 +7,7 @@ its TOML file.
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -94,14 +95,22 @@ def spec_from_dict(d: dict, where: str = "gpu") -> GPUSpec:
               "scaleup_GBps"):
         if k in kw:
             v = kw[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or \
-                    (k != "peak_tflops_fp8" and v == 0):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < 0 or (k != "peak_tflops_fp8" and v == 0):
                 raise InputError(f"{where}.{k} = {v!r}: expected a positive number")
             kw[k] = float(v)
     dom = kw.get("scaleup_domain", 8)
     if isinstance(dom, bool) or not isinstance(dom, int) or dom < 1:
         raise InputError(f"{where}.scaleup_domain = {dom!r}: expected a positive integer")
-    kw["sources"] = tuple(kw.get("sources", ()))
+    for k in ("name", "vendor"):
+        if k in kw and not isinstance(kw[k], str):
+            raise InputError(f"{where}.{k} = {kw[k]!r}: expected a string")
+    if not kw["name"].strip():
+        raise InputError(f"{where}.name = {kw['name']!r}: expected a non-empty string")
+    src = kw.get("sources", ())
+    if not isinstance(src, (list, tuple)) or not all(isinstance(x, str) for x in src):
+        raise InputError(f"{where}.sources = {src!r}: expected a list of strings (citations)")
+    kw["sources"] = tuple(src)
     eff = kw.pop("efficiency", {})
     if not isinstance(eff, dict):
         raise InputError(f"{where}.efficiency: expected a table")
@@ -109,8 +118,8 @@ def spec_from_dict(d: dict, where: str = "gpu") -> GPUSpec:
     for k, v in eff.items():
         if k not in ekn:
             raise InputError(f"{where}.efficiency.{k}: unknown field (known: {', '.join(sorted(ekn))})")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise InputError(f"{where}.efficiency.{k} = {v!r}: expected a number >= 0")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise InputError(f"{where}.efficiency.{k} = {v!r}: expected a finite number >= 0")
     for k in ("gemm_max", "memory", "scaleup", "attention"):
         if k in eff and not 0 < eff[k] <= 1:
             raise InputError(f"{where}.efficiency.{k} = {eff[k]!r}: expected 0 < x <= 1")

@@ -35,6 +35,11 @@ class TransformerConfig:
             raise InputError(f"model.kv_heads = {self.kv_heads}: does not divide heads = {self.heads}")
         if self.experts and not 1 <= self.top_k <= self.experts:
             raise InputError(f"model.top_k = {self.top_k}: expected 1..experts ({self.experts})")
+        # a string such as "no" must not silently turn the gated MLP on
+        if not isinstance(self.gated_mlp, bool):
+            raise InputError(f"model.gated_mlp = {self.gated_mlp!r}: expected true or false")
+        if not isinstance(self.name, str):
+            raise InputError(f"model.name = {self.name!r}: expected a string")
 
     @classmethod
     def from_dict(cls, d: dict) -> "TransformerConfig":
@@ -139,6 +144,9 @@ def get_model(m) -> TransformerConfig:
         d = dict(m)
         preset = d.pop("preset", None)
         if preset is not None:
+            if not isinstance(preset, str):
+                raise InputError(f"model.preset = {preset!r}: expected a preset name "
+                                 f"(one of {', '.join(PRESETS)})")
             if preset.lower() not in PRESETS:
                 raise InputError(f"model.preset = {preset!r}: unknown (known: {', '.join(PRESETS)})")
             d = {**PRESETS[preset.lower()], "name": preset, **d}

@@ -8,7 +8,8 @@ tensor-parallel groups sit inside one domain when it is large enough.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import math
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -16,6 +17,9 @@ from compute.model import TransformerConfig
 from topo.errors import InputError
 
 RECOMPUTE = ("none", "selective", "full")
+PRECISIONS = ("bf16", "fp16", "fp8")
+INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch", "grad_bytes")
+BOOL_FIELDS = ("sp", "dist_opt", "flash_attention", "overlap_grad_reduce")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,27 @@ class ParallelConfig:
     bucket_mb: float = 40.0  # data-parallel gradient bucket, MB of gradient
     overlap_grad_reduce: bool = True
 
+    def __post_init__(self):
+        # Types first, so nothing downstream (n_gpus, memory, placement) ever computes with a
+        # string or a list; relations between the degrees are checked by ``validate``.
+        for k in INT_FIELDS:
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "dp" else 1):
+                raise InputError(f"parallel.{k} = {v!r}: expected a positive integer"
+                                 + (" (or 0: derive)" if k == "dp" else ""))
+        for k in BOOL_FIELDS:  # "no" or 0 must not be read as a truth value
+            v = getattr(self, k)
+            if not isinstance(v, bool):
+                raise InputError(f"parallel.{k} = {v!r}: expected true or false")
+        for k, allowed in (("recompute", RECOMPUTE), ("precision", PRECISIONS)):
+            v = getattr(self, k)
+            if not isinstance(v, str) or v not in allowed:
+                raise InputError(f"parallel.{k} = {v!r}: expected one of {', '.join(allowed)}")
+        b = self.bucket_mb
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) \
+                or b <= 0:
+            raise InputError(f"parallel.bucket_mb = {b!r}: expected a finite number > 0")
+
     @classmethod
     def from_dict(cls, d: dict) -> "ParallelConfig":
         known = {f.name for f in fields(cls)}
@@ -57,18 +82,7 @@ class ParallelConfig:
 
 def validate(model: TransformerConfig, par: ParallelConfig, n_gpus: int | None = None) -> ParallelConfig:
     """Check every degree; return the config with ``dp`` filled in. InputError names the field."""
-    for k in ("tp", "pp", "cp", "ep", "vp", "micro_batch", "global_batch", "grad_bytes"):
-        v = getattr(par, k)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(f"parallel.{k} = {v!r}: expected a positive integer")
-    if isinstance(par.dp, bool) or not isinstance(par.dp, int) or par.dp < 0:
-        raise InputError(f"parallel.dp = {par.dp!r}: expected a positive integer (or 0: derive)")
-    if par.recompute not in RECOMPUTE:
-        raise InputError(f"parallel.recompute = {par.recompute!r}: expected one of {', '.join(RECOMPUTE)}")
-    if par.precision not in ("bf16", "fp16", "fp8"):
-        raise InputError(f"parallel.precision = {par.precision!r}: expected bf16, fp16 or fp8")
-    if not par.bucket_mb > 0:
-        raise InputError(f"parallel.bucket_mb = {par.bucket_mb!r}: expected > 0")
+    ParallelConfig.__post_init__(par)  # types (a config may have been built with replace())
     mp = par.tp * par.cp * par.pp
     dp = par.dp
     if n_gpus is not None:
@@ -113,7 +127,6 @@ def validate(model: TransformerConfig, par: ParallelConfig, n_gpus: int | None =
         if m % par.pp:
             raise InputError(f"parallel.vp = {par.vp}: interleaved 1F1B needs the micro-batch count "
                              f"({m}) to be a multiple of pp = {par.pp}")
-    from dataclasses import replace
     return replace(par, dp=dp)
 
 
@@ -137,11 +150,18 @@ def place(par: ParallelConfig, n_hosts: int, host_group: np.ndarray | None = Non
     grp = np.zeros(n_hosts, dtype=np.int64) if host_group is None else np.asarray(host_group)
     order = np.lexsort((np.arange(n_hosts), grp))  # domain-major
     if isinstance(placement, (list, tuple, np.ndarray)):
-        p = np.asarray(placement, dtype=np.int64)
+        for i, h in enumerate(placement):  # host ids: integers only (0.5 must not truncate)
+            if isinstance(h, (bool, np.bool_)) or not isinstance(h, (int, np.integer)):
+                raise InputError(f"placement[{i}] = {h!r}: expected a host id (an integer)")
+        p = np.asarray(placement, dtype=np.int64).reshape(-1)
         if p.shape != (n,):
-            raise InputError(f"parallel.placement: {len(p)} hosts given for {n} ranks")
-        if p.min() < 0 or p.max() >= n_hosts or len(np.unique(p)) != n:
-            raise InputError("parallel.placement: hosts must be distinct ids in 0..n_hosts-1")
+            raise InputError(f"placement: {len(p)} hosts given for {n} ranks")
+        bad = np.flatnonzero((p < 0) | (p >= n_hosts))
+        if bad.size:
+            raise InputError(f"placement[{bad[0]}] = {p[bad[0]]}: host does not exist "
+                             f"(hosts are 0..{n_hosts - 1})")
+        if len(np.unique(p)) != n:
+            raise InputError("placement: hosts must be distinct (one rank per host)")
         return p
     if placement == "packed":
         return order[:n].astype(np.int64)
@@ -152,4 +172,4 @@ def place(par: ParallelConfig, n_hosts: int, host_group: np.ndarray | None = Non
         for i in range(depth):
             seq.extend(int(g[i]) for g in groups if i < len(g))
         return np.asarray(seq[:n], dtype=np.int64)
-    raise InputError(f"parallel.placement = {placement!r}: expected packed, spread or a list of hosts")
+    raise InputError(f"placement = {placement!r}: expected packed, spread or a list of hosts")

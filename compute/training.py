@@ -134,7 +134,7 @@ def _merge(items: list[Item], granularity: str, keep_layers: bool) -> list[Item]
 def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = None,
                host_group=None, placement="packed", tp_comm: str = "auto",
                symmetry: str = "auto", granularity: str = "segment", faults: bool = False,
-               algorithm: str | None = None) -> Schedule:
+               algorithm: str | dict | None = None) -> Schedule:
     """One training step as a Schedule (see the module docstring).
 
     ``model``: TransformerConfig, preset name or table; ``parallel``: ParallelConfig or table;
@@ -142,15 +142,21 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     hosts ranks are placed on. ``tp_comm``: auto | local | network; ``symmetry``: auto | none;
     ``granularity``: op | segment | coarse; ``faults``: whether the fabric has faults (symmetry
     and analytic tensor parallelism are then off under auto); ``algorithm``: collective
-    algorithm for network collectives (default ring, direct for all-to-all).
+    algorithm for network collectives, one name or ``{op: name}`` (``comm.algorithms``;
+    default ring, direct for all-to-all).
     """
     m = get_model(model)
     par = parallel if isinstance(parallel, ParallelConfig) else ParallelConfig.from_dict(dict(parallel))
     spec: GPUSpec = get_gpu(gpu)
     if topology is not None:
         n_hosts, host_group = topology.n_hosts, topology.host_group
-    if granularity not in GRANULARITIES:
+    if not isinstance(granularity, str) or granularity not in GRANULARITIES:
         raise InputError(f"granularity = {granularity!r}: expected one of {', '.join(GRANULARITIES)}")
+    if not isinstance(tp_comm, str) or tp_comm not in ("auto", "local", "network"):
+        raise InputError(f"tp_comm = {tp_comm!r}: expected auto, local or network")
+    if not isinstance(symmetry, str) or symmetry not in ("auto", "none"):
+        raise InputError(f"symmetry = {symmetry!r}: expected auto or none")
+    algos = comm.algorithms(algorithm)  # checked before anything is built
     n_gpus = None
     if n_hosts is None:
         par = validate(m, par)
@@ -158,7 +164,10 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     else:
         n_gpus = par.n_gpus if par.dp else n_hosts
         par = validate(m, par, n_gpus)
-    spec.peak_flops(par.precision)  # refuses a precision the GPU lacks
+    if not getattr(spec, f"peak_tflops_{par.precision}") > 0:  # a precision the GPU lacks
+        raise InputError(f"parallel.precision = {par.precision!r}: GPU {spec.name} has no "
+                         f"{par.precision} Tensor Core peak (peak_tflops_{par.precision} = "
+                         f"{getattr(spec, f'peak_tflops_{par.precision}')})")
     host = place(par, n_hosts, host_group, placement)
     grid = rank_grid(par)  # (pp, dp, cp, tp)
     P, D, C, T = par.pp, par.dp, par.cp, par.tp
@@ -169,16 +178,15 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     tp_groups = host[grid.reshape(-1, T)]
     same_domain = bool(np.all(hg[tp_groups] == hg[tp_groups[:, :1]]))
     dom_size = int(np.bincount(hg).max())
-    if tp_comm not in ("auto", "local", "network"):
-        raise InputError(f"tp_comm = {tp_comm!r}: expected auto, local or network")
     # a fabric description without a "scaleup" layer has no NVLink-class domain to price in
     has_scaleup = topology is None or "scaleup" in tuple(topology.layer_names)
+    fabric_su = None  # GB/s per direction of the fabric's slowest GPU scale-up link
     if topology is not None and has_scaleup:
         # the GPU cannot beat its own scale-up ports, nor the links the fabric gives it
         su = topology.link_layer == topology.layer_names.index("scaleup")
         hl = su & ((topology.link_u < topology.n_hosts) | (topology.link_v < topology.n_hosts))
         if hl.any():
-            fab = float(topology.link_bw[hl].min()) / 1e9
+            fab = fabric_su = float(topology.link_bw[hl].min()) / 1e9
             if fab < spec.scaleup_GBps:
                 from dataclasses import replace as _r
                 spec = _r(spec, scaleup_GBps=fab)
@@ -187,8 +195,6 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                     dom_size <= max(spec.scaleup_domain, T) and not faults)
     else:
         tp_local = tp_comm == "local" and T > 1
-    if symmetry not in ("auto", "none"):
-        raise InputError(f"symmetry = {symmetry!r}: expected auto or none")
     sym = symmetry == "auto" and not faults
     d_sim = np.arange(par.ep if sym else D)
     t_sim = np.arange(1 if (tp_local and sym) else T)
@@ -283,7 +289,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         """Run ``op`` on every row of ``groups`` (global ranks, shape (k, g)); its first transfers
         wait for ``ready`` nodes (k, g) and ``done`` nodes (k, g) wait for the transfers."""
         k, g = groups.shape
-        tpl = comm.template(op, g, int(nbytes), algorithm)
+        tpl = comm.template(op, g, int(nbytes), algos.get(op))
         if tpl.n == 0:
             acc.edges(done, ready)
             return
@@ -462,8 +468,10 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         peak_flops=spec.peak_flops(par.precision), peak_flops_total=spec.peak_flops(par.precision) * par.n_gpus,
         tp_comm="local" if tp_local else ("network" if T > 1 else "none"),
         tp_scaleup_GBps=spec.scaleup_GBps if tp_local else None,
+        fabric_scaleup_GBps=fabric_su,
         symmetry="; ".join(sym_text) if sym_text else "none (every GPU simulated)",
         simulated_ranks=int(simulated.sum()), granularity=granularity,
+        algorithms={op: algos.get(op, comm.DEFAULT_ALGO[op]) for op in comm.OPS},
         rank_host=host.tolist() if par.n_gpus <= 4096 else None,
     )
     return acc.build(meta)

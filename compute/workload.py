@@ -4,12 +4,14 @@ Keys (besides ``kind``): ``model`` (preset name or table), ``gpu`` (name or spec
 ``parallel`` (table, compute.parallel.ParallelConfig fields), ``placement`` (packed | spread |
 list of hosts), ``tp_comm`` (auto | local | network), ``symmetry`` (auto | none; use none when
 the fabric or its faults are not symmetric), ``granularity`` (op | segment | coarse),
-``algorithm`` (network collective algorithm), ``check_memory`` (default true: a configuration
+``algorithm`` (network collective algorithm: one name, or a table per op such as
+``{all_reduce = "ring", all_to_all = "pairwise"}``), ``check_memory`` (default true: a configuration
 that does not fit in GPU memory is refused with the numbers; ``MemoryInfeasible`` lets sweeps
 skip it).
 """
 from __future__ import annotations
 
+from compute import comm
 from compute.memory import memory_per_gpu
 from compute.model import get_model
 from compute.parallel import ParallelConfig, validate
@@ -55,6 +57,13 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         if k not in spec:
             raise InputError(f"{where}.{k}: missing field")
     par = _parallel(spec, where)
+    check = spec.get("check_memory", True)
+    if not isinstance(check, bool):  # "no" must not mean yes
+        raise InputError(f"{where}.check_memory = {check!r}: expected true or false")
+    try:
+        comm.algorithms(spec.get("algorithm"))  # up front, before memory and the build
+    except InputError as e:
+        raise InputError(f"{where}.{e}") from None
     from netcosim.workloads import scenario_faults
 
     faults = scenario_faults()
@@ -63,7 +72,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     try:
         m = get_model(spec["model"])
         mem = None
-        if spec.get("check_memory", True):
+        if check:
             mem = check_memory(m, par, spec["gpu"], n_gpus, where)
         sched = build_step(m, par, spec["gpu"], topology, placement=spec.get("placement", "packed"),
                            tp_comm=spec.get("tp_comm", "auto"),

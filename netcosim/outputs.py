@@ -23,20 +23,42 @@ LINK_COLUMNS = ("u", "v", "bytes", "busy_us", "utilization")
 
 
 # =========================================================================== text columns
-def _ints(a) -> list[str]:
-    return [str(x) for x in np.asarray(a).astype(np.int64).tolist()]
+# A table is (header, columns). A column is an int64 array (decimal text), a float64 array
+# (repr() text: the shortest text that reads back to the same double; NaN, which never
+# happens, is empty), a bool array ("1"/"0"), a ``Labels`` (codes into a few names) or a list
+# of str. Text is made when the file is written, in blocks of rows, by compiled loops
+# (netcosim/_csvtext_cpp) with no Python per row; ``_text_py`` is the same text in Python.
+try:
+    from netcosim import _csvtext
+except ImportError:  # not built: the same text through Python
+    _csvtext = None
+
+class Labels:
+    """A column of names given as small-integer codes into ``names``."""
+
+    def __init__(self, codes, names):
+        self.codes = np.asarray(codes, dtype=np.int64)
+        self.names = [str(x) for x in names]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, sl):
+        return Labels(self.codes[sl], self.names)
 
 
-def _floats(a) -> list[str]:
-    """Shortest text that reads back to the same float64; NaN (never happened) -> empty."""
-    a = np.asarray(a, dtype=np.float64)
-    return ["" if x != x else repr(x) for x in a.tolist()]
+def _ints(a) -> np.ndarray:
+    return np.asarray(a).astype(np.int64)
 
 
-def _column(a) -> list[str]:
+def _floats(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64)
+
+
+def _column(a):
     a = np.asarray(a)
     if a.dtype == bool:
-        return ["1" if x else "0" for x in a.tolist()]
+        return a
     if np.issubdtype(a.dtype, np.integer):
         return _ints(a)
     if np.issubdtype(a.dtype, np.floating):
@@ -48,11 +70,62 @@ def _column(a) -> list[str]:
     return [str(x) for x in a.tolist()]
 
 
+def _csr(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    off = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in parts], out=off[1:])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), off
+
+
+def _text_py(col) -> list[str]:
+    """The text of every row of a column, in Python (reference for the compiled path)."""
+    if isinstance(col, Labels):
+        return [col.names[c] for c in col.codes.tolist()]
+    if isinstance(col, np.ndarray):
+        if col.dtype == bool:
+            return ["1" if x else "0" for x in col.tolist()]
+        if col.dtype == np.float64:
+            return ["" if x != x else repr(x) for x in col.tolist()]
+        return [str(x) for x in col.tolist()]
+    return [str(x) for x in col]
+
+
+def _text(col) -> tuple[np.ndarray, np.ndarray]:
+    """(buf, off): the bytes of every row of a column (row i is buf[off[i]:off[i+1]])."""
+    if isinstance(col, Labels):
+        name_buf, name_off = _csr([x.encode() for x in col.names])
+        lens = np.diff(name_off)[col.codes]
+        off = np.zeros(len(col.codes) + 1, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        # byte k of row i comes from byte (k - off[i]) of its name
+        src = np.repeat(name_off[col.codes] - off[:-1], lens) + np.arange(off[-1])
+        return name_buf[src], off
+    if isinstance(col, np.ndarray) and col.dtype == bool:
+        return np.where(col, ord("1"), ord("0")).astype(np.uint8), \
+            np.arange(len(col) + 1, dtype=np.int64)
+    if isinstance(col, np.ndarray) and _csvtext is not None:
+        if col.dtype == np.float64:
+            return _csvtext.format_floats(col)
+        if col.dtype == np.int64:
+            return _csvtext.format_ints(col)
+    return _csr([x.encode() for x in _text_py(col)])
+
+
+BLOCK_ROWS = 1 << 18  # rows formatted at a time: bounded memory, few Python steps
+
+
+def _rows(columns, lo: int, hi: int) -> bytes:
+    if _csvtext is not None:
+        return _csvtext.join_rows([_text(c[lo:hi]) for c in columns])
+    texts = [_text_py(c[lo:hi]) for c in columns]
+    return "".join(",".join(r) + "\n" for r in zip(*texts)).encode()
+
+
 def _write_csv(path: Path, header, columns) -> None:
-    rows = zip(*columns) if columns and len(columns[0]) else ()
-    with open(path, "w", newline="\n", encoding="utf-8") as fh:
-        fh.write(",".join(header) + "\n")
-        fh.writelines(",".join(r) + "\n" for r in rows)
+    n = len(columns[0]) if columns else 0
+    with open(path, "wb") as fh:
+        fh.write((",".join(header) + "\n").encode())
+        for lo in range(0, n, BLOCK_ROWS):
+            fh.write(_rows(columns, lo, min(n, lo + BLOCK_ROWS)))
 
 
 def _json_safe(v):
@@ -87,8 +160,7 @@ def flows_table(schedule, result, topology=None) -> tuple[list, list]:
             _column(np.asarray(result.stranded, dtype=bool)[t])]
     if len(schedule.labels) > 1:
         header.append("label")
-        names = np.array(schedule.labels, dtype=object)
-        cols.append([str(x) for x in names[schedule.label[t]].tolist()])
+        cols.append(Labels(schedule.label[t], schedule.labels))
     n = schedule.n
     for name in sorted(result.node_extra):
         if name.startswith("path_") or name in header:  # paths: the `path` column below

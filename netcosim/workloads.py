@@ -207,7 +207,8 @@ def build_flows(topology, spec: dict, where: str, seed: int):
 
 
 # =========================================================================== collective
-COLLECTIVE_KEYS = ("op", "algorithm", "bytes", "ranks", "chunks", "step_latency_us", "options")
+COLLECTIVE_KEYS = ("op", "algorithm", "bytes", "bytes_matrix", "ranks", "chunks", "step_latency_us",
+                   "options")
 
 
 def build_collective(topology, spec: dict, where: str, seed: int):
@@ -221,9 +222,6 @@ def build_collective(topology, spec: dict, where: str, seed: int):
     if not isinstance(op, str):
         raise InputError(f"{where}.op = {op!r}: expected a collective name such as "
                          f"\"all_reduce\"")
-    if "bytes" not in spec:
-        raise InputError(f"{where}.bytes: missing (the message size, e.g. \"256MiB\")")
-    nbytes = parse_bytes(spec["bytes"], f"{where}.bytes")
     n_hosts = topology.n_hosts
     ranks = spec.get("ranks", "all")
     if ranks == "all":
@@ -232,6 +230,19 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         ranks = [_host(r, f"{where}.ranks[{i}]", n_hosts) for i, r in enumerate(ranks)]
     else:
         raise InputError(f"{where}.ranks = {ranks!r}: expected \"all\" or an array of host ids")
+    if op == "all_to_all_v":
+        # sizes per (sender, receiver): the matrix goes where the other ops take one size
+        if "bytes" in spec:
+            raise InputError(f"{where}.bytes: all_to_all_v takes {where}.bytes_matrix (bytes "
+                             f"rank i sends to rank j), not one size")
+        nbytes = _bytes_matrix(spec, len(ranks), f"{where}.bytes_matrix")
+    else:
+        if "bytes_matrix" in spec:
+            raise InputError(f"{where}.bytes_matrix: only op = \"all_to_all_v\" takes a "
+                             f"matrix; {op} takes {where}.bytes")
+        if "bytes" not in spec:
+            raise InputError(f"{where}.bytes: missing (the message size, e.g. \"256MiB\")")
+        nbytes = parse_bytes(spec["bytes"], f"{where}.bytes", allow_zero=False)
     options = spec.get("options", {})
     if not isinstance(options, dict):
         raise InputError(f"{where}.options = {options!r}: expected a table")
@@ -251,7 +262,8 @@ def build_collective(topology, spec: dict, where: str, seed: int):
             raise InputError(f"{where}.algorithm: missing (automatic choice is not available "
                              f"in this build)")
         algorithm, order = _chosen(collectives.choose(topology, op, nbytes))
-        if order is not None and "ranks" not in spec:
+        # a matrix's rows are the ranks in the order given: never reorder them
+        if order is not None and "ranks" not in spec and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
     _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where)
     try:
@@ -269,9 +281,38 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None
     sched.meta.setdefault("op", op)
     sched.meta.setdefault("algorithm", algorithm)
-    sched.meta.setdefault("bytes", nbytes)
+    sched.meta.setdefault("bytes", nbytes if op != "all_to_all_v"
+                          else int(nbytes.sum(axis=1).max()))  # the largest send buffer
     sched.meta.setdefault("n_ranks", len(ranks))
     return sched
+
+
+def _bytes_matrix(spec: dict, n: int, field: str) -> np.ndarray:
+    """``bytes_matrix``: n x n sizes (row i: bytes rank i sends to each rank; the diagonal
+    stays local), each an integer or a size string."""
+    if field.rsplit(".", 1)[-1] not in spec:
+        raise InputError(f"{field}: missing (an {n} x {n} array, row i = bytes rank i sends "
+                         f"to each rank)")
+    m = spec[field.rsplit(".", 1)[-1]]
+    if not isinstance(m, list) or len(m) != n:
+        raise InputError(f"{field} = {_short(m)}: expected {n} rows (one per rank), each of "
+                         f"{n} sizes")
+    out = np.zeros((n, n), dtype=np.int64)
+    for i, row in enumerate(m):
+        if not isinstance(row, list) or len(row) != n:
+            raise InputError(f"{field}[{i}] = {_short(row)}: expected {n} sizes (one per rank)")
+        for j, v in enumerate(row):
+            out[i, j] = parse_bytes(v, f"{field}[{i}][{j}]")
+    off = ~np.eye(n, dtype=bool)
+    if not out[off].any():
+        raise InputError(f"{field}: moves no bytes between ranks (every off-diagonal entry "
+                         f"is 0)")
+    return out
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _chosen(choice):

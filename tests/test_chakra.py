@@ -388,3 +388,35 @@ def test_scenario_paths_are_relative_to_the_scenario_file(tmp_path, monkeypatch)
     scen.write_text(scen.read_text().replace('"trace"', '"nowhere"'))
     with pytest.raises(InputError, match=r"workload\.path = 'nowhere'"):
         load_scenario(scen).prepare(check_engine=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.one_of(st.none(), st.integers(0, 2)),
+                          st.one_of(st.none(), st.integers(0, 1))), max_size=12),
+       st.lists(st.tuples(st.integers(0, 2), st.one_of(st.none(), st.integers(0, 2)),
+                          st.one_of(st.none(), st.integers(0, 1))), max_size=12))
+def test_peerless_fallback_queues_pair_like_the_first_match_scan(sends, recvs):
+    """The per-rank queues pick, for every record without a peer, the first open partner that
+    names its rank with a compatible tag: the same pairs as the quadratic scan they replace."""
+    from netcosim.interop.chakra_to_schedule import _first_open
+
+    S = [(r, 0, 0, peer, tag, 1) for r, peer, tag in sends]
+    R = [(r, 0, 0, peer, tag, 1) for r, peer, tag in recvs]
+
+    def scan(lost, lu, other, ou):
+        out = []
+        for j, rec in enumerate(lost):
+            if lu[j] or rec[3] is not None:
+                continue
+            c = [i for i, o in enumerate(other) if not ou[i] and o[3] == rec[0]
+                 and (rec[4] is None or o[4] is None or o[4] == rec[4])]
+            if c:
+                ou[c[0]] = lu[j] = True
+                out.append((j, c[0]))
+        return out
+
+    su, ru = [False] * len(S), [False] * len(R)
+    want = scan(R, ru, S, su) + scan(S, su, R, ru)
+    su, ru = [False] * len(S), [False] * len(R)
+    got = list(_first_open(R, ru, S, su)) + list(_first_open(S, su, R, ru))
+    assert got == want

@@ -382,3 +382,69 @@ def test_fault_example_is_slower_than_without_faults(tmp_path, capsys):
     _, clean = _run_real(tmp_path / "c", capsys, p, "--set", "faults=[]")
     assert with_faults["fault_events"] == 6 and clean["fault_events"] == 0
     assert with_faults["makespan_us"] > clean["makespan_us"]
+
+
+# ------------------------------------------------------------------ flows.csv text (outputs.py)
+def _csv_reference(header, columns) -> bytes:
+    """flows.csv as the per-row Python writer made it: repr() per float, str() per int."""
+    from netcosim import outputs
+
+    texts = [outputs._text_py(c) for c in columns]
+    return (",".join(header) + "\n" + "".join(",".join(r) + "\n" for r in zip(*texts))).encode()
+
+
+SPECIAL = [0.0, -0.0, 1e16, 1e15, 9999999999999998.0, 1e-4, 1e-5, 5e-324, 1.7976931348623157e308,
+           float("inf"), -float("inf"), 0.1, 1 / 3, 2.0**53, 2.0**53 + 2, 123456.789e-300]
+
+
+def test_csv_text_is_compiled_and_repr_identical(tmp_path):
+    import numpy as np
+
+    from netcosim import outputs
+
+    assert outputs._csvtext is not None  # the vectorised writer is built and used
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 2**63, 200_000, dtype=np.int64).view(np.float64)
+    vals = np.concatenate([SPECIAL, bits[np.isfinite(bits)], -bits[:1000],
+                           rng.random(20_000) * 10.0 ** rng.integers(-20, 20, 20_000)])
+    buf, off = outputs._text(vals)
+    text = buf.tobytes().decode()
+    got = [text[a:b] for a, b in zip(off[:-1].tolist(), off[1:].tolist())]
+    assert got == [repr(x) for x in vals.tolist()]
+    assert all(float(t) == v for t, v in zip(got, vals.tolist()))  # every value round-trips
+    assert outputs._text(np.array([np.nan]))[0].size == 0  # NaN -> empty field, as before
+
+
+def test_flows_csv_byte_identical_and_round_trips(tmp_path, monkeypatch):
+    import types
+
+    import numpy as np
+
+    import collectives as co
+    from netcosim import outputs
+
+    s = co.ring_all_reduce(8, 1 << 20, chunks=2)
+    s.labels = ["transfer", "rs", "ag"]
+    s.label = (np.arange(s.n) % 3).astype(np.int16)
+    rng = np.random.default_rng(0)
+    st = rng.random(s.n) * 1e-3
+    res = types.SimpleNamespace(start=st, end=st + rng.random(s.n), node_extra={
+        "reroutes": rng.integers(0, 3, s.n), "frac": rng.random(s.n), "whole": np.ones(s.n)},
+        stranded=rng.random(s.n) < 0.2)
+    header, cols = outputs.flows_table(s, res)
+    monkeypatch.setattr(outputs, "BLOCK_ROWS", 7)  # several blocks, one partial
+    outputs._write_csv(tmp_path / "f.csv", header, cols)
+    data = (tmp_path / "f.csv").read_bytes()
+    assert data == _csv_reference(header, cols)
+    rows = [line.split(",") for line in data.decode().splitlines()[1:]]
+    t = np.flatnonzero(s.kind == 0)
+    assert len(rows) == len(t)
+    i_start, i_frac = header.index("start_us"), header.index("frac")
+    assert [float(r[i_start]) for r in rows] == (st[t] * 1e6).tolist()
+    assert [float(r[i_frac]) for r in rows] == res.node_extra["frac"][t].tolist()
+    assert {r[header.index("label")] for r in rows} == {"transfer", "rs", "ag"}
+    assert {r[header.index("whole")] for r in rows} == {"1"}  # whole floats stay integers
+    # the fallback (extension not built) writes the same bytes
+    monkeypatch.setattr(outputs, "_csvtext", None)
+    outputs._write_csv(tmp_path / "g.csv", header, cols)
+    assert (tmp_path / "g.csv").read_bytes() == data

@@ -70,3 +70,11 @@ def test_export_command_writes_fabric_and_chakra_trace(tmp_path):
     back = load_schedule(out, topo)
     assert back.n_transfers == orig.n_transfers and back.total_bytes == orig.total_bytes
     assert main(["export", str(scen)]) == 2  # nothing to write
+
+
+def test_unwritable_target_is_an_input_error_naming_the_option(tmp_path):
+    t = _fabric()
+    with pytest.raises(InputError, match=r"--graphml = '/proc/x.graphml': cannot write"):
+        write_graphml(t, "/proc/x.graphml")
+    with pytest.raises(InputError, match=r"--json = '/proc/x.json': cannot write"):
+        write_json(t, "/proc/x.json")

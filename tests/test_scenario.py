@@ -280,11 +280,41 @@ COLL = {"kind": "collective", "op": "all_reduce", "algorithm": "ring", "bytes": 
     ({"algorithm": "zigzag"}, "zigzag"),
     ({"options": {"colour": 1}}, "colour"),
     ({"step_latency_us": -1}, "workload.step_latency_us = -1"),
+    # a collective needs bytes > 0: the message says so for 0 and for negatives alike
+    ({"bytes": 0}, "workload.bytes = 0: a size must be > 0"),
+    ({"bytes": -5}, "workload.bytes = -5: a size must be > 0"),
+    ({"bytes_matrix": [[0, 1], [1, 0]]}, "workload.bytes_matrix: only op"),
+    # all_to_all_v: a per-pair matrix, validated entry by entry
+    ({"op": "all_to_all_v", "algorithm": "direct"}, "workload.bytes: all_to_all_v takes"),
+    ({"op": "all_to_all_v", "bytes": None, "bytes_matrix": [[0, 1], [1, 0]]},
+     "workload.bytes_matrix = [[0, 1], [1, 0]]: expected 4 rows"),
+    ({"op": "all_to_all_v", "bytes": None, "ranks": [0, 1], "bytes_matrix": [[0, 1], [1]]},
+     "workload.bytes_matrix[1] = [1]: expected 2 sizes"),
+    ({"op": "all_to_all_v", "bytes": None, "ranks": [0, 1], "bytes_matrix": [[0, 1], [-3, 0]]},
+     "workload.bytes_matrix[1][0] = -3"),
+    ({"op": "all_to_all_v", "bytes": None, "ranks": [0, 1], "bytes_matrix": [[0, "x"], [1, 0]]},
+     "workload.bytes_matrix[0][1] = 'x'"),
+    ({"op": "all_to_all_v", "bytes": None, "ranks": [0, 1], "bytes_matrix": [[5, 0], [0, 0]]},
+     "workload.bytes_matrix: moves no bytes"),
 ])
 def test_collective_workload_bad_values(change, needle):
+    w = {k: v for k, v in {**COLL, **change}.items() if v is not None}  # None: key left out
     with pytest.raises(InputError) as e:
-        prepare(mutated(["workload"], {**COLL, **change}))
+        prepare(mutated(["workload"], w))
     assert needle in str(e.value)
+
+
+def test_all_to_all_v_from_a_scenario_matrix():
+    m = [[0, "1KiB", 5, 0], [7, 0, 0, 3], [1, 2, 0, 9], [4, 4, 4, 0]]
+    w = {**COLL, "op": "all_to_all_v", "algorithm": "direct", "bytes_matrix": m}
+    del w["bytes"]
+    s = prepare(mutated(["workload"], w)).schedule
+    t = s.kind == 0
+    got = np.zeros((4, 4), dtype=np.int64)
+    np.add.at(got, (s.src[t], s.dst[t]), s.size[t])
+    want = np.array([[0, 1024, 5, 0], [7, 0, 0, 3], [1, 2, 0, 9], [4, 4, 4, 0]])
+    assert np.array_equal(got, want)
+    assert s.meta["bytes"] == 1029  # the largest send buffer, for algbw/busbw
 
 
 def test_collective_workload_builds_over_all_hosts_by_default():

@@ -93,8 +93,17 @@ def from_dict(d: dict, where: str = "topology") -> Topology:
         raise InputError(f"{where}: malformed topology JSON ({type(e).__name__}: {e})") from None
 
 
-def save_json(topology: Topology, path) -> None:
-    Path(path).write_text(json.dumps(to_dict(topology)))
+def _write_error(e: OSError, path, where: str) -> InputError:
+    return InputError(f"{where} = {str(path)!r}: cannot write the file "
+                      f"({e.strerror or type(e).__name__})")
+
+
+def save_json(topology: Topology, path, where: str = "path") -> None:
+    text = json.dumps(to_dict(topology))
+    try:
+        Path(path).write_text(text)
+    except OSError as e:  # missing folder, read-only file system, permissions
+        raise _write_error(e, path, where) from None
 
 
 def load_json(path, where: str = "topology") -> Topology:
@@ -109,7 +118,7 @@ def load_json(path, where: str = "topology") -> Topology:
     return from_dict(d, where)
 
 
-def to_graphml(topology: Topology, path) -> None:
+def to_graphml(topology: Topology, path, where: str = "path") -> None:
     """GraphML for Gephi/yEd/networkx: node ``kind`` and ``host_group`` (hosts), edge ``bw``
     (bytes/s), ``latency`` (s), ``layer``; graph attributes are the scalar params."""
     import networkx as nx
@@ -120,4 +129,7 @@ def to_graphml(topology: Topology, path) -> None:
     if topology.coords is not None:
         for i, c in enumerate(np.asarray(topology.coords)):
             g.nodes[i]["coords"] = ",".join(str(int(x)) for x in c)
-    nx.write_graphml(g, str(path))
+    try:
+        nx.write_graphml(g, str(path))
+    except OSError as e:  # missing folder, read-only file system, permissions
+        raise _write_error(e, path, where) from None

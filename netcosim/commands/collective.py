@@ -87,7 +87,25 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
     from collectives.choose import ordered_ranks
     from collectives.report import run as run_one
 
-    fab = Fabric(topology) if engine == "analytical" else None
+    from topo.routing import Routing
+
+    if op == "all_to_all_v":
+        raise InputError("--op = 'all_to_all_v': a size sweep has one size per point, but "
+                         "all_to_all_v needs a byte matrix per rank pair; use all_to_all here, "
+                         "or a scenario with workload.bytes_matrix")
+    if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int)
+                                   or group_size < 1):
+        raise InputError(f"--group-size = {group_size!r}: expected an integer >= 1")
+    if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, int)
+                               or chunks < 1):
+        raise InputError(f"--chunks = {chunks!r}: expected an integer >= 1")
+    # the routing is checked for every engine; the analytical estimate takes its paths
+    # (latency and bottleneck per rank pair) from it too
+    try:
+        router = Routing(topology, routing)
+    except InputError as e:
+        raise InputError(f"--routing = {routing!r}: {str(e).split(': ', 1)[-1]}") from None
+    fab = Fabric(topology, router) if engine == "analytical" else None
     rows = []
     for s in sizes:
         if algo == "auto":
@@ -98,7 +116,8 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
             r = ordered_ranks(topology, ranks)
             opts = {}
             if algorithm == "hierarchical":
-                opts["group_size"] = group_size or int(np.bincount(topology.host_group[r]).max())
+                opts["group_size"] = (group_size if group_size is not None
+                                      else int(np.bincount(topology.host_group[r]).max()))
             if algorithm == "torus":
                 opts["dims"] = tuple(topology.params.get("dims", ()))
         if chunks is not None:

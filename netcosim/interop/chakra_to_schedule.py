@@ -30,8 +30,10 @@ send/recv without peers, sends or receives with no partner.
 """
 from __future__ import annotations
 
+import gc
 import warnings
 from collections import defaultdict, deque
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -63,6 +65,31 @@ DEFAULT_ALGORITHMS = {
 
 class ChakraMappingError(InputError):
     """A trace that cannot be turned into a Schedule; names the file and the node id."""
+
+
+_INT_KINDS = frozenset(("int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val",
+                        "sint64_val", "fixed32_val", "fixed64_val", "sfixed32_val",
+                        "sfixed64_val"))
+_COMM_FIELDS = {"comm_src": 0, "comm_dst": 1, "comm_size": 2, "comm_tag": 3}
+
+
+def _comm_ints(node) -> list:
+    """[comm_src, comm_dst, comm_size, comm_tag] of a node in one pass over its attributes
+    (None where absent or not an integer; the first attribute of a name wins, as attrs())."""
+    out = [None, None, None, None]
+    seen = 0
+    for a in node.attr:
+        j = _COMM_FIELDS.get(a.name)
+        if j is None or seen & (1 << j):
+            continue
+        seen |= 1 << j
+        which = a.WhichOneof("value")
+        if which in _INT_KINDS:
+            out[j] = int(getattr(a, which))
+        elif which in ("double_val", "float_val"):
+            v = getattr(a, which)
+            out[j] = int(v) if float(v).is_integer() else None
+    return out
 
 
 def _int_attr(a: dict, name: str):
@@ -181,15 +208,14 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 i = out.add(COMPUTE, h, -1, 0, dur, "compute", r, node.id)
                 entry[r][k] = exit_[r][k] = i
             elif ty in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-                a = attrs(node)
-                peer = _int_attr(a, "comm_dst" if ty == pb.COMM_SEND_NODE else "comm_src")
+                c_src, c_dst, size, tag = _comm_ints(node)
+                peer = c_dst if ty == pb.COMM_SEND_NODE else c_src
                 if peer is not None and (peer < 0 or (peer not in host_of and n_hosts is not None
                                                       and peer >= n_hosts)):
                     side = "comm_dst" if ty == pb.COMM_SEND_NODE else "comm_src"
                     raise ChakraMappingError(f"{t.where(k)}: {side} = {peer} is outside the "
                                              f"fabric (hosts 0..{n_hosts - 1})")
-                size = _int_attr(a, "comm_size")
-                rec = (r, node.id, k, peer, _int_attr(a, "comm_tag"), size)
+                rec = (r, node.id, k, peer, tag, size)
                 (sends if ty == pb.COMM_SEND_NODE else recvs).append(rec)
             elif ty == pb.COMM_COLL_NODE:
                 a = attrs(node)
@@ -331,29 +357,16 @@ def _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn):
         i, j = pairs[n_exact]
         warn("tag", f"{_w(by_rank, sends[i])}: paired with {_w(by_rank, recvs[j])} although "
                     f"their comm_tag differ")
-    # one side without a peer: take the first open partner that names this rank
-    for j, rv in enumerate(recvs):
-        if r_used[j] or rv[3] is not None:
-            continue
-        cands = [i for i, s in enumerate(sends) if not s_used[i] and s[3] == rv[0]
-                 and (rv[4] is None or s[4] is None or s[4] == rv[4])]
-        if cands:
-            i = cands[0]
-            s_used[i] = r_used[j] = True
-            pairs.append((i, j))
-            warn("nopeer", f"{_w(by_rank, rv)}: COMM_RECV without comm_src; paired with "
-                           f"{_w(by_rank, sends[i])} by destination, tag and order")
-    for i, s in enumerate(sends):
-        if s_used[i] or s[3] is not None:
-            continue
-        cands = [j for j, rv in enumerate(recvs) if not r_used[j] and rv[3] == s[0]
-                 and (rv[4] is None or s[4] is None or s[4] == rv[4])]
-        if cands:
-            j = cands[0]
-            s_used[i] = r_used[j] = True
-            pairs.append((i, j))
-            warn("nopeer", f"{_w(by_rank, s)}: COMM_SEND without comm_dst; paired with "
-                           f"{_w(by_rank, recvs[j])} by source, tag and order")
+    # one side without a peer: take the first open partner that names this rank (and whose
+    # tag agrees, or either tag is absent). Queues per named rank, so this is linear.
+    for j, i in _first_open(recvs, r_used, sends, s_used):
+        pairs.append((i, j))
+        warn("nopeer", f"{_w(by_rank, recvs[j])}: COMM_RECV without comm_src; paired with "
+                       f"{_w(by_rank, sends[i])} by destination, tag and order")
+    for i, j in _first_open(sends, s_used, recvs, r_used):
+        pairs.append((i, j))
+        warn("nopeer", f"{_w(by_rank, sends[i])}: COMM_SEND without comm_dst; paired with "
+                       f"{_w(by_rank, recvs[j])} by source, tag and order")
 
     for i, j in pairs:
         s, rv = sends[i], recvs[j]
@@ -368,6 +381,39 @@ def _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn):
     for j, rv in enumerate(recvs):
         if not r_used[j]:
             _lonely(out, rv, "COMM_RECV", host_of, entry, exit_, by_rank, warn, sender=False)
+
+
+def _first_open(lost, lost_used, other, other_used):
+    """Pair every open record of ``lost`` without a peer with the first open record of
+    ``other`` (in list order) that names its rank and whose tag is compatible (equal, or
+    either is None). Yields (index in lost, index in other) and marks both used.
+
+    Queues of ``other`` per named rank: all, tag None, and per tag; used entries are skipped
+    lazily, so every record is dequeued at most once per queue it sits in."""
+    anyq, noneq, tagq = defaultdict(deque), defaultdict(deque), defaultdict(deque)
+    for i, o in enumerate(other):
+        if other_used[i] or o[3] is None:
+            continue
+        anyq[o[3]].append(i)
+        (noneq[o[3]] if o[4] is None else tagq[(o[3], o[4])]).append(i)
+
+    def head(q):
+        while q and other_used[q[0]]:
+            q.popleft()
+        return q[0] if q else None
+
+    for j, rec in enumerate(lost):
+        if lost_used[j] or rec[3] is not None:
+            continue
+        if rec[4] is None:
+            i = head(anyq[rec[0]]) if rec[0] in anyq else None
+        else:
+            a = head(noneq[rec[0]]) if rec[0] in noneq else None
+            b = head(tagq[(rec[0], rec[4])]) if (rec[0], rec[4]) in tagq else None
+            i = b if a is None else (a if b is None else min(a, b))
+        if i is not None:
+            other_used[i] = lost_used[j] = True
+            yield j, i
 
 
 def _w(by_rank, rec) -> str:
@@ -566,7 +612,21 @@ def _stuck_nodes(s: Schedule) -> np.ndarray:
     return np.flatnonzero(indeg > 0)
 
 
+@contextmanager
+def no_gc():
+    """Pause the cyclic garbage collector: reading a trace makes millions of small acyclic
+    objects, and every generation-2 pass would rescan all of them (quadratic in trace size)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def load_schedule(path, topology=None, **options) -> Schedule:
     """Read a trace directory/file and map it (``options`` as for :func:`to_schedule`)."""
     n_hosts = topology.n_hosts if topology is not None else None
-    return to_schedule(read_trace(path), n_hosts, **options)
+    with no_gc():
+        return to_schedule(read_trace(path), n_hosts, **options)

@@ -38,64 +38,94 @@ def _attr_int(name: str, v: int) -> pb.AttributeProto:
     return pb.AttributeProto(name=name, int64_val=int(v))
 
 
+def _events(s: Schedule, n_ranks: int):
+    """The per-rank nodes every schedule node becomes, as arrays in writing order: a transfer
+    is a send on its source then a receive on its destination, anything else one node on its
+    rank; schedule nodes go in topological order (parents before children). Returns
+    (node, side, rank, nid, start) where nid is the per-rank node id and start[i] the first
+    event of schedule node i."""
+    order = s.topological_order()
+    is_t = s.kind[order] == TRANSFER
+    cnt = np.where(is_t, 2, 1)
+    node = np.repeat(order, cnt)
+    side = np.zeros(len(node), dtype=np.int64)
+    first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+    side[first[is_t] + 1] = 1
+    src = s.src[node].astype(np.int64)
+    rank = np.where(side == 1, s.dst[node], np.where(src < 0, 0, src)).astype(np.int64)
+    # per-rank ids 0, 1, 2, ... in writing order
+    by_rank = np.argsort(rank, kind="stable")
+    group_start = np.searchsorted(rank[by_rank], np.arange(n_ranks))
+    nid = np.empty(len(node), dtype=np.int64)
+    nid[by_rank] = np.arange(len(node)) - group_start[rank[by_rank]]
+    start = np.empty(s.n, dtype=np.int64)
+    start[order] = first
+    return node, side, rank, nid, start, np.count_nonzero((src < 0) & (side == 0) &
+                                                          (s.kind[node] != TRANSFER))
+
+
+def _dependencies(s: Schedule, node, rank, nid, start):
+    """CSR (ptr over events, parent per-rank ids) of the data_deps of every event, and the
+    number of dependencies dropped because child and parent share no rank."""
+    n_ev = len(node)
+    R = int(rank.max()) + 1 if n_ev else 1
+    ch = np.repeat(np.arange(s.n, dtype=np.int64), np.diff(s.dep_ptr))
+    pa = s.dep_idx.astype(np.int64)
+    n_events = np.where(s.kind == TRANSFER, 2, 1)
+    # every (edge, event of the child): does the parent have an event on that rank?
+    k = n_events[ch]
+    e_edge = np.repeat(np.arange(len(ch)), k)
+    e_ev = start[ch[e_edge]] + (np.arange(len(e_edge)) - np.repeat(np.cumsum(k) - k, k))
+    key = node * R + rank  # unique per event
+    sk = np.argsort(key, kind="stable")
+    want = pa[e_edge] * R + rank[e_ev]
+    at = np.minimum(np.searchsorted(key[sk], want), max(n_ev - 1, 0))
+    hit = (key[sk][at] == want) if n_ev else np.zeros(0, bool)
+    # an edge is dropped when none of its child's events found the parent (counted once per
+    # distinct child/parent pair, as a dependency, not per duplicate)
+    found = np.zeros(len(ch), dtype=bool)
+    found[e_edge[hit]] = True
+    lost = np.unique(ch[~found] * max(s.n, 1) + pa[~found]).size
+    ev, dep = e_ev[hit], nid[sk][at][hit]
+    o = np.argsort(ev, kind="stable")  # per event, parents in the schedule's edge order
+    ptr = np.zeros(n_ev + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ev, minlength=n_ev), out=ptr[1:])
+    return ptr, dep[o], lost
+
+
 def schedule_to_traces(schedule: Schedule, n_ranks: int | None = None) -> dict[int, list]:
-    """rank -> [GlobalMetadata, Node, ...] (messages, not yet framed)."""
+    """rank -> [GlobalMetadata, Node, ...] (messages, not yet framed).
+
+    Event numbering and dependencies are array work; only the protobuf messages themselves are
+    made one per event."""
     s = schedule
-    n = s.n
     ranks_used = np.concatenate([s.src[s.src >= 0], s.dst[(s.kind == TRANSFER) & (s.dst >= 0)]])
     hi = int(ranks_used.max()) + 1 if ranks_used.size else 1
     n_ranks = max(hi, n_ranks or 0)
-    order = s.topological_order()
-    # per-rank node id of every schedule node (-1 where it has no node on that rank)
-    node_on: list[dict[int, int]] = [dict() for _ in range(n)]
-    counters = [0] * n_ranks
+    node, side, rank, nid, start, orphan_compute = _events(s, n_ranks)
+    ptr, dep, dropped = _dependencies(s, node, rank, nid, start)
     nodes: dict[int, list] = {r: [] for r in range(n_ranks)}
-    orphan_compute = 0
-    for i in order.tolist():
-        kind = int(s.kind[i])
-        if kind == TRANSFER:
-            src, dst = int(s.src[i]), int(s.dst[i])
-            common = [_attr_int("comm_src", src), _attr_int("comm_dst", dst),
-                      _attr_int("comm_size", int(s.size[i])), _attr_int("comm_tag", i)]
-            for r, ty, name in ((src, pb.COMM_SEND_NODE, f"send_{i}"),
-                                (dst, pb.COMM_RECV_NODE, f"recv_{i}")):
-                nid = counters[r]
-                counters[r] += 1
-                node_on[i][r] = nid
-                nodes[r].append(pb.Node(id=nid, name=name, type=ty, attr=common))
+    kind, src, dst = s.kind.tolist(), s.src.tolist(), s.dst.tolist()
+    size, dur = s.size.tolist(), s.duration.tolist()
+    ptr_l, dep_l = ptr.tolist(), dep.tolist()
+    common = None
+    for e, (i, sd, r, d) in enumerate(zip(node.tolist(), side.tolist(), rank.tolist(),
+                                          nid.tolist())):
+        deps = dep_l[ptr_l[e]:ptr_l[e + 1]]
+        if kind[i] == TRANSFER:
+            if sd == 0:  # the receive (next event) shares the attributes
+                common = [_attr_int("comm_src", src[i]), _attr_int("comm_dst", dst[i]),
+                          _attr_int("comm_size", size[i]), _attr_int("comm_tag", i)]
+            nodes[r].append(pb.Node(id=d, name=f"{'send' if sd == 0 else 'recv'}_{i}",
+                                    type=pb.COMM_SEND_NODE if sd == 0 else pb.COMM_RECV_NODE,
+                                    attr=common, data_deps=deps))
         else:
-            r = int(s.src[i])
-            if r < 0:
-                r = 0
-                orphan_compute += 1
-            nid = counters[r]
-            counters[r] += 1
-            node_on[i][r] = nid
-            dur = float(s.duration[i])
-            at = [pb.AttributeProto(name="duration_s", double_val=dur)]
-            if kind == DELAY:
+            at = [pb.AttributeProto(name="duration_s", double_val=dur[i])]
+            if kind[i] == DELAY:
                 at.append(pb.AttributeProto(name="netcosim_kind", string_val="delay"))
-            nodes[r].append(pb.Node(id=nid, name=f"{'delay' if kind == DELAY else 'comp'}_{i}",
-                                    type=pb.COMP_NODE, duration_micros=int(round(dur * 1e6)),
-                                    attr=at))
-    # dependencies (nodes were appended in topological order, so parents are already numbered)
-    dropped = 0
-    per_rank_pos = {r: {nd.id: j for j, nd in enumerate(nodes[r])} for r in nodes}
-    for i in range(n):
-        par = s.deps_of(i)
-        if not par.size:
-            continue
-        placed = set()
-        for p in par.tolist():
-            hit = False
-            for r, nid in node_on[i].items():
-                pid = node_on[p].get(r)
-                if pid is not None:
-                    nodes[r][per_rank_pos[r][nid]].data_deps.append(pid)
-                    hit = True
-            if hit:
-                placed.add(p)
-        dropped += len(set(par.tolist()) - placed)
+            nodes[r].append(pb.Node(id=d, name=f"{'delay' if kind[i] == DELAY else 'comp'}_{i}",
+                                    type=pb.COMP_NODE, duration_micros=int(round(dur[i] * 1e6)),
+                                    attr=at, data_deps=deps))
     if dropped:
         warnings.warn(f"{dropped} dependencies join schedule nodes with no rank in common; "
                       f"Chakra traces cannot express them (dependencies stay within one rank's "
@@ -121,7 +151,11 @@ def write_schedule(schedule: Schedule, out_dir, prefix: str = "netcosim",
         raise InputError(f"chakra output {str(out_dir)!r}: exists and is not a directory")
     d.mkdir(parents=True, exist_ok=True)
     paths = []
-    for r, msgs in schedule_to_traces(schedule, n_ranks).items():
+    from netcosim.interop.chakra_to_schedule import no_gc
+
+    with no_gc():  # millions of small messages: no cyclic-GC rescans while they are made
+        traces = schedule_to_traces(schedule, n_ranks)
+    for r, msgs in traces.items():
         data = frame(msgs)
         p = d / f"{prefix}.{r}.et{'.gz' if compress else ''}"
         # mtime=0: the same schedule gives the same bytes (reproducible example files)

@@ -27,7 +27,7 @@ def write_graphml(topology, path) -> Path:
     from topo import io
 
     p = _target(path, "graphml")
-    io.to_graphml(topology, p)
+    io.to_graphml(topology, p, where="--graphml")
     return p
 
 
@@ -35,5 +35,5 @@ def write_json(topology, path) -> Path:
     from topo import io
 
     p = _target(path, "json")
-    io.save_json(topology, p)
+    io.save_json(topology, p, where="--json")
     return p

@@ -66,7 +66,7 @@ def _comm_groups(v, where: str, base: Path | None, trace_path: Path):
 
 def build(topology, spec: dict, where: str, seed: int):
     from netcosim.interop.chakra_reader import read_trace
-    from netcosim.interop.chakra_to_schedule import to_schedule
+    from netcosim.interop.chakra_to_schedule import no_gc, to_schedule
 
     path = spec.get("path")
     if not isinstance(path, str) or not path:
@@ -89,11 +89,11 @@ def build(topology, spec: dict, where: str, seed: int):
     gpu = spec.get("gpu")
     if isinstance(gpu, str) and gpu.endswith(".toml"):
         gpu = str(_resolve(gpu, base))
-    sched = to_schedule(read_trace(trace_path), topology.n_hosts,
-                        comm_groups=_comm_groups(spec.get("comm_groups"), where, base,
-                                                 trace_path),
-                        algorithms=algorithms, gpu=gpu, precision=precision,
-                        deps=spec.get("deps", "both"), rank_hosts=rank_hosts, where=where)
+    groups = _comm_groups(spec.get("comm_groups"), where, base, trace_path)
+    with no_gc():  # see chakra_to_schedule.no_gc
+        sched = to_schedule(read_trace(trace_path), topology.n_hosts, comm_groups=groups,
+                            algorithms=algorithms, gpu=gpu, precision=precision,
+                            deps=spec.get("deps", "both"), rank_hosts=rank_hosts, where=where)
     if sched.n == 0:
         raise InputError(f"{where}.path = {path!r}: the trace has no nodes")
     return sched

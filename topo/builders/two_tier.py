@@ -4,7 +4,13 @@ arXiv:2506.15006, and the shape of NVIDIA DGX SuperPOD reference architectures).
 
 - Hosts are GPUs, id = node * gpus_per_node + local index; they do not forward traffic.
 - Scale-up: one switch per node, each of its GPUs linked at ``scaleup_gbps`` /
-  ``scaleup_latency_us`` (layer "scaleup").
+  ``scaleup_latency_us`` (layer "scaleup"). Like every link rate here, ``scaleup_gbps`` is per
+  direction. The default 7200 Gbps = 900 GB/s per direction is NVLink 5 (B200/GB200: 1.8 TB/s
+  per GPU, both directions together; NVIDIA DGX B200 datasheet,
+  https://www.nvidia.com/en-us/data-center/dgx-b200/), i.e. 8 x ``scaleup_GBps`` of
+  compute/specs/b200.toml. For H100 SXM (NVLink 4, 900 GB/s both directions = 450 GB/s per
+  direction) use 3600; for A100 (NVLink 3, 600 GB/s) 2400. A training workload prices
+  tensor-parallel collectives at min(GPU ``scaleup_GBps``, these links); see docs/compute.md.
 - Scale-out, ``rails=True``: GPU i of every node joins a leaf of rail i; a rail has
   ceil(nodes / nodes_per_leaf) leaves (default: one leaf per rail holding all nodes).
   ``rails=False``: a top-of-rack leaf per ``nodes_per_leaf`` nodes (default 1) holding all
