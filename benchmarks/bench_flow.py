@@ -7,6 +7,13 @@ docs/flow_engine.md; nothing is asserted).
 Cases: ``ring`` (ring all-reduce of --bytes over all hosts), ``a2a`` (all-to-all, --pair-bytes
 per ordered pair, all at once), ``incast`` (--incast flows into host 0). Each case prints
 build time, routing+setup, engine loop, Numba compile/cache-load time, events, peak RSS.
+``--transport tcp`` runs them with the tcp start-up model.
+
+``session`` (not part of ``all``): the ring all-reduce driven through ``netcore.session.Session``
+(each send issued from its last parent's on_done) against the same DAG in batch mode, on
+``--engine`` flow or packet; prints the session overhead per transfer (send + completion).
+
+    python benchmarks/bench_flow.py --case session --k 8 --bytes 268435456
 """
 from __future__ import annotations
 
@@ -56,6 +63,57 @@ def incast(m: int, pair_bytes: int):
                                    np.full(m, pair_bytes))
 
 
+def session_case(args) -> dict:
+    """Ring all-reduce: batch ``simulate`` vs the same DAG issued call by call via Session."""
+    from netcore import simulate
+    from netcore.flow import engine
+    from netcore.session import Session
+    from topo.builders import fat_tree
+
+    engine.warm()
+    topo = fat_tree(args.k, link_gbps=args.gbps, latency_us=args.latency_us)
+    sched = ring_all_reduce(topo.n_hosts, args.bytes)
+    opts = {} if args.transport is None else {"transport": args.transport}
+    simulate(topo, sched.subset(np.arange(sched.n) < min(64, sched.n)), args.routing,
+             engine=args.engine, **opts)  # warm the engine's own caches
+    t0 = time.perf_counter()
+    batch = simulate(topo, sched, args.routing, engine=args.engine, **opts)
+    batch_s = time.perf_counter() - t0
+
+    cptr, cidx = sched.children()
+    left = np.diff(sched.dep_ptr).copy()
+    src, dst, size = sched.src.tolist(), sched.dst.tolist(), sched.size.tolist()
+    t0 = time.perf_counter()
+    sess = Session(topo, engine=args.engine, routing=args.routing, **opts)
+    node_of = []
+
+    def issue(i):
+        sess.send(src[i], dst[i], size[i], on_done=done)
+        node_of.append(i)
+
+    def done(tid):
+        i = node_of[tid]
+        for c in cidx[cptr[i]:cptr[i + 1]].tolist():
+            left[c] -= 1
+            if left[c] == 0:
+                issue(c)
+
+    for i in np.flatnonzero(left == 0).tolist():
+        issue(i)
+    sess.run()
+    res = sess.result()
+    sess_s = time.perf_counter() - t0
+    n = sched.n_transfers
+    return {"case": "session", "engine": args.engine, "transport": args.transport,
+            "k": args.k, "transfers": n, "batch_simulate_s": round(batch_s, 3),
+            "session_s": round(sess_s, 3),
+            "overhead_us_per_transfer": round((sess_s - batch_s) / n * 1e6, 2),
+            "session_us_per_transfer": round(sess_s / n * 1e6, 2),
+            "advance_calls": sess.calls["advance"],
+            "same_makespan": bool(res.makespan == batch.makespan),
+            "makespan_s": batch.makespan}
+
+
 def one_case(args) -> dict:
     from netcore import simulate
     from netcore.flow import engine
@@ -75,7 +133,8 @@ def one_case(args) -> dict:
         sched = incast(args.incast, args.pair_bytes)
     build_s = time.perf_counter() - t0 - compile_s
     t1 = time.perf_counter()
-    res = simulate(topo, sched, args.routing, engine="flow")
+    opts = {} if args.transport is None else {"transport": args.transport}
+    res = simulate(topo, sched, args.routing, engine="flow", **opts)
     total_s = time.perf_counter() - t1
     info = res.info
     return {
@@ -92,7 +151,10 @@ def one_case(args) -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=["ring", "a2a", "incast", "all"], default="all")
+    ap.add_argument("--case", choices=["ring", "a2a", "incast", "session", "all"],
+                    default="all")
+    ap.add_argument("--transport", default=None, help="flow engine transport: fluid | tcp")
+    ap.add_argument("--engine", default="flow", help="session case: flow | packet")
     ap.add_argument("--k", type=int, default=16)
     ap.add_argument("--gbps", type=float, default=400.0)
     ap.add_argument("--latency-us", type=float, default=0.5)
@@ -101,6 +163,9 @@ def main(argv=None):
     ap.add_argument("--pair-bytes", type=int, default=1 << 20)
     ap.add_argument("--incast", type=int, default=1000)
     args = ap.parse_args(argv)
+    if args.case == "session":
+        print(json.dumps(session_case(args)), flush=True)
+        return
     if args.case != "all":
         print(json.dumps(one_case(args)), flush=True)
         return
@@ -108,7 +173,8 @@ def main(argv=None):
         cmd = [sys.executable, __file__, "--case", case, "--k", str(args.k), "--gbps",
                str(args.gbps), "--latency-us", str(args.latency_us), "--routing", args.routing,
                "--bytes", str(args.bytes), "--pair-bytes", str(args.pair_bytes),
-               "--incast", str(args.incast)]
+               "--incast", str(args.incast)] + \
+            ([] if args.transport is None else ["--transport", args.transport])
         subprocess.run(cmd, check=True)
 
 

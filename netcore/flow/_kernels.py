@@ -28,10 +28,16 @@ from numba import njit
 
 # ---------------------------------------------------------------- node float columns (NF)
 SIZE, DUR, START, TAIL, RATE, REM, TLAST, SEG0, TSTART, TEND, NR = range(11)
-N_NF = 11
+# transport tcp (docs/flow_engine.md "TCP start-up"): handshake delay, round-trip time, first
+# slow-start cap, the rate above which the cap can never bind, time the data started
+HS, RTT, CAP0, CAPMAX, TDATA = range(11, 16)
+N_NF = 16
 # ---------------------------------------------------------------- node int columns (NI)
 KIND, NDEPS, POFF, PLEN, STATE, ISNEW, FSTAMP, FFRZ, CF, ADDL = range(10)
-N_NI = 10
+# CAPB: 1 when the last solve froze the flow at its slow-start cap; CAPEV: highest slow-start
+# round for which a cap-doubling event was queued (-1: none)
+CAPB, CAPEV = range(10, 12)
+N_NI = 12
 # ---------------------------------------------------------------- entry int columns (EI)
 ELINK, EFLOW, ESLOT = range(3)
 N_EI = 3
@@ -48,20 +54,28 @@ N_LI = 14
 # ---------------------------------------------------------------- int scalars (isc)
 DH_N, TH_N, STAMP, N_ADD, N_SEED, PEND, FULL, LS_N, EVENTS, SERIES, RECOMP, STEPS, \
     CF_TOTAL, RH_N, SKIPPED = range(15)
-N_ISC = 15
+# incremental driving: a batch whose re-allocation is deferred (DEFER, with its DFULL flag and
+# THETA), the number of completions recorded in cbuf by the current advance() call; cap events
+DEFER, DFULL, NDONE, CAPEVENTS, CAPS = range(15, 20)
+N_ISC = 20
 # ---------------------------------------------------------------- float scalars (fsc)
-CLOCK, PEND_T = range(2)
-N_FSC = 2
+CLOCK, PEND_T, THETA = range(3)
+N_FSC = 3
 
 # node kinds (same numbers as netcore.schedule)
 TRANSFER, COMPUTE, DELAY = 0, 1, 2
 # node states
-WAIT, ACTIVE, FLIGHT, DONE, STALLED, STRANDED = 0, 1, 2, 3, 4, 5
-# timed-event codes: node * 2 + type
-EV_END, EV_START = 0, 1
+WAIT, ACTIVE, FLIGHT, DONE, STALLED, STRANDED, HSHAKE = 0, 1, 2, 3, 4, 5, 6
+# timed-event codes: node * 4 + type (the order among END/START codes is that of node * 2 +
+# type, so adding types did not change the order of any existing tie)
+EV_END, EV_START, EV_DATA, EV_CAP = 0, 1, 2, 3
 
 # advance() return codes
-RC_STOP, RC_GROW_SERIES = 0, 2
+RC_STOP, RC_GROW_SERIES, RC_DEFER = 0, 2, 3
+# advance() mode bits: stop after the events of a time stamp that completed nodes (before its
+# re-allocation, so that nodes added by the caller at that instant join the same batch), and
+# treat t_stop as inclusive (process the instant t_stop, then stop the same way)
+M_STOPC, M_INCL = 1, 2
 
 
 # ================================================================ indexed binary heap
@@ -240,16 +254,51 @@ def _account(f, sent, NI, EI, ew, LF):
         LF[BYTES, EI[e, ELINK]] += ew[e] * sent
 
 
+# ================================================================ slow-start caps
+@njit(cache=True, inline="always")
+def _cap_round(f, t, NF):
+    """Slow-start round of flow f at time t: the k with TDATA + k*RTT <= t < TDATA +
+    (k+1)*RTT, computed with the same expression as the event times so that at an event
+    instant the round is exactly the event's."""
+    td = NF[f, TDATA]
+    r = NF[f, RTT]
+    k = int((t - td) / r)
+    if k < 0:
+        k = 0
+    while td + (k + 1) * r <= t:
+        k += 1
+    while k > 0 and td + k * r > t:
+        k -= 1
+    return k
+
+
+@njit(cache=True, inline="always")
+def _cap_at(f, t, NF):
+    """Rate cap of flow f at t: CAP0 * 2^round while below CAPMAX, else +inf (a cap at or
+    above the path's largest possible rate can never bind again). Fluid flows have CAP0 = inf."""
+    c0 = NF[f, CAP0]
+    if not (c0 < NF[f, CAPMAX]):
+        return np.inf
+    c = c0 * 2.0 ** _cap_round(f, t, NF)
+    if c >= NF[f, CAPMAX]:
+        return np.inf
+    return c
+
+
 # ================================================================ max-min solver
 @njit(cache=True)
 def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
-               rhk, rhi, rpos, ls_t, ls_l, ls_r):
+               rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
     """Weighted max-min (progressive filling) over the component reached from the seed links.
 
     Flows with ``rate < theta`` keep their rate and only reduce the capacity of the links
     they cross (exact when the change since the last solve only removed flows whose rate was
     at least ``theta``; pass ``-inf`` otherwise). Flows whose rate changes get their remaining
     bytes brought up to ``t`` and a new drain time.
+
+    A flow with a slow-start cap c is a flow with a private link of capacity c: it freezes at
+    level c unless a shared link froze it earlier (min-heap ``chk`` of caps next to the heap
+    of link levels). A flow frozen by its cap queues an event at its next cap doubling.
     """
     isc[STAMP] += 1
     stamp = isc[STAMP]
@@ -338,12 +387,53 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
             if r < 0.0:
                 r = 0.0
             hn = _hset(lhk, lhi, lhp, hn, j, r / LF[WSUM, j])
+    # ---- caps of the component's flows (isc[CAPS] == 0: no flow has one, e.g. fluid)
+    cn = 0
+    if isc[CAPS] == 1:
+        for k in range(ncf):
+            f = NI[k, CF]
+            NI[f, CAPB] = 0
+            c = _cap_at(f, t, NF)
+            if c < np.inf:
+                cn = _hset(chk, chi, cpos, cn, f, c)
     # ---- progressive filling: the lowest saturation level freezes every flow on that link;
     # the links those flows also cross get their new level once per pop (TOUCH list), not
     # once per flow, which matters when a link with a thousand flows saturates
     touch = LI[TOUCH]
     npop = 0
     while hn > 0:
+        if cn > 0 and chk[0] <= lhk[0]:
+            # a cap is the lowest level: freeze that flow alone (its private link saturates)
+            level = chk[0]
+            f = chi[0]
+            cn = _hremove(chk, chi, cpos, cn, f)
+            if NI[f, FFRZ] == stamp:
+                continue
+            NI[f, CAPB] = 1
+            kr = _cap_round(f, t, NF) + 1
+            if kr > NI[f, CAPEV]:
+                NI[f, CAPEV] = kr
+                isc[TH_N] = _tpush(tk, ti, isc[TH_N], NF[f, TDATA] + kr * NF[f, RTT],
+                                   f * 4 + EV_CAP)
+                isc[CAPEVENTS] += 1
+            npop += 1
+            NI[f, FFRZ] = stamp
+            NF[f, NR] = level
+            p0 = NI[f, POFF]
+            for e2 in range(p0, p0 + NI[f, PLEN]):
+                j2 = LI[LLOC, EI[e2, ELINK]]
+                w = ew[e2]
+                LF[RES, j2] -= w * level
+                LF[WSUM, j2] -= w
+                LI[CNT, j2] -= 1
+                if LI[CNT, j2] > 0:
+                    r = LF[RES, j2]
+                    if r < 0.0:
+                        r = 0.0
+                    hn = _hset(lhk, lhi, lhp, hn, j2, r / LF[WSUM, j2])
+                else:
+                    hn = _hremove(lhk, lhi, lhp, hn, j2)
+            continue
         level = lhk[0]
         j = lhi[0]
         hn = _hremove(lhk, lhi, lhp, hn, j)
@@ -377,6 +467,8 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
                 hn = _hset(lhk, lhi, lhp, hn, j2, r / LF[WSUM, j2])
             else:
                 hn = _hremove(lhk, lhi, lhp, hn, j2)
+    for k in range(cn):  # caps of flows a shared link froze first: drop them
+        cpos[chi[k]] = -1
     # ---- apply: only flows whose rate really changed move in the drain heap
     for k in range(ncf):
         f = NI[k, CF]
@@ -420,6 +512,29 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
 
 
 # ================================================================ node life cycle
+@njit(cache=True, inline="always")
+def _begin_data(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
+    """Transfer c starts sending bytes at t (after its handshake, if any)."""
+    NF[c, TDATA] = t
+    NI[c, CAPB] = 0
+    NI[c, CAPEV] = -1
+    if NI[c, PLEN] < 0:  # re-routed during its handshake and left without a path
+        NI[c, STATE] = STRANDED
+    elif NF[c, SIZE] <= 0.0:
+        NI[c, STATE] = FLIGHT
+        isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, TAIL], c * 4 + EV_END)
+    else:
+        NI[c, STATE] = ACTIVE
+        NF[c, REM] = NF[c, SIZE]
+        NF[c, SEG0] = NF[c, SIZE]
+        NF[c, RATE] = 0.0
+        NF[c, TLAST] = t
+        NI[c, ISNEW] = 1
+        NI[isc[N_ADD], ADDL] = c
+        isc[N_ADD] += 1
+        _activate(c, t, NI, EI, ew, SI, SD, LF, LI, isc)
+
+
 @njit(cache=True)
 def _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
     NF[c, TSTART] = t
@@ -427,22 +542,14 @@ def _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
     if k == TRANSFER:
         if NI[c, PLEN] < 0:  # no path to the destination when it was last routed
             NI[c, STATE] = STRANDED
-        elif NF[c, SIZE] <= 0.0:
-            NI[c, STATE] = FLIGHT
-            isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, TAIL], c * 2 + EV_END)
+        elif NF[c, HS] > 0.0:  # tcp: SYN, SYN-ACK, then data behind the third packet
+            NI[c, STATE] = HSHAKE
+            isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, HS], c * 4 + EV_DATA)
         else:
-            NI[c, STATE] = ACTIVE
-            NF[c, REM] = NF[c, SIZE]
-            NF[c, SEG0] = NF[c, SIZE]
-            NF[c, RATE] = 0.0
-            NF[c, TLAST] = t
-            NI[c, ISNEW] = 1
-            NI[isc[N_ADD], ADDL] = c
-            isc[N_ADD] += 1
-            _activate(c, t, NI, EI, ew, SI, SD, LF, LI, isc)
+            _begin_data(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
     else:
         NI[c, STATE] = FLIGHT
-        isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, DUR], c * 2 + EV_END)
+        isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, DUR], c * 4 + EV_END)
 
 
 @njit(cache=True)
@@ -455,38 +562,66 @@ def _end_node(f, t, NF, NI, EI, ew, SI, SD, LF, LI, cptr, cidx, isc, tk, ti):
         if NI[c, NDEPS] == 0:
             s = NF[c, START]
             if s > t:
-                isc[TH_N] = _tpush(tk, ti, isc[TH_N], s, c * 2 + EV_START)
+                isc[TH_N] = _tpush(tk, ti, isc[TH_N], s, c * 4 + EV_START)
             else:
                 _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
 
 
 @njit(cache=True)
-def advance(t_stop, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, tk, ti, dhk, dhi,
-            dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, isc, fsc):
+def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, tk, ti, dhk,
+            dhi, dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, isc, fsc, chk, chi, cpos, cbuf):
     """Process every event with time < ``t_stop`` (all events of one time stamp as one batch,
     followed by one component-local re-allocation). Returns RC_STOP, or RC_GROW_SERIES when the
-    caller must enlarge the link-series arrays before resuming."""
+    caller must enlarge the link-series arrays before resuming.
+
+    ``mode`` (incremental driving, 0 in batch runs): with M_STOPC, a time stamp at which nodes
+    ended stops the loop after its events and before its re-allocation (RC_DEFER; the ended
+    nodes are ``cbuf[:isc[NDONE]]``); with M_INCL the instant ``t_stop`` itself is processed and
+    deferred the same way (the clock moves to ``t_stop`` even when nothing happens there). The
+    next call first finishes the deferred batch, including whatever the caller started at that
+    instant, so driving step by step gives the same batches as one batch run."""
     n_links = LI.shape[1]
+    isc[NDONE] = 0
     while True:
-        t = np.inf
-        if isc[DH_N] > 0:
-            t = dhk[0]
-        if isc[TH_N] > 0 and tk[0] < t:
-            t = tk[0]
-        if isc[PEND] == 1 and fsc[PEND_T] < t:
-            t = fsc[PEND_T]
-        if not (t < t_stop):
-            return RC_STOP
+        resume = isc[DEFER] == 1
+        if resume:
+            t = fsc[CLOCK]
+        else:
+            t = np.inf
+            if isc[DH_N] > 0:
+                t = dhk[0]
+            if isc[TH_N] > 0 and tk[0] < t:
+                t = tk[0]
+            if isc[PEND] == 1 and fsc[PEND_T] < t:
+                t = fsc[PEND_T]
+            if (mode & M_INCL) != 0:
+                if t > t_stop:
+                    # nothing up to the bound: the clock moves there, with an empty batch open
+                    # so that what the caller starts at t_stop is solved with it
+                    fsc[CLOCK] = t_stop
+                    fsc[THETA] = np.inf
+                    isc[DFULL] = 0
+                    isc[DEFER] = 1
+                    return RC_DEFER
+            elif not (t < t_stop):
+                return RC_STOP
         if isc[SERIES] == 1 and isc[LS_N] + n_links > ls_t.shape[0]:
             return RC_GROW_SERIES
-        fsc[CLOCK] = t
-        theta = np.inf
-        full = False
+        if resume:
+            isc[DEFER] = 0
+            theta = fsc[THETA]
+            full = isc[DFULL] == 1
+        else:
+            fsc[CLOCK] = t
+            theta = np.inf
+            full = False
+            isc[STEPS] += 1
         if isc[PEND] == 1 and fsc[PEND_T] == t:
-            # changes made by Python at this instant (faults, re-routes)
+            # changes made by Python at this instant (faults, re-routes, added transfers)
             isc[PEND] = 0
             full = True
         nev = 0
+        ndone0 = isc[NDONE]
         while True:
             progressed = False
             while isc[DH_N] > 0 and dhk[0] <= t:
@@ -502,28 +637,52 @@ def advance(t_stop, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, tk, ti
                 NF[f, SEG0] = 0.0
                 NF[f, RATE] = 0.0
                 NI[f, STATE] = FLIGHT
-                isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[f, TAIL], f * 2 + EV_END)
+                isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[f, TAIL], f * 4 + EV_END)
                 nev += 1
                 progressed = True
             while isc[TH_N] > 0 and tk[0] <= t:
                 code = ti[0]
                 isc[TH_N] = _tpop(tk, ti, isc[TH_N])
-                node = code >> 1
-                if (code & 1) == EV_END:
+                node = code >> 2
+                typ = code & 3
+                if typ == EV_END:
                     _end_node(node, t, NF, NI, EI, ew, SI, SD, LF, LI, cptr, cidx, isc, tk, ti)
-                else:
+                    if (mode & M_STOPC) != 0:
+                        cbuf[isc[NDONE]] = node
+                        isc[NDONE] += 1
+                    nev += 1
+                elif typ == EV_START:
                     _start_node(node, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
-                nev += 1
+                    nev += 1
+                elif typ == EV_DATA:
+                    _begin_data(node, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
+                    nev += 1
+                else:
+                    # slow-start cap doubles; it matters only if the last solve froze the flow
+                    # at its cap (otherwise a shared link binds it and a higher cap changes
+                    # nothing until that flow is re-solved, which evaluates the cap anew)
+                    if NI[node, STATE] == ACTIVE and NI[node, CAPB] == 1:
+                        p0 = NI[node, POFF]
+                        for e in range(p0, p0 + NI[node, PLEN]):
+                            _seed(LI, isc, EI[e, ELINK])
+                        full = True
+                        nev += 1
                 progressed = True
             if not progressed:
                 break
         isc[EVENTS] += nev
-        isc[STEPS] += 1
         if isc[N_ADD] > 0:
             full = True
+        if ((mode & M_STOPC) != 0 and isc[NDONE] > ndone0) or \
+                ((mode & M_INCL) != 0 and t == t_stop):
+            fsc[THETA] = theta
+            isc[DFULL] = 1 if full else 0
+            isc[DEFER] = 1
+            return RC_DEFER
         if isc[N_SEED] > 0 or isc[N_ADD] > 0:
             _recompute(t, -np.inf if full else theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl,
-                       isc, dhk, dhi, dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r)
+                       isc, dhk, dhi, dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos,
+                       tk, ti)
         isc[N_ADD] = 0
 
 
@@ -536,7 +695,7 @@ def start_roots(t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
         if NI[c, NDEPS] == 0:
             s = NF[c, START]
             if s > t:
-                isc[TH_N] = _tpush(tk, ti, isc[TH_N], s, c * 2 + EV_START)
+                isc[TH_N] = _tpush(tk, ti, isc[TH_N], s, c * 4 + EV_START)
             else:
                 _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
     # the roots that started at t are resolved by the first advance() as one batch
@@ -544,6 +703,23 @@ def start_roots(t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
         isc[PEND] = 1
         fsc[PEND_T] = t
     return isc[N_ADD]
+
+
+@njit(cache=True)
+def start_nodes(nodes, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
+    """Start (or schedule for their START time) the given parentless nodes, the clock being
+    at t (incremental driving). Like start_roots, the ones that start at t are solved by the
+    next advance() as part of the batch of instant t."""
+    for i in range(nodes.shape[0]):
+        c = nodes[i]
+        s = NF[c, START]
+        if s > t:
+            isc[TH_N] = _tpush(tk, ti, isc[TH_N], s, c * 4 + EV_START)
+        else:
+            _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
+    if isc[N_ADD] > 0 or isc[N_SEED] > 0:
+        isc[PEND] = 1
+        fsc[PEND_T] = t
 
 
 @njit(cache=True)
@@ -610,11 +786,12 @@ def flows_on_links(links, SI, LI):
 
 @njit(cache=True)
 def paths_hitting(dead, NI, EI):
-    """Transfers not started yet (WAIT) whose current path crosses a link with dead[l] != 0."""
+    """Transfers not sending yet (WAIT, or in their tcp handshake) whose current path crosses
+    a link with dead[l] != 0."""
     out = []
     n = NI.shape[0]
     for f in range(n):
-        if NI[f, KIND] != TRANSFER or NI[f, STATE] != WAIT:
+        if NI[f, KIND] != TRANSFER or not (NI[f, STATE] == WAIT or NI[f, STATE] == HSHAKE):
             continue
         p0 = NI[f, POFF]
         for e in range(p0, p0 + NI[f, PLEN]):
@@ -631,7 +808,8 @@ def slot_demand(NI, EI, n_links):
     need = np.zeros(n_links, dtype=np.int64)
     for f in range(NI.shape[0]):
         s = NI[f, STATE]
-        if NI[f, KIND] != TRANSFER or not (s == WAIT or s == ACTIVE or s == STALLED):
+        if NI[f, KIND] != TRANSFER or not (s == WAIT or s == ACTIVE or s == STALLED or
+                                           s == HSHAKE):
             continue
         p0 = NI[f, POFF]
         for e in range(p0, p0 + NI[f, PLEN]):
@@ -727,12 +905,97 @@ def path_tails(ptr, link, weight, bw, latency, hops, size, mtu):
 
 @njit(cache=True)
 def solve_all(NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos, rhk, rhi, rpos,
-              ls_t, ls_l, ls_r):
-    """Every node is an active flow starting now: one full max-min solve (tests, tools)."""
+              ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
+    """Every node is an active flow starting now: one full max-min solve (tests, tools).
+    Flows with ``CAP0 < CAPMAX`` (and TDATA = 0, RTT > 0) are capped at ``CAP0``."""
     for f in range(NI.shape[0]):
         NI[f, STATE] = ACTIVE
         NI[f, ISNEW] = 1
         NF[f, REM] = NF[f, SIZE]
         _activate(f, 0.0, NI, EI, ew, SI, SD, LF, LI, isc)
     _recompute(0.0, -np.inf, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
-               rhk, rhi, rpos, ls_t, ls_l, ls_r)
+               rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti)
+
+
+@njit(cache=True)
+def tcp_path_params(ptr, link, weight, bw, latency, hops, payload, mss, hdr, l2, ack_bytes,
+                    syn_bytes, init_cwnd, handshake):
+    """Per transfer, from its path and the protocol's packet sizes (docs/flow_engine.md, "TCP
+    start-up"): (tail, handshake delay, RTT, first slow-start cap, cap bound).
+
+    * data packet on the wire: ``mss + hdr + l2`` bytes (the last one ``rest + hdr + l2``);
+    * RTT = round-trip propagation + one data packet and one pure ACK serialised per hop
+      (ACKs on the reverse directed links ``l ^ 1``);
+    * handshake = SYN and SYN-ACK over the path and back, then the third packet (a pure ACK)
+      serialised on the first link before the first data packet;
+    * first cap = ``init_cwnd`` full data packets per RTT; the cap bound is the largest rate the
+      flow could get on its path (min of bandwidth / weight), at which the cap stops binding;
+    * tail = propagation + a full data packet (the only packet, for one-packet transfers)
+      serialised again on every hop after the first.
+    Split (spray) flows use their hop count and slowest link instead of per-hop sums.
+    """
+    n = ptr.shape[0] - 1
+    tail = np.zeros(n)
+    hs = np.zeros(n)
+    rtt = np.zeros(n)
+    cap0 = np.full(n, np.inf)
+    capmax = np.full(n, np.inf)
+    pkt = float(mss + hdr + l2)
+    ack = float(ack_bytes + l2)
+    syn = float(syn_bytes + l2)
+    for f in range(n):
+        if ptr[f + 1] == ptr[f]:
+            continue
+        s = payload[f]
+        npk = int(np.ceil(s / mss)) if s > 0 else 0
+        # the packet whose store-and-forward delays the end: the last one, or, when there are
+        # two or more, the full one just before it (the last cannot overtake it at a switch)
+        last = pkt if npk > 1 else (s + hdr + l2 if npk == 1 else 0.0)
+        lat = latency[f]
+        single = True
+        bmax = np.inf
+        bmin = np.inf
+        for e in range(ptr[f], ptr[f + 1]):
+            if weight[e] != 1.0:
+                single = False
+            b = bw[link[e]]
+            if b < bmin:
+                bmin = b
+            if b / weight[e] < bmax:
+                bmax = b / weight[e]
+        if single:
+            ser = 0.0
+            sa = 0.0
+            ss = 0.0
+            for e in range(ptr[f], ptr[f + 1]):
+                l = link[e]
+                ser += pkt / bw[l] + ack / bw[l ^ 1]
+                ss += syn / bw[l] + syn / bw[l ^ 1]
+                if e > ptr[f]:
+                    sa += last / bw[l]
+            first = bw[link[ptr[f]]]
+        else:
+            h = hops[f]
+            ser = h * (pkt + ack) / bmin
+            ss = 2 * h * syn / bmin
+            sa = (h - 1) * last / bmin
+            first = bmin
+        r = 2.0 * lat + ser
+        rtt[f] = r
+        if handshake:
+            hs[f] = 2.0 * lat + ss + ack / first
+        tail[f] = lat + sa
+        cap0[f] = init_cwnd * pkt / r
+        capmax[f] = bmax
+    return tail, hs, rtt, cap0, capmax
+
+
+@njit(cache=True)
+def wire_bytes(payload, mss, per_packet):
+    """Bytes on the wire of each transfer: payload plus ``per_packet`` header bytes for each of
+    its ceil(payload / mss) packets."""
+    out = np.empty(payload.shape[0])
+    for i in range(payload.shape[0]):
+        s = payload[i]
+        out[i] = s + np.ceil(s / mss) * per_packet if s > 0 else s
+    return out

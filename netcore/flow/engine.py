@@ -40,6 +40,8 @@ def warm() -> float:
     _run(topo, sched, _WarmRouting(topo), faults, check_options({"link_series": True,
                                                                   "mtu": 500,
                                                                   "reroute_delay_us": 0.2}))
+    _run(topo, Schedule.from_transfers([0, 1], [1, 0], [300_000, 0]), _WarmRouting(topo),
+         LinkFaults.none(), check_options({"transport": "tcp"}))
     _COMPILE_S = time.perf_counter() - t0
     return _COMPILE_S
 
@@ -95,12 +97,14 @@ def _check_faults(topology, faults):
 
 
 def _route(routing, st: FlowState, flows: np.ndarray, alive):
-    return routing.paths(st.src[flows], st.dst[flows], flow_id=flows, alive=alive)
+    key = flows if st.flow_key is None else st.flow_key[flows]
+    return routing.paths(st.src[flows], st.dst[flows], flow_id=key, alive=alive)
 
 
 def _run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> Result:
     wall0 = time.perf_counter()
-    st = FlowState(topology, schedule, opts["mtu"], opts["link_series"])
+    st = FlowState(topology, schedule, opts["mtu"], opts["link_series"], opts["transport"],
+                   opts["init_cwnd"], opts["handshake"])
     tr = np.flatnonzero(schedule.kind == TRANSFER).astype(np.int64)
     if len(tr):
         st.assign(tr, _route(routing, st, tr, None))
@@ -186,7 +190,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
 
 
 def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -> Result:
-    NF, NI = st.NF, st.NI
+    NF, NI = st.NF[: st.n], st.NI[: st.n]  # incremental runs keep spare rows past n
     state = NI[:, K.STATE]
     done = state == K.DONE
     end = np.where(done, NF[:, K.TEND], np.nan)
@@ -204,7 +208,7 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -
                  link_bytes=LF[K.BYTES].copy(), link_busy=busy, events=events, wall_s=loop_s)
     res.node_extra["stranded_no_path"] = direct
     res.node_extra["blocked"] = stranded & ~direct
-    res.node_extra["reroutes"] = st.reroutes
+    res.node_extra["reroutes"] = st.reroutes[: st.n]
     if opts["record_paths"]:
         ptr, link, weight = st.used_paths()
         res.node_extra["path_ptr"] = ptr
@@ -227,14 +231,16 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -
                     events=events, time_steps=int(st.isc[K.STEPS]),
                     recomputes=int(st.isc[K.RECOMP]), solved_flows=int(st.isc[K.CF_TOTAL]),
                     skipped_recomputes=int(st.isc[K.SKIPPED]),
+                    cap_events=int(st.isc[K.CAPEVENTS]),
                     events_per_s=events / loop_s if loop_s > 0 else 0.0,
                     stranded=int(stranded.sum()), stranded_no_path=int(direct.sum()))
     return res
 
 
-def max_min_rates(ptr, link, weight, cap) -> np.ndarray:
+def max_min_rates(ptr, link, weight, cap, caps=None) -> np.ndarray:
     """Weighted max-min fair rates of flows given as CSR (``link[ptr[f]:ptr[f+1]]`` with
-    ``weight``) over link capacities ``cap``, computed by the engine's own compiled solver."""
+    ``weight``) over link capacities ``cap``, computed by the engine's own compiled solver.
+    ``caps`` (optional, per flow, +inf for none): a private upper bound on each flow's rate."""
     ptr = np.ascontiguousarray(ptr, dtype=np.int64)
     link = np.ascontiguousarray(link, dtype=np.int64)
     weight = np.ascontiguousarray(weight, dtype=np.float64)
@@ -260,8 +266,19 @@ def max_min_rates(ptr, link, weight, cap) -> np.ndarray:
     SD = np.zeros((m, 2))
     isc = np.zeros(K.N_ISC, dtype=np.int64)
     z = np.zeros(1)
+    NF[:, K.CAPMAX] = np.inf
+    if caps is None:
+        NF[:, K.CAP0] = np.inf
+    else:
+        # a cap of flow f is slow-start round 0 of a flow that started at 0 (any RTT > 0)
+        NF[:, K.CAP0] = np.asarray(caps, dtype=np.float64)
+        NF[:, K.RTT] = 1.0
+        isc[K.CAPS] = 1
+    NI[:, K.CAPEV] = -1
     K.solve_all(NF, NI, EI, weight, SI, SD, LF, LI, np.zeros(L + 1, dtype=np.int64),
                 np.zeros(m, dtype=np.int64), isc, np.zeros(n), np.zeros(n, dtype=np.int64),
                 np.full(n, -1, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64),
-                np.full(n, -1, dtype=np.int64), z, np.zeros(1, dtype=np.int64), z)
+                np.full(n, -1, dtype=np.int64), z, np.zeros(1, dtype=np.int64), z,
+                np.zeros(n), np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64),
+                np.zeros(2 * n + 2), np.zeros(2 * n + 2, dtype=np.int64))
     return NF[:, K.RATE].copy()

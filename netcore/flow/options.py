@@ -15,7 +15,26 @@ DEFAULTS = {
     "link_series": False,
     # record the directed links each transfer used (Result.node_extra["path_*"])
     "record_paths": True,
+    # "fluid": every flow gets its max-min share at once (the classic model);
+    # "tcp": each transfer is its own TCP connection: handshake, header bytes, slow start as
+    # a per-flow rate cap (docs/flow_engine.md "TCP start-up")
+    "transport": "fluid",
+    # tcp: initial congestion window, segments (ns-3 TcpSocket::InitialCwnd, RFC 6928)
+    "init_cwnd": 10,
+    # tcp: SYN / SYN-ACK / ACK before the data, as each ns-3 BulkSendApplication connection
+    "handshake": True,
 }
+
+TRANSPORTS = ("fluid", "tcp")
+
+# tcp packet sizes, the same as the packet engine's (netcore/packet/options.py L3L4_HEADER and
+# l2_header_bytes, netcore/_packet_cpp/config.hpp), i.e. ns-3.44's TcpSocketBase with
+# timestamps on (IPv4 20 + TCP 20 + timestamp option 12) over PointToPointNetDevice (PPP 2)
+TCP_HEADER = 52       # bytes of IPv4 + TCP on every data packet; MSS = mtu - 52
+PPP_HEADER = 2        # bytes of the point-to-point header on every packet
+TCP_ACK_BYTES = 52    # pure ACK (IP bytes)
+TCP_SYN_BYTES = 60    # SYN / SYN-ACK with their options (IP bytes)
+TCP_DEFAULT_MTU = 9000  # used when transport = "tcp" and no mtu is given (packet engine default)
 
 
 def _is_number(v) -> bool:
@@ -40,7 +59,20 @@ def check_options(opts: dict) -> dict:
     if not _is_number(d) or not math.isfinite(d) or d < 0:
         raise InputError(f"engine.reroute_delay_us = {d!r}: expected a time >= 0")
     out["reroute_delay_us"] = float(d)
-    for key in ("link_series", "record_paths"):
+    t = out["transport"]
+    if t not in TRANSPORTS:
+        raise InputError(f"engine.transport = {t!r}: the flow engine models "
+                         f"{' or '.join(repr(x) for x in TRANSPORTS)}")
+    if t == "tcp":
+        if out["mtu"] is None:
+            out["mtu"] = TCP_DEFAULT_MTU
+        elif out["mtu"] <= TCP_HEADER:
+            raise InputError(f"engine.mtu = {out['mtu']!r}: must exceed the {TCP_HEADER}-byte "
+                             f"IPv4 + TCP header when transport = 'tcp'")
+    iw = out["init_cwnd"]
+    if not isinstance(iw, int) or isinstance(iw, bool) or iw < 1:
+        raise InputError(f"engine.init_cwnd = {iw!r}: expected an integer >= 1 (segments)")
+    for key in ("link_series", "record_paths", "handshake"):
         if not isinstance(out[key], bool):
             raise InputError(f"engine.{key} = {out[key]!r}: expected true or false")
     return out

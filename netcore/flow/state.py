@@ -10,18 +10,26 @@ from netcore.schedule import TRANSFER
 
 
 class FlowState:
-    def __init__(self, topology, schedule, mtu: int | None, link_series: bool):
+    def __init__(self, topology, schedule, mtu: int | None, link_series: bool,
+                 transport: str = "fluid", init_cwnd: int = 10, handshake: bool = True):
         n = schedule.n
         L = topology.n_dlinks
         self.n, self.L = n, L
         self.mtu = int(mtu or 0)
+        self.tcp = transport == "tcp"
+        self.init_cwnd = int(init_cwnd)
+        self.handshake = bool(handshake)
         self.bw = topology.dlink_bw.astype(np.float64)
         self.src = schedule.src
         self.dst = schedule.dst
+        self.payload = np.asarray(schedule.size, dtype=np.float64)
         self.NF = np.zeros((n, K.N_NF), dtype=np.float64)
         self.NI = np.zeros((n, K.N_NI), dtype=np.int64)
         NF, NI = self.NF, self.NI
-        NF[:, K.SIZE] = schedule.size
+        NF[:, K.SIZE] = self._wire(self.payload)
+        NF[:, K.CAP0] = np.inf
+        NF[:, K.CAPMAX] = np.inf
+        NI[:, K.CAPEV] = -1
         NF[:, K.DUR] = schedule.duration
         NF[:, K.START] = schedule.start
         NF[:, K.TSTART] = np.nan
@@ -36,6 +44,11 @@ class FlowState:
         self.rhk = np.zeros(n, dtype=np.float64)
         self.rhi = np.zeros(n, dtype=np.int64)
         self.rpos = np.full(n, -1, dtype=np.int64)
+        # min-heap of slow-start caps inside one solve; completions of an incremental advance
+        self.chk = np.zeros(n, dtype=np.float64)
+        self.chi = np.zeros(n, dtype=np.int64)
+        self.cpos = np.full(n, -1, dtype=np.int64)
+        self.cbuf = np.zeros(n, dtype=np.int64)
         self.cptr, self.cidx = schedule.children()
         self.cptr = np.ascontiguousarray(self.cptr, dtype=np.int64)
         self.cidx = np.ascontiguousarray(self.cidx, dtype=np.int64)
@@ -59,12 +72,82 @@ class FlowState:
         self.ls_r = np.zeros(cap, dtype=np.float64)
         self.isc = np.zeros(K.N_ISC, dtype=np.int64)
         self.isc[K.SERIES] = 1 if link_series else 0
+        self.isc[K.CAPS] = 1 if self.tcp else 0
         self.fsc = np.zeros(K.N_FSC, dtype=np.float64)
         self.factor = np.ones(L, dtype=np.float64)
         # segments that carried bytes and were then abandoned (re-routes): flow, offset, length
         self.old_segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.reroutes = np.zeros(n, dtype=np.int64)
         self.moved = np.zeros(n, dtype=bool)  # WAIT transfers routed around a fault
+        self.flow_key = None  # routing hash key per node (incremental runs); None: node ids
+
+    def _wire(self, payload: np.ndarray) -> np.ndarray:
+        """Bytes the fluid model moves: the payload, plus per-packet headers under tcp."""
+        if not self.tcp:
+            return payload.copy()
+        from netcore.flow.options import PPP_HEADER, TCP_HEADER
+
+        return K.wire_bytes(np.ascontiguousarray(payload, dtype=np.float64),
+                            float(self.mtu - TCP_HEADER), float(TCP_HEADER + PPP_HEADER))
+
+    # ------------------------------------------------------------------ incremental growth
+    def append_transfers(self, src, dst, payload, start) -> np.ndarray:
+        """Add parentless transfers (incremental driving); returns their node ids. Node
+        arrays grow by doubling; rows past ``n`` are inert (state DONE, no path)."""
+        k = len(src)
+        first = self.n
+        if first + k > self.NF.shape[0]:
+            self._grow(max(first + k, 2 * self.NF.shape[0], 64))
+        ids = np.arange(first, first + k, dtype=np.int64)
+        self.n = first + k
+        self.src[ids] = src
+        self.dst[ids] = dst
+        self.payload[ids] = payload
+        NF, NI = self.NF, self.NI
+        NF[ids] = 0.0
+        NI[ids] = 0
+        NF[ids, K.SIZE] = self._wire(np.asarray(payload, dtype=np.float64))
+        NF[ids, K.START] = start
+        NF[ids, K.TSTART] = np.nan
+        NF[ids, K.TEND] = np.nan
+        NF[ids, K.CAP0] = np.inf
+        NF[ids, K.CAPMAX] = np.inf
+        NI[ids, K.KIND] = TRANSFER
+        NI[ids, K.STATE] = K.WAIT
+        NI[ids, K.CAPEV] = -1
+        return ids
+
+    def _grow(self, cap: int):
+        old = self.NF.shape[0]
+
+        def grown(a, fill, rows=cap):
+            b = np.full((rows,) + a.shape[1:], fill, dtype=a.dtype)
+            b[: a.shape[0]] = a
+            return b
+
+        self.NF = grown(self.NF, 0.0)
+        self.NI = grown(self.NI, 0)
+        self.NI[old:, K.STATE] = K.DONE
+        self.NI[old:, K.KIND] = TRANSFER
+        self.NF[old:, K.TSTART] = np.nan
+        self.NF[old:, K.TEND] = np.nan
+        for name in ("dhk", "rhk", "chk"):
+            setattr(self, name, grown(getattr(self, name), 0.0))
+        for name in ("dhi", "rhi", "chi", "cbuf"):
+            setattr(self, name, grown(getattr(self, name), 0))
+        for name in ("dpos", "rpos", "cpos"):
+            setattr(self, name, grown(getattr(self, name), -1))
+        self.tk = grown(self.tk, 0.0, 2 * cap + 2)
+        self.ti = grown(self.ti, 0, 2 * cap + 2)
+        self.cptr = np.zeros(cap + 1, dtype=np.int64)  # incremental transfers have no children
+        self.cidx = np.zeros(0, dtype=np.int64)
+        self.src = grown(np.asarray(self.src), 0)
+        self.dst = grown(np.asarray(self.dst), 0)
+        self.payload = grown(self.payload, 0.0)
+        self.reroutes = grown(self.reroutes, 0)
+        self.moved = grown(self.moved, False)
+        if self.flow_key is not None:
+            self.flow_key = grown(self.flow_key, 0)
 
     # ------------------------------------------------------------------ paths
     def _reserve(self, extra: int):
@@ -102,32 +185,59 @@ class FlowState:
         self.n_ent += m
         self.NI[flows, K.POFF] = base + ptr[:-1]
         self.NI[flows, K.PLEN] = np.where(reach, cnt, -1)
-        tails = K.path_tails(ptr, link, weight, self.bw,
-                             np.ascontiguousarray(paths.latency, dtype=np.float64),
-                             np.ascontiguousarray(paths.hops, dtype=np.int64),
-                             np.ascontiguousarray(self.NF[flows, K.SIZE]), self.mtu)
-        self.NF[flows, K.TAIL] = tails
+        lat = np.ascontiguousarray(paths.latency, dtype=np.float64)
+        hops = np.ascontiguousarray(paths.hops, dtype=np.int64)
+        if self.tcp:
+            from netcore.flow import options as O
+
+            tail, hs, rtt, cap0, capmax = K.tcp_path_params(
+                ptr, link, weight, self.bw, lat, hops,
+                np.ascontiguousarray(self.payload[flows]), self.mtu - O.TCP_HEADER,
+                O.TCP_HEADER, O.PPP_HEADER, O.TCP_ACK_BYTES, O.TCP_SYN_BYTES, self.init_cwnd,
+                self.handshake)
+            self.NF[flows, K.TAIL] = tail
+            self.NF[flows, K.HS] = hs
+            self.NF[flows, K.RTT] = rtt
+            self.NF[flows, K.CAP0] = cap0
+            self.NF[flows, K.CAPMAX] = capmax
+        else:
+            self.NF[flows, K.TAIL] = K.path_tails(
+                ptr, link, weight, self.bw, lat, hops,
+                np.ascontiguousarray(self.NF[flows, K.SIZE]), self.mtu)
         return flows[~reach]
 
-    def fit_slots(self):
+    def fit_slots(self, slack: float = 1.0):
         """Give every link room for all transfers that may still cross it (after paths
-        changed); a no-op when the current layout already fits."""
+        changed); a no-op when the current layout already fits. ``slack`` > 1 over-allocates
+        (incremental runs add transfers one call at a time; doubling keeps re-layouts rare)."""
         need = K.slot_demand(self.NI, self.EI, self.L)
         if (need <= self.LI[K.LCAP]).all():
             return
         cap = np.maximum(need, self.LI[K.LCAP])
+        if slack != 1.0:
+            cap = np.maximum(cap, np.ceil(need * slack).astype(np.int64))
+        self.relayout(cap)
+
+    def relayout(self, cap: np.ndarray):
+        """Lay the slot pool out again with ``cap[l]`` slots for link l (>= its active flows)."""
+        cap = np.ascontiguousarray(cap, dtype=np.int64)
         off = np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64)
         self.SI, self.SD = K.relayout_slots(off, cap, self.EI, self.SI, self.SD, self.LI)
         if len(self.wl) < len(self.SI):
             self.wl = np.zeros(len(self.SI), dtype=np.int64)
 
     # ------------------------------------------------------------------ kernel calls
-    def advance(self, t_stop: float) -> int:
-        return K.advance(t_stop, self.NF, self.NI, self.cptr, self.cidx, self.EI, self.ew,
-                         self.SI, self.SD, self.LF, self.LI, self.lptr, self.wl, self.tk,
-                         self.ti, self.dhk, self.dhi, self.dpos, self.rhk, self.rhi,
-                         self.rpos, self.ls_t, self.ls_l,
-                         self.ls_r, self.isc, self.fsc)
+    def advance(self, t_stop: float, mode: int = 0) -> int:
+        return K.advance(t_stop, mode, self.NF, self.NI, self.cptr, self.cidx, self.EI,
+                         self.ew, self.SI, self.SD, self.LF, self.LI, self.lptr, self.wl,
+                         self.tk, self.ti, self.dhk, self.dhi, self.dpos, self.rhk, self.rhi,
+                         self.rpos, self.ls_t, self.ls_l, self.ls_r, self.isc, self.fsc,
+                         self.chk, self.chi, self.cpos, self.cbuf)
+
+    def start_nodes(self, nodes: np.ndarray, t: float):
+        K.start_nodes(np.ascontiguousarray(nodes, dtype=np.int64), t, self.NF, self.NI,
+                      self.EI, self.ew, self.SI, self.SD, self.LF, self.LI, self.isc,
+                      self.fsc, self.tk, self.ti)
 
     def grow_series(self):
         cap = 2 * len(self.ls_t) + self.L
@@ -171,8 +281,9 @@ class FlowState:
     def used_paths(self):
         """CSR (ptr, link, weight) per node of every path segment that carried the transfer,
         in time order (abandoned segments first, then the one it finished on)."""
-        NI = self.NI
-        started = (NI[:, K.KIND] == TRANSFER) & (NI[:, K.PLEN] > 0) & np.isfinite(self.NF[:, K.TSTART])
+        NI = self.NI[: self.n]
+        started = (NI[:, K.KIND] == TRANSFER) & (NI[:, K.PLEN] > 0) & \
+            np.isfinite(self.NF[: self.n, K.TSTART])
         fl = [f for f, _, _ in self.old_segments] + [np.flatnonzero(started)]
         off = [o for _, o, _ in self.old_segments] + [NI[started, K.POFF]]
         ln = [l for _, _, l in self.old_segments] + [NI[started, K.PLEN]]

@@ -1,0 +1,193 @@
+"""Incremental driving of the flow engine, for co-simulation (docs/session.md).
+
+Same contract as ``netcore.packet.incremental.PacketIncremental``:
+
+    inc = FlowIncremental(topology, routing, faults, transport="tcp")
+    ids = inc.add_transfers(src, dst, size, start_s=0.0)
+    while inc.pending():
+        t, done = inc.advance(t_limit)      # stops at the first completion time stamp
+        ...inc.add_transfers(..., start_s=t) for what `done` releases...
+    res = inc.result()
+
+The compiled event loop runs until the next instant the caller needs (a completion, or
+``t_limit``) and stops there *before* that instant's re-allocation; transfers the caller adds
+at that instant are started by the next ``advance`` as part of the same batch. So a DAG driven
+step by step gives the same batches, in the same order, as the DAG handed to ``run`` at once
+(tests/test_session.py checks bit-for-bit equality on a ring all-reduce). Python is entered
+once per ``advance`` call and at fault instants, never per flow event.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from netcore.flow import _kernels as K
+from netcore.flow.engine import _check_faults, _collect, _fault_instant, warm
+from netcore.flow.options import check_options
+from netcore.flow.state import FlowState
+from netcore.schedule import Schedule
+from topo.errors import InputError
+
+
+def _entry_links(st: FlowState, flows: np.ndarray) -> np.ndarray:
+    """Directed links of the current path entries of ``flows`` (none for unreachable ones)."""
+    plen = np.maximum(st.NI[flows, K.PLEN], 0)
+    idx = np.repeat(st.NI[flows, K.POFF] - np.cumsum(plen) + plen, plen) + \
+        np.arange(int(plen.sum()))
+    return st.EI[idx, K.ELINK]
+
+
+class FlowIncremental:
+    """The flow engine driven step by step: ``add_transfers``, ``advance``, ``now``,
+    ``pending``, ``result``. Options are the flow engine's (``netcore.flow.options``)."""
+
+    def __init__(self, topology, routing, faults=None, seed: int = 0, **options):
+        from topo.faults import LinkFaults
+        from topo.routing import Routing
+
+        self.topology = topology
+        self.routing = Routing(topology, routing, seed=seed) if isinstance(routing, str) \
+            else routing
+        self.faults = LinkFaults.none() if faults is None else faults
+        self.opts = check_options(options)
+        _check_faults(topology, self.faults)
+        self._compile_s = warm()
+        o = self.opts
+        st = FlowState(topology, Schedule.empty(), o["mtu"], o["link_series"], o["transport"],
+                       o["init_cwnd"], o["handshake"])
+        st.src = np.zeros(0, dtype=np.int64)
+        st.dst = np.zeros(0, dtype=np.int64)
+        st.flow_key = np.zeros(0, dtype=np.int64)
+        st.fit_slots()
+        self._st = st
+        self._demand = np.zeros(topology.n_dlinks, dtype=np.int64)
+        self._delay = o["reroute_delay_us"] * 1e-6
+        self._ftime = np.asarray(self.faults.time, dtype=np.float64)
+        self._fi = 0
+        self._reroute_at: dict[float, list[np.ndarray]] = {}
+        self._now = 0.0
+        self._done = 0
+        self._wall = 0.0
+        self._setup = 0.0
+
+    # ------------------------------------------------------------------ API
+    def now(self) -> float:
+        """Simulated time reached, in seconds."""
+        return self._now
+
+    def pending(self) -> int:
+        """Transfers added and neither finished nor stranded."""
+        st = self._st
+        return int(st.n - self._done - np.count_nonzero(st.NI[: st.n, K.STATE] == K.STRANDED))
+
+    def add_transfers(self, src, dst, size, start_s=None, flow_ids=None) -> np.ndarray:
+        """Add transfers src[i] -> dst[i] of size[i] bytes that become ready at ``start_s``
+        (scalar or per transfer, seconds, >= now(); default now()). ``flow_ids`` (optional)
+        is the key routing hashes (default: the returned ids, as ``run`` uses node ids).
+        Returns the transfer ids (0, 1, ... in order of adding)."""
+        t0 = time.perf_counter()
+        src = np.atleast_1d(np.asarray(src))
+        dst = np.atleast_1d(np.asarray(dst))
+        size = np.atleast_1d(np.asarray(size))
+        n = len(src)
+        h = self.topology.n_hosts
+        for name, a in (("dst", dst), ("size", size)):
+            if len(a) != n:
+                raise InputError(f"{name} has {len(a)} entries, expected {n} (one per src)")
+        for name, a in (("src", src), ("dst", dst)):
+            if n and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= h):
+                bad = a[(a < 0) | (a >= h)][:1] if np.issubdtype(a.dtype, np.integer) else a[:1]
+                raise InputError(f"{name} must be host ids in [0, {h}); got {bad.tolist()}")
+        if n and np.any(src == dst):
+            raise InputError(f"src and dst must differ; got {int(src[src == dst][0])} twice")
+        if n and (not np.issubdtype(size.dtype, np.integer) or size.min() < 0):
+            raise InputError(f"size must be non-negative integers (bytes); got "
+                             f"{size[:3].tolist()}")
+        if start_s is None:
+            start = np.full(n, self._now)
+        else:
+            start = np.array(np.broadcast_to(np.asarray(start_s, dtype=np.float64), (n,)))
+            if n and not np.all(np.isfinite(start)):
+                raise InputError(f"start_s must be finite seconds; got {start[:3].tolist()}")
+            if n and start.min() < self._now:
+                raise InputError(f"start_s must be >= now() = {self._now!r} s; got "
+                                 f"{float(start.min())!r}")
+        st = self._st
+        ids = st.append_transfers(src.astype(np.int64), dst.astype(np.int64),
+                                  size.astype(np.float64), start)
+        st.flow_key[ids] = ids if flow_ids is None else np.broadcast_to(
+            np.asarray(flow_ids, np.int64), (n,))
+        if n:
+            # as in a batch run: routed on the whole fabric, and routed again around dead
+            # links only if that path crosses one (then an `up` re-routes them once more)
+            key = st.flow_key[ids]
+            st.assign(ids, self.routing.paths(st.src[ids], st.dst[ids], flow_id=key))
+            alive = st.factor > 0
+            if not alive.all():
+                hit = K.paths_hitting((~alive).astype(np.int8), st.NI, st.EI)
+                hit = hit[hit >= ids[0]]
+                if len(hit):
+                    st.assign(hit, self.routing.paths(st.src[hit], st.dst[hit],
+                                                      flow_id=st.flow_key[hit], alive=alive))
+                    st.moved[hit] = True
+            # slot room: the demand of not-finished transfers per link is kept up to date here
+            # (a full recount would cost O(transfers) per call); grow by doubling
+            links = _entry_links(st, ids)
+            np.add.at(self._demand, links, 1)
+            lcap = st.LI[K.LCAP]
+            if (self._demand[links] > lcap[links]).any():
+                st.relayout(np.maximum(lcap, 2 * self._demand))
+            st.start_nodes(ids, self._now)
+        self._setup += time.perf_counter() - t0
+        return ids
+
+    def advance(self, t_limit: float | None = None):
+        """Run until ``t_limit`` (seconds; None: no limit) or the first time stamp at which
+        transfers complete, whichever is first. Returns (t, ids): that time stamp and every
+        transfer completing at it (in id order), or (t_limit, empty) if none did (with no
+        limit: (now, empty) once nothing is left to do). Events at exactly ``t_limit`` are
+        processed (their completions are returned)."""
+        if t_limit is not None:
+            t_limit = float(t_limit)
+            if not (t_limit >= self._now):
+                raise InputError(f"t_limit must be >= now() = {self._now!r} s; got {t_limit!r}")
+        lim = math.inf if t_limit is None else t_limit
+        st = self._st
+        t0 = time.perf_counter()
+        try:
+            while True:
+                t_f = self._ftime[self._fi] if self._fi < len(self._ftime) else math.inf
+                if self._reroute_at:
+                    t_f = min(t_f, min(self._reroute_at))
+                if lim < t_f:
+                    rc = st.advance(lim, K.M_STOPC | K.M_INCL)
+                else:
+                    rc = st.advance(t_f, K.M_STOPC)
+                if rc == K.RC_GROW_SERIES:
+                    st.grow_series()
+                    continue
+                if rc == K.RC_DEFER:
+                    self._now = float(st.fsc[K.CLOCK])
+                    nd = int(st.isc[K.NDONE])
+                    done = np.sort(st.cbuf[:nd])
+                    self._done += nd
+                    if nd:  # their entries no longer need slots
+                        np.subtract.at(self._demand, _entry_links(st, done), 1)
+                    return self._now, done
+                if t_f == math.inf:  # nothing left at all
+                    return self._now, np.zeros(0, dtype=np.int64)
+                self._now = float(t_f)
+                self._fi = _fault_instant(st, self.topology, self.routing, self.faults,
+                                          self._fi, t_f, self._delay, self._reroute_at)
+                # re-routes moved entries: recount (fault instants are rare)
+                self._demand = K.slot_demand(st.NI, st.EI, st.L)
+        finally:
+            self._wall += time.perf_counter() - t0
+
+    def result(self):
+        """The ``Result`` over every transfer added so far (unfinished ones are stranded)."""
+        st = self._st
+        return _collect(st, self.topology, None, self.opts, self._compile_s, self._setup,
+                        self._wall, self._wall + self._setup)
