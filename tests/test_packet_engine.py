@@ -253,8 +253,9 @@ def test_link_down_with_alternative_path_finishes(transport):
     assert res.makespan > clean.makespan
 
 
+@pytest.mark.parametrize("sample_us", [0.0, 10.0])  # the queue sampler must not keep it alive
 @pytest.mark.parametrize("transport", ["ideal", "tcp", "dcqcn"])
-def test_link_down_without_alternative_is_stranded_and_run_ends(transport):
+def test_link_down_without_alternative_is_stranded_and_run_ends(transport, sample_us):
     t = line([100, 100], [1.0, 1.0])
     b = ScheduleBuilder()
     a = b.add_transfers([0], [1], [5_000_000])
@@ -263,7 +264,7 @@ def test_link_down_without_alternative_is_stranded_and_run_ends(transport):
     s = b.build()
     f = LinkFaults.from_records(t, [{"link": [2, 1], "kind": "down", "at_us": 50.0,
                                      "direction": "forward"}])
-    res = run(t, s, Routing(t, "shortest"), f, transport=transport)
+    res = run(t, s, Routing(t, "shortest"), f, transport=transport, sample_queues_us=sample_us)
     assert res.stranded[a[0]] and res.stranded[c[0]]
     assert not res.stranded[other[0]] and np.isfinite(res.end[other[0]])
     assert np.isnan(res.end[a[0]])

@@ -4,7 +4,9 @@
 // same simulation: the layout below changes speed, never results.
 //
 // * Two heaps share one sequence counter: `hot` holds the per-link events (a pipe's head
-//   arrival, a port's end of serialisation: at most two per directed link), `cold` every timer
+//   arrival, and for ideal/dcqcn a port's end of serialisation: at most two per directed link;
+//   tcp/dctcp ports schedule each packet's serialisation when it is queued, see
+//   Sim::schedule_tx, so they have no end-of-serialisation events), `cold` every timer
 //   (RTO, delayed ACK, pacing, DCQCN, node start/finish, faults). pop() takes the smaller head.
 //   Why: an all-to-all keeps one RTO per connection pending (16k on a k=8 fat tree) while the
 //   events that fire are the few hundred link events; in one heap each pop sifted a far-future

@@ -36,12 +36,17 @@ struct Pkt {
 static_assert(sizeof(Pkt) <= 40, "packet record grew");
 
 // A packet on a link's pipe: arrival time at the far end, the sequence number its arrival
-// event got when it was sent, and the link's epoch then (a failure bumps it, killing the pipe).
+// event got when it was scheduled, the link's epoch then (a failure bumps it, killing the
+// pipe). On tcp/dctcp ports (see Sim::schedule_tx) a packet enters the pipe when it joins the
+// port queue, with the time its serialisation will start; until then it is also one of the
+// waiting packets, which are always the newest `q.size()` entries of the pipe.
 struct PipeEntry {
     int64_t t_arr;
+    int64_t t_start;   // start of serialisation
     uint64_t ev_seq;
     int32_t pid;
     uint32_t epoch;
+    int32_t wire;      // bytes on the wire (the queue and link statistics need it at start)
 };
 
 class PacketPool {

@@ -25,6 +25,7 @@ public:
     const T& at(size_t i) const { return buf_[(head_ + i) & (buf_.size() - 1)]; }
     T& at(size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
     void clear() { head_ = 0; n_ = 0; }
+    void drop_back(size_t k) { n_ -= k; }  // forget the k newest entries (k <= size())
 
 private:
     void grow() {

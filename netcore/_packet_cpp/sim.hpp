@@ -42,8 +42,9 @@ struct Link {
     bool txdone_pending = false;
     ps_t txdone_at = -1;    // time of the one live TX_DONE event (others are stale)
     uint32_t epoch = 0;
-    ps_t busy_until = 0;
-    Ring q;                 // waiting packets
+    ps_t busy_until = 0;    // end of the last serialisation started (eager ports: scheduled)
+    ps_t cur_end = 0;       // eager ports: end of the last serialisation that has started
+    Ring q;                 // waiting packets (not yet serialising)
     RingT<PipeEntry> pipe;  // packets on the wire / propagating, in arrival order
     int64_t qbytes = 0;
     int64_t reserved = 0;   // ideal: credits held by packets on their way here
@@ -189,6 +190,10 @@ private:
     std::vector<Conn> conns;
     std::vector<int32_t> warm;  // (src * n_hosts + dst) -> conn, warm connections only
     bool stop_for_reroute = false;
+    // tcp/dctcp: a port is a FIFO nothing pauses or blocks, so a packet's start of
+    // serialisation is known when it joins the queue (see schedule_tx); no end-of-serialisation
+    // events. ideal/dcqcn (credits, PFC pauses) keep try_start and EV_TXDONE.
+    bool eager = false;
 
     // rng (splitmix64): one stream for the run, consumed in event order -> deterministic
     double urand() {
@@ -215,6 +220,35 @@ private:
     void at_node(int32_t pid, int32_t node);
     void enqueue(int32_t l, int32_t pid);
     void try_start(int32_t l);
+    void schedule_tx(int32_t l, int32_t pid, bool fresh = true);  // fresh: just queued
+    // eager ports: the waiting packets whose serialisation started at or before `upto` leave
+    // the queue (queue integrals and link statistics are closed at each one's start time).
+    // Most callers pass now - 1: a start at `now` that follows the end of the previous packet
+    // is seen after the other events at `now` (the old EV_TXDONE usually ran after them).
+    void drain(Link& L, ps_t upto) {
+        while (!L.q.empty()) {
+            PipeEntry& pe = L.pipe.at(L.pipe.size() - L.q.size());
+            const ps_t t = pe.t_start;
+            if (t > upto) return;
+            // the arrival event's sequence number is taken when the start is observed (as the
+            // old end-of-serialisation event took it when the packet started), not at enqueue
+            pe.ev_seq = eq.take_seq();
+            L.q_area_bytes += (double)L.qbytes * (double)(t - L.q_last);
+            L.q_area_pkts += (double)L.q.size() * (double)(t - L.q_last);
+            L.q_last = t;
+            L.q.pop();
+            L.qbytes -= pe.wire;
+            sw_bytes[L.src] -= pe.wire;
+            const ps_t ser = pe.t_arr - L.lat - t;
+            L.cur_end = t + ser;
+            L.stat_busy += ser;
+            L.stat_bytes += pe.wire;
+            ++L.stat_pkts;
+        }
+    }
+    void drain_node(int32_t u) {  // every output port of node u
+        for (int64_t j = adj_ptr[u]; j < adj_ptr[u + 1]; ++j) drain(links[adj_link[j]], now - 1);
+    }
     void service_waiters(int32_t l);
     int64_t room(int32_t l) const;
     void drop(int32_t l, int32_t pid);

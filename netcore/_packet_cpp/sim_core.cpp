@@ -23,6 +23,7 @@ Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t see
       child_idx(std::move(child_idx_)), indeg(std::move(indeg_)), ftime(std::move(ftime_)),
       flink(std::move(flink_)), fkind(std::move(fkind_)), ffactor(std::move(ffactor_)) {
     n_nodes = static_cast<int32_t>(adj_ptr.size()) - 1;
+    eager = cfg.transport == T_TCP || cfg.transport == T_DCTCP;
     if (dsrc.size() >= (size_t(1) << EventQueue::LINK_BITS))
         throw std::invalid_argument("packet engine: at most 2^23 directed links");
     links.resize(dsrc.size());
@@ -135,7 +136,12 @@ void Sim::dispatch(const Event& e) {
     switch (e.type) {
         case EV_ARRIVE: {
             Link& L = links[e.a];
+            // stale: a fault removed (or re-timed) the packets it was for (eager ports only)
+            if (L.pipe.empty() || L.pipe.front().ev_seq != e.seq) return;
             const PipeEntry pe = L.pipe.pop();
+            // eager ports: the next packet has started by now (t_start <= its predecessor's
+            // arrival); drain gives it its event sequence number before it enters the heap
+            if (eager && !L.pipe.empty() && L.q.size() == L.pipe.size()) drain(L, now);
             if (!L.pipe.empty()) {
                 const PipeEntry& h = L.pipe.front();
                 eq.push_seq(h.t_arr, h.ev_seq, EV_ARRIVE, e.a);
@@ -245,6 +251,14 @@ int32_t Sim::choose_hop(int32_t u, int32_t d) {
         if (D[v] != du - 1 || !L.up) continue;
         if (v < n_hosts && v != d && !hosts_forward) continue;
         if (cfg.adaptive) {
+            if (eager) {
+                Link& M = links[l];
+                drain(M, now - 1);
+                const double load = (double)M.qbytes +
+                    (M.cur_end > now ? (M.cur_end - now) / M.ps_per_byte : 0.0);
+                if (best < 0 || load < best_load) { best = l; best_load = load; }
+                continue;
+            }
             double load = (double)L.qbytes + (double)L.reserved * cfg.mtu +
                           (L.busy_until > now ? (L.busy_until - now) / L.ps_per_byte : 0.0);
             if (best < 0 || load < best_load) { best = l; best_load = load; }
@@ -319,6 +333,10 @@ void Sim::enqueue(int32_t l, int32_t pid) {
         service_waiters(l);
         return;
     }
+    if (eager) {
+        drain(L, now - 1);
+        if (cfg.switch_buffer_bytes > 0 && L.src >= n_hosts) drain_node(L.src);
+    }
     const bool transit = p.prev >= 0;  // the source's own NIC queue never drops (back-pressure)
     const bool lossy = cfg.transport == T_TCP || cfg.transport == T_DCTCP;
     if (transit) {
@@ -357,7 +375,35 @@ void Sim::enqueue(int32_t l, int32_t pid) {
     sw_bytes[L.src] += p.wire;
     if ((int64_t)L.q.size() > L.stat_qmax_pkts) L.stat_qmax_pkts = (int64_t)L.q.size();
     if (L.qbytes > L.stat_qmax_bytes) L.stat_qmax_bytes = L.qbytes;
-    try_start(l);
+    if (eager) schedule_tx(l, pid);
+    else try_start(l);
+}
+
+// Eager ports (tcp/dctcp): the packet that just joined the queue starts serialising when the
+// port has finished everything before it (FIFO, never paused), so its start and arrival times
+// are fixed now: it enters the pipe at once and stays counted as waiting (L.q) until drain()
+// sees its start time pass; drain() also gives its arrival event its sequence number.
+// Tie order (docs/packet_engine.md, "Eager ports"): a start at t that follows the end of the
+// previous packet is seen after the other events at t (drain(L, now - 1)); a packet joining
+// an idle port starts at once.
+void Sim::schedule_tx(int32_t l, int32_t pid, bool fresh) {
+    Link& L = links[l];
+    Pkt& p = pool[pid];
+    const ps_t st = std::max(now, L.busy_until);
+    const ps_t ser = round_pos((double)p.wire * L.ps_per_byte);
+    L.busy_until = st + ser;
+    if (!fresh) {  // re-timed after a rate change: the caller drains and pushes
+        L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire});
+        return;
+    }
+    if (cfg.loss_rate > 0 && urand() < cfg.loss_rate) p.flags |= F_LOST;
+    const bool was_empty = L.pipe.empty();
+    L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire});
+    if (st <= now) drain(L, now);  // an idle port starts at once (and takes its sequence)
+    if (was_empty) {  // an empty pipe means an idle port: the packet started above
+        const PipeEntry& pe = L.pipe.at(0);
+        eq.push_seq(pe.t_arr, pe.ev_seq, EV_ARRIVE, l);
+    }
 }
 
 void Sim::try_start(int32_t l) {
@@ -403,7 +449,7 @@ void Sim::try_start(int32_t l) {
     L.stat_bytes += p.wire;
     ++L.stat_pkts;
     if (cfg.loss_rate > 0 && urand() < cfg.loss_rate) p.flags |= F_LOST;
-    const PipeEntry pe{now + ser + L.lat, eq.take_seq(), pid, L.epoch};
+    const PipeEntry pe{now + ser + L.lat, now, eq.take_seq(), pid, L.epoch, p.wire};
     if (L.pipe.empty()) eq.push_seq(pe.t_arr, pe.ev_seq, EV_ARRIVE, l);
     L.pipe.push(pe);
     if (!L.q.empty()) {
@@ -461,6 +507,9 @@ void Sim::apply_fault(int32_t i) {
     Link& L = links[l];
     if (fkind[i] == 0) {  // down: what is queued and on the wire is lost
         if (!L.up) return;
+        if (eager) drain(L, now - 1);  // faults come first at equal times
+        // eager ports: the waiting packets are the newest pipe entries; they die here
+        const size_t n_wait = eager ? L.q.size() : 0;
         L.up = false;
         ++L.epoch;
         qchange(L);
@@ -475,7 +524,9 @@ void Sim::apply_fault(int32_t i) {
             }
             drop(l, pid);
         }
+        L.pipe.drop_back(n_wait);
         L.busy_until = now;
+        L.cur_end = std::min(L.cur_end, now);
         L.blocked = false;
         if (L.paused) { L.paused = false; L.stat_pause += now - L.pause_since; }
         service_waiters(l);  // upstream links blocked on us send (and lose) their packets
@@ -486,7 +537,27 @@ void Sim::apply_fault(int32_t i) {
     } else {
         L.up = true;
         L.ps_per_byte = 1e12 / (L.base_bw * (fkind[i] == 1 ? ffactor[i] : 1.0));
-        try_start(l);
+        if (eager) {  // packets not yet serialising were timed at the old rate: time them again
+            drain(L, now - 1);  // a packet starting at `now` takes the new rate
+            const size_t n = L.q.size();
+            if (n > 0) {
+                std::vector<int32_t> w(n);
+                for (size_t k = 0; k < n; ++k) w[k] = L.q.at(k);
+                L.pipe.drop_back(n);  // never the pipe's head (a head has left the queue)
+                const bool was_empty = L.pipe.empty();
+                L.busy_until = L.cur_end;
+                // loss was drawn already; drain only once every waiting packet is back in the
+                // pipe (drain finds them as the newest q.size() entries)
+                for (int32_t pid : w) schedule_tx(l, pid, false);
+                drain(L, was_empty ? now : now - 1);  // an idle port starts at once (rule 1)
+                if (was_empty) {
+                    const PipeEntry& h = L.pipe.at(0);
+                    eq.push_seq(h.t_arr, h.ev_seq, EV_ARRIVE, l);
+                }
+            }
+        } else {
+            try_start(l);
+        }
         service_waiters(l);
     }
 }
@@ -549,13 +620,19 @@ void Sim::set_distances(const std::vector<int32_t>& row, const std::vector<int32
 
 void Sim::sample() {
     samples.t.push_back((double)now * 1e-12);
+    if (eager)
+        for (Link& L : links) drain(L, now - 1);
     for (const Link& L : links) samples.q.push_back((int32_t)L.q.size());
-    if (n_unfinished > 0 || pool.in_use() > 0) eq.push(now + cfg.sample_interval, EV_SAMPLE, 0);
+    // Re-arm only while something else can still happen: a transfer with no path left keeps
+    // n_unfinished > 0 forever, and the sampler alone must not keep the run alive.
+    if ((n_unfinished > 0 || pool.in_use() > 0) && !eq.empty())
+        eq.push(now + cfg.sample_interval, EV_SAMPLE, 0);
 }
 
 void Sim::finish() {
     now = last_activity;
     for (Link& L : links) {
+        if (eager) drain(L, now);
         if (now > L.q_last) qchange(L);
         if (L.paused && now > L.pause_since) {
             L.stat_pause += now - L.pause_since;
