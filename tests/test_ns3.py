@@ -40,17 +40,23 @@ def test_suite_scenario_meets_targets(name):
     assert abs(row["flow_err"]) <= 0.10, row
 
 
+def _one_switch():
+    from topo.topology import Topology, gbps, us
+
+    return Topology("custom", 2, 1, [0, 1], [2, 2], [gbps(100)] * 2, [us(1)] * 2, [0, 0])
+
+
 @pytest.mark.ns3
 @SKIP_NO_NS3
 def test_ns3_single_flow_matches_wire_time():
     """One 4 MiB flow over one switch: ns-3's time must be the wire time of its frames
-    (MSS = MTU - 52, 2-byte PPP header) plus latency and slow start: within a few %."""
+    (MSS = MTU - 52, 2-byte PPP header) plus latency, handshake and slow start: within a few %."""
     from netcore.schedule import Schedule
     from topo.routing import Routing
-    from topo.topology import Topology, gbps, us
+    from topo.topology import gbps
     from validation.ns3 import run_ns3
 
-    t = Topology("custom", 2, 1, [0, 1], [2, 2], [gbps(100)] * 2, [us(1)] * 2, [0, 0])
+    t = _one_switch()
     s = Schedule.from_transfers([0], [1], [4 << 20])
     r = run_ns3(t, s, Routing(t, "shortest"), mtu=9000, buffer_packets=1000)
     seg = 9000 - 52
@@ -62,6 +68,59 @@ def test_ns3_single_flow_matches_wire_time():
     d = t.dlink_id(0, 2)
     assert r.link_bytes[d] >= (4 << 20) + frames * 54
     assert r.wall_s > 0 and r.events > 0
+
+
+@pytest.mark.ns3
+@SKIP_NO_NS3
+def test_ns3_connects_at_release_like_the_packet_engine():
+    """Each transfer opens its connection when released: SYN (58 bytes on the wire in ns-3.44:
+    options padded to 16 bytes) at the release time, data after one round trip; a 1-byte and a
+    one-segment transfer end within a few hundred ns of the packet engine's tcp."""
+    from netcore.api import simulate
+    from netcore.schedule import Schedule
+    from topo.routing import Routing
+    from topo.topology import gbps, us
+    from validation.ns3 import run_ns3
+
+    t = _one_switch()
+    R = Routing(t, "shortest")
+    d0 = t.dlink_id(0, 2)
+    for size in (1, 9000 - 52):
+        s = Schedule.from_transfers([0], [1], [size], start=[5e-6])
+        r = run_ns3(t, s, R, mtu=9000, buffer_packets=100, trace_links=[d0])
+        tx = r.info["trace_tx"]
+        assert tx["bytes"][0] == 58 and tx["t"][0] == pytest.approx(5e-6, abs=1e-12)
+        # handshake: SYN and SYN-ACK cross two hops each (58-byte frames)
+        rtt = 4 * (us(1) + 58 / gbps(100))
+        assert r.info["connected"][0] == pytest.approx(5e-6 + rtt, abs=1e-12)
+        p = simulate(t, s, R, engine="packet", transport="tcp", mtu=9000, buffer_packets=100)
+        assert abs(p.end[0] - r.end[0]) < 300e-9, (size, p.end[0], r.end[0])
+
+
+@pytest.mark.ns3
+@SKIP_NO_NS3
+def test_ns3_link_down_loses_what_it_holds():
+    """A link cut under a running flow loses its queue and what is on the wire (drops are
+    counted on it); the flow is rerouted at that instant and still completes."""
+    import topo.builders as B
+    from netcore.schedule import Schedule
+    from topo.faults import LinkFaults
+    from topo.routing import Routing
+    from validation.ns3 import run_ns3
+
+    t = B.fat_tree(4, link_gbps=100, latency_us=1.0)
+    R = Routing(t, "dmodk")
+    s = Schedule.from_transfers([0], [5], [2 << 20])
+    path = R.paths(s.src, s.dst, flow_id=np.array([0]))
+    core = int(path.link[2])  # aggregation -> core hop
+    u, v = int(t.dlink_src[core]), int(t.dlink_dst[core])
+    f = LinkFaults.from_records(t, [{"link": [u, v], "kind": "down", "at_us": 40.0}])
+    base = run_ns3(t, s, R, mtu=9000, buffer_packets=1000)
+    cut = run_ns3(t, s, R, f, mtu=9000, buffer_packets=1000)
+    assert base.info["drops"] == 0
+    assert cut.link_extra["drops"][core] > 0 and cut.info["routing_epochs"] == 2
+    assert np.isfinite(cut.end).all() and cut.n_stranded == 0
+    assert cut.makespan > base.makespan
 
 
 @pytest.mark.ns3

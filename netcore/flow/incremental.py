@@ -28,6 +28,7 @@ from netcore.flow.engine import _check_faults, _collect, _fault_instant, warm
 from netcore.flow.options import check_options
 from netcore.flow.state import FlowState
 from netcore.schedule import Schedule
+from netcore.incremental_input import check_new_transfers
 from topo.errors import InputError
 
 
@@ -88,32 +89,9 @@ class FlowIncremental:
         is the key routing hashes (default: the returned ids, as ``run`` uses node ids).
         Returns the transfer ids (0, 1, ... in order of adding)."""
         t0 = time.perf_counter()
-        src = np.atleast_1d(np.asarray(src))
-        dst = np.atleast_1d(np.asarray(dst))
-        size = np.atleast_1d(np.asarray(size))
+        src, dst, size, start = check_new_transfers(self.topology.n_hosts, self._now, src,
+                                                    dst, size, start_s)
         n = len(src)
-        h = self.topology.n_hosts
-        for name, a in (("dst", dst), ("size", size)):
-            if len(a) != n:
-                raise InputError(f"{name} has {len(a)} entries, expected {n} (one per src)")
-        for name, a in (("src", src), ("dst", dst)):
-            if n and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= h):
-                bad = a[(a < 0) | (a >= h)][:1] if np.issubdtype(a.dtype, np.integer) else a[:1]
-                raise InputError(f"{name} must be host ids in [0, {h}); got {bad.tolist()}")
-        if n and np.any(src == dst):
-            raise InputError(f"src and dst must differ; got {int(src[src == dst][0])} twice")
-        if n and (not np.issubdtype(size.dtype, np.integer) or size.min() < 0):
-            raise InputError(f"size must be non-negative integers (bytes); got "
-                             f"{size[:3].tolist()}")
-        if start_s is None:
-            start = np.full(n, self._now)
-        else:
-            start = np.array(np.broadcast_to(np.asarray(start_s, dtype=np.float64), (n,)))
-            if n and not np.all(np.isfinite(start)):
-                raise InputError(f"start_s must be finite seconds; got {start[:3].tolist()}")
-            if n and start.min() < self._now:
-                raise InputError(f"start_s must be >= now() = {self._now!r} s; got "
-                                 f"{float(start.min())!r}")
         st = self._st
         ids = st.append_transfers(src.astype(np.int64), dst.astype(np.int64),
                                   size.astype(np.float64), start)

@@ -23,6 +23,7 @@ import numpy as np
 
 from netcore.packet.engine import PS, _collect, _config
 from netcore.packet.options import check_options
+from netcore.incremental_input import check_new_transfers
 from topo.errors import InputError
 
 _NEVER = (1 << 63) - 1
@@ -117,33 +118,12 @@ class PacketIncremental:
         (scalar or per transfer, seconds, >= now(); default now()). `flow_ids` (optional) is
         the key routing hashes for ECMP-like policies (default: the returned ids, as `run`
         uses the schedule's node ids). Returns the transfer ids (0, 1, ... in order of adding)."""
-        src = np.atleast_1d(np.asarray(src))
-        dst = np.atleast_1d(np.asarray(dst))
-        size = np.atleast_1d(np.asarray(size))
-        n = len(src)
-        h = self.topology.n_hosts
-        for name, a in (("dst", dst), ("size", size)):
-            if len(a) != n:
-                raise InputError(f"{name} has {len(a)} entries, expected {n} (one per src)")
-        for name, a in (("src", src), ("dst", dst)):
-            if n and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= h):
-                bad = a[(a < 0) | (a >= h)][:1] if np.issubdtype(a.dtype, np.integer) else a[:1]
-                raise InputError(f"{name} must be host ids in [0, {h}); got {bad.tolist()}")
-        if n and (np.any(src == dst)):
-            raise InputError(f"src and dst must differ; got {int(src[src == dst][0])} twice")
-        if n and (not np.issubdtype(size.dtype, np.integer) or size.min() < 0):
-            raise InputError(f"size must be non-negative integers (bytes); got {size[:3].tolist()}")
         now = int(self._sim.now)
-        if start_s is None:
-            st = np.full(n, now, np.int64)
-        else:
-            st_s = np.broadcast_to(np.asarray(start_s, dtype=np.float64), (n,))
-            if n and not np.all(np.isfinite(st_s)):
-                raise InputError(f"start_s must be finite seconds; got {st_s[:3].tolist()}")
-            st = np.rint(st_s * PS).astype(np.int64)
-            if n and st.min() < now:
-                raise InputError(f"start_s must be >= now() = {now / PS!r} s; "
-                                 f"got {float(st_s[st.argmin()])!r}")
+        src, dst, size, start = check_new_transfers(self.topology.n_hosts, now / PS, src, dst,
+                                                    size, start_s)
+        n = len(src)
+        # picoseconds; a start at now() must stay exactly now (no rounding below it)
+        st = np.maximum(np.rint(start * PS).astype(np.int64), now)
         first = len(self._src)
         ids = np.arange(first, first + n, dtype=np.int64)
         flow = ids if flow_ids is None else np.broadcast_to(

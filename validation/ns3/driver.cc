@@ -9,15 +9,17 @@
 //     the path the scenario's routing policy chose for *that* transfer is installed hop by hop
 //     (data along the path, ACKs along the reversed path). This reproduces any single-path
 //     policy exactly (shortest, dmodk, dor, ecmp, valiant), not only destination-based ones;
-//   * transfers: one TCP connection each, opened during a warm-up before schedule time zero
-//     (the engines do not model the handshake), data handed to TCP when the node is released;
-//     a transfer ends when its receiver has read all its bytes;
-//   * dependencies: a node is released when all its parents ended and the clock reached its
-//     start time; COMPUTE/DELAY nodes end `duration` after their release;
-//   * faults: degrade = device DataRate changed at the time; down/up = the routes of every flow
+//   * transfers: one TCP connection each, opened when the node is released (Connect: SYN,
+//     SYN-ACK, ACK, as a real bulk transfer and the packet engine's tcp do); the whole
+//     transfer is handed to TCP at release, TCP holds it until the connection is established
+//     and sends it right after the handshake's ACK; a transfer ends when its receiver has
+//     read all its bytes;
+//   * dependencies: a node is released (in an event of its own) when all its parents ended
+//     and the clock reached its start time; COMPUTE/DELAY nodes end `duration` later;
+//   * faults: degrade = device DataRate changed at the time; down = the link loses its queue
+//     and every frame reaching its far end until it is up again; the routes of every flow
 //     whose path changed are replaced at the time (the Python side recomputed them over the
-//     alive links). A link that goes down keeps draining what it already holds (no loss is
-//     caused by the fault itself); a flow left without a path is stranded with its descendants.
+//     alive links), hop by hop; a flow left without a path is stranded with its descendants.
 namespace netcosim_ns3 {
 using namespace ns3;
 
@@ -34,6 +36,7 @@ class Driver {
     std::vector<Ipv4Address> peerAddr;           // address at the other end (next hop)
     std::vector<double> nominalBps;              // bits/s
     std::vector<Ptr<Ipv4StaticRouting>> srt;     // per node
+    std::vector<std::unordered_map<uint32_t, int>> ifLink; // per node: interface -> dlink
     // per directed link counters
     std::vector<double> txBytes, busyS;
     std::vector<uint64_t> drops, qMax, queueDrops;
@@ -61,11 +64,30 @@ class Driver {
     // ---------------------------------------------------------------- faults (rate changes)
     std::vector<double> fTime, fFactor;
     std::vector<int64_t> fLink;
+    std::vector<Ptr<RateErrorModel>> cut; // per dlink with a down fault: drops at the far end
+    std::vector<uint8_t> isDown;
 
+    // ---------------------------------------------------------------- instrumentation
+    // frames put on the wire of traced directed links: (time s, dlink, bytes)
+    std::vector<uint8_t> traceLink;              // per dlink: 1 = record its frames
+    std::vector<double> trT;
+    std::vector<int32_t> trL, trB;
+    // queue length changes of traced links: (time s, dlink, packets waiting)
+    std::vector<double> tqT;
+    std::vector<int32_t> tqL, tqP;
+    // congestion window changes of traced transfers: (time s, node, cwnd bytes)
+    std::vector<uint8_t> traceCwnd;              // per node
+    std::vector<double> tcT;
+    std::vector<int32_t> tcN;
+    std::vector<int64_t> tcW;
+    std::vector<double> tConnected;              // per node: handshake completed (schedule time)
+
+    // 1: hand the data to TCP at release, while the SYN is out (TCP sends it right after the
+    // handshake's ACK, in the same event); 0: in the connect callback (one event later)
+    int sendAtRelease = 1;
     double warmup = 0.0;
     double wallS = 0.0;
     uint64_t events = 0;
-    int64_t lateHandshakes = 0;
     int64_t connectFailures = 0;
 
     // Transfer i owns the /30 block 10.0.0.0 + 4i: .1 on its source host, .2 on its destination
@@ -87,9 +109,11 @@ class Driver {
         stack.SetRoutingHelper(staticHelper); // static routing only: no global routing
         stack.Install(nodes);
         srt.resize(nNodes);
+        ifLink.assign(nNodes, {});
         for (int u = 0; u < nNodes; ++u)
         {
             Ptr<Ipv4> ip = nodes.Get(u)->GetObject<Ipv4>();
+            ip->TraceConnectWithoutContext("Drop", MakeCallback(&Driver::OnIpDrop));
             srt[u] = DynamicCast<Ipv4StaticRouting>(ip->GetRoutingProtocol());
             NS_ABORT_MSG_IF(!srt[u], "expected Ipv4StaticRouting");
         }
@@ -141,6 +165,7 @@ class Driver {
                 ddst[dl] = s == 0 ? lv[i] : lu[i];
                 dev[dl] = DynamicCast<PointToPointNetDevice>(d.Get(s));
                 ifIndex[dl] = ifc.Get(s).second;
+                ifLink[dsrc[dl]][ifIndex[dl]] = dl;
                 peerAddr[dl] = ifc.GetAddress(1 - s);
                 nominalBps[dl] = double(uint64_t(std::llround(bwBytes[i] * 8.0)));
                 dev[dl]->TraceConnectWithoutContext("PhyTxBegin", MakeBoundCallback(&Driver::OnPhyTx, dl));
@@ -154,6 +179,12 @@ class Driver {
     static void OnPhyTx(int dl, Ptr<const Packet> p)
     {
         Driver* d = g_drv;
+        if (!d->traceLink.empty() && d->traceLink[dl])
+        {
+            d->trT.push_back(Simulator::Now().GetSeconds() - d->warmup);
+            d->trL.push_back(dl);
+            d->trB.push_back(int32_t(p->GetSize()));
+        }
         d->txBytes[dl] += p->GetSize();
         DataRateValue r;
         d->dev[dl]->GetAttribute("DataRate", r);
@@ -164,8 +195,29 @@ class Driver {
 
     static void OnQueue(int dl, uint32_t, uint32_t now)
     {
-        if (now > g_drv->qMax[dl])
-            g_drv->qMax[dl] = now;
+        Driver* d = g_drv;
+        if (now > d->qMax[dl])
+            d->qMax[dl] = now;
+        if (!d->traceLink.empty() && d->traceLink[dl])
+        {
+            d->tqT.push_back(Simulator::Now().GetSeconds() - d->warmup);
+            d->tqL.push_back(dl);
+            d->tqP.push_back(int32_t(now));
+        }
+    }
+
+    static void OnCwnd(int i, uint32_t, uint32_t now)
+    {
+        Driver* d = g_drv;
+        d->tcT.push_back(Simulator::Now().GetSeconds() - d->warmup);
+        d->tcN.push_back(i);
+        d->tcW.push_back(int64_t(now));
+    }
+
+    void SetTrace(const uint8_t* links, const uint8_t* nodes)
+    {
+        traceLink.assign(links, links + 2 * nLinks);
+        traceCwnd.assign(nodes, nodes + n);
     }
 
     // ================================================================ schedule & routes
@@ -191,6 +243,7 @@ class Driver {
         released.assign(n, 0);
         done.assign(n, 0);
         connected.assign(n, 0);
+        tConnected.assign(n, std::nan(""));
         rxBytes.assign(n, 0);
         txSock.assign(n, nullptr);
         lsnSock.assign(n, nullptr);
@@ -249,19 +302,39 @@ class Driver {
             return;
         if (prev >= 0)
         {
+            // (node, address) pairs that get a new route in this epoch
+            std::unordered_set<uint64_t> renewed;
             std::unordered_set<uint32_t> gone;
             for (int i : changed)
             {
                 gone.insert(DstAddr(i).Get());
                 gone.insert(SrcAddr(i).Get());
+                if (!pReach[e][i])
+                    continue;
+                for (int64_t k = pPtr[e][i]; k < pPtr[e][i + 1]; ++k)
+                {
+                    int l = pLink[e][k];
+                    renewed.insert((uint64_t(dsrc[l]) << 32) | DstAddr(i).Get());
+                    renewed.insert((uint64_t(dsrc[l ^ 1]) << 32) | SrcAddr(i).Get());
+                }
             }
+            // An old route goes where the new path defines one, or where it leads into a link
+            // that is down. Elsewhere it stays, as a real switch keeps forwarding towards the
+            // destination: a packet already on its way when the routes move follows the new
+            // path from the first switch on it, and dies only if its old path reaches the
+            // dead link first (hop-by-hop forwarding after an instant re-convergence).
             for (int u = 0; u < nNodes; ++u)
             {
                 Ptr<Ipv4StaticRouting> s = srt[u];
                 for (int64_t j = int64_t(s->GetNRoutes()) - 1; j >= 0; --j)
                 {
                     Ipv4RoutingTableEntry r = s->GetRoute(uint32_t(j));
-                    if (r.IsHost() && gone.count(r.GetDest().Get()))
+                    uint32_t a = r.GetDest().Get();
+                    if (!r.IsHost() || !gone.count(a))
+                        continue;
+                    int dl = ifLink[u].count(r.GetInterface()) ? ifLink[u][r.GetInterface()] : -1;
+                    bool dead = dl >= 0 && !isDown.empty() && isDown[dl];
+                    if (dead || renewed.count((uint64_t(u) << 32) | a))
                         s->RemoveRoute(uint32_t(j));
                 }
             }
@@ -291,7 +364,30 @@ class Driver {
             d->Finish(i);
     }
 
-    static void OnConnected(int i, Ptr<Socket>) { g_drv->connected[i] = 1; }
+    // Handshake done: hand the whole transfer to TCP (the data follows the handshake's ACK).
+    static void OnConnected(int i, Ptr<Socket> s)
+    {
+        Driver* d = g_drv;
+        d->connected[i] = 1;
+        d->tConnected[i] = Simulator::Now().GetSeconds() - d->warmup;
+        if (d->stranded[i] || d->done[i] || d->sendAtRelease)
+            return;
+        d->SendAll(i, s);
+    }
+
+    void SendAll(int i, Ptr<Socket> s)
+    {
+        Driver* d = this;
+        int64_t left = d->size[i];
+        const int64_t chunk = int64_t(1) << 30;
+        while (left > 0)
+        {
+            uint32_t b = uint32_t(std::min(left, chunk));
+            int r = s->Send(Create<Packet>(b));
+            NS_ABORT_MSG_IF(r < 0, "netcosim ns-3 driver: Send failed for transfer " << i);
+            left -= b;
+        }
+    }
     // never expected (no loss model, routes installed before the SYN): counted and reported
     static void OnConnectFail(int, Ptr<Socket>) { g_drv->connectFailures++; }
 
@@ -323,6 +419,8 @@ class Driver {
         s->Bind();
         s->SetConnectCallback(MakeBoundCallback(&Driver::OnConnected, i),
                               MakeBoundCallback(&Driver::OnConnectFail, i));
+        if (!traceCwnd.empty() && traceCwnd[i])
+            s->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&Driver::OnCwnd, i));
         s->Connect(InetSocketAddress(DstAddr(i), 9));
         txSock[i] = s;
     }
@@ -349,17 +447,9 @@ class Driver {
             Strand(i);
             return;
         }
-        if (!txSock[i])
-            Open(i); // unreachable at warm-up, reachable now: handshake happens inline
-        int64_t left = size[i];
-        const int64_t chunk = int64_t(1) << 30;
-        while (left > 0)
-        {
-            uint32_t b = uint32_t(std::min(left, chunk));
-            int r = txSock[i]->Send(Create<Packet>(b));
-            NS_ABORT_MSG_IF(r < 0, "netcosim ns-3 driver: Send failed for transfer " << i);
-            left -= b;
-        }
+        Open(i); // SYN now
+        if (sendAtRelease)
+            SendAll(i, txSock[i]);
     }
 
     void Finish(int i)
@@ -378,12 +468,16 @@ class Driver {
         CheckEnd();
     }
 
+    // A node whose parents are done starts in an event of its own (at once, or at its start
+    // time), after whatever the current event still does: when the last segment of a parent
+    // arrives, TCP's ACK for it goes out before the child's SYN (as in a real stack, where the
+    // kernel ACKs before the application is woken; and as in the packet engine).
     void ReleaseWhenDue(int i)
     {
         double at = warmup + st[i];
         double now = Simulator::Now().GetSeconds();
         if (at <= now)
-            Release(i);
+            Simulator::ScheduleNow([this, i]() { Release(i); });
         else
             Simulator::Schedule(Seconds(at - now), [this, i]() { Release(i); });
     }
@@ -413,12 +507,65 @@ class Driver {
             Simulator::Stop();
     }
 
+    // A fault on directed link l. degrade/up: the device's DataRate (from its next frame on).
+    // down: the link loses what it holds, as a cut cable: its device queue is flushed (counted
+    // as drops) and every frame that reaches the far end from now on is dropped there (the
+    // one being serialised and those propagating: a receive error model with rate 1 on the
+    // far device, counted through PhyRxDrop). The routes move away from it at the same instant
+    // (ApplyEpoch); packets already upstream are forwarded by the new per-hop routes. up: the
+    // far end receives again.
     void ApplyRate(int k)
     {
         int64_t l = fLink[k];
         double f = fFactor[k];
-        if (f > 0) // down (f = 0) keeps the rate: the link drains; routes move away from it
-            dev[l]->SetDataRate(DataRate(uint64_t(std::llround(nominalBps[l] * f))));
+        if (f <= 0)
+        {
+            if (!isDown[l])
+            {
+                isDown[l] = 1;
+                cut[l]->Enable();
+                dev[l]->GetQueue()->Flush();
+            }
+            return;
+        }
+        if (isDown[l])
+        {
+            isDown[l] = 0;
+            cut[l]->Disable();
+        }
+        dev[l]->SetDataRate(DataRate(uint64_t(std::llround(nominalBps[l] * f))));
+    }
+
+    static void OnRxDrop(int dl, Ptr<const Packet>) { g_drv->drops[dl]++; }
+
+    // IP-level drops (no route: a packet that was on its way when its transfer's routes moved
+    // and reached a switch no longer on the path)
+    uint64_t ipDrops = 0;
+    static void OnIpDrop(const Ipv4Header&, Ptr<const Packet>, Ipv4L3Protocol::DropReason, Ptr<Ipv4>, uint32_t)
+    {
+        g_drv->ipDrops++;
+    }
+
+    // a disabled "cut" error model on the receiving device of every directed link that has a
+    // down fault (enabled while the link is down)
+    void PrepareCuts()
+    {
+        cut.assign(dev.size(), nullptr);
+        isDown.assign(dev.size(), 0);
+        for (size_t k = 0; k < fTime.size(); ++k)
+        {
+            int64_t l = fLink[k];
+            if (fFactor[k] > 0 || cut[l])
+                continue;
+            Ptr<RateErrorModel> em = CreateObject<RateErrorModel>();
+            em->SetUnit(RateErrorModel::ERROR_UNIT_PACKET);
+            em->SetRate(1.0);
+            em->Disable();
+            Ptr<PointToPointNetDevice> far = dev[l ^ 1]; // the device at l's far end
+            far->SetReceiveErrorModel(em);
+            far->TraceConnectWithoutContext("PhyRxDrop", MakeBoundCallback(&Driver::OnRxDrop, int(l)));
+            cut[l] = em;
+        }
     }
 
     // ================================================================ run
@@ -427,10 +574,7 @@ class Driver {
         warmup = warmup_;
         g_drv = this;
         ApplyEpoch(0);
-        // open every connection that has a path now, before schedule time zero
-        for (int i = 0; i < n; ++i)
-            if (kind[i] == 0 && size[i] > 0 && pReach[0][i])
-                Open(i);
+        PrepareCuts();
         for (size_t k = 0; k < fTime.size(); ++k)
         {
             if (fTime[k] <= 0)
@@ -441,9 +585,6 @@ class Driver {
         for (int e = 1; e < nEpochs; ++e)
             Simulator::Schedule(Seconds(warmup + epochTime[e]), [this, e]() { ApplyEpoch(e); });
         Simulator::Schedule(Seconds(warmup), [this]() {
-            for (int i = 0; i < n; ++i)
-                if (txSock[i] && !connected[i])
-                    lateHandshakes++; // still sends: TCP queues data while in SYN_SENT
             for (int i = 0; i < n; ++i)
                 if (pending[i] == 0)
                     ReleaseWhenDue(i);
@@ -469,6 +610,7 @@ class Driver {
     {
         txSock.clear();
         lsnSock.clear();
+        cut.clear();
         dev.clear();
         srt.clear();
         Simulator::Destroy();

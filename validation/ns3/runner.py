@@ -67,13 +67,28 @@ def _epoch_paths(routing, schedule: Schedule, alive, tidx):
     return ptr, np.ascontiguousarray(p.link, dtype=np.int32), reach
 
 
+def _vec(v, dtype):
+    """A cppyy std::vector as a numpy copy."""
+    n = int(v.size())
+    if n == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.array(np.frombuffer(v.data(), dtype=dtype, count=n))
+
+
 def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = None,
             mtu: int = 9000, buffer_packets: int = 1000, seed: int = 0,
-            horizon_s: float = 0.0, **engine_options) -> Result:
+            horizon_s: float = 0.0, trace_links=None, trace_cwnd=None,
+            **engine_options) -> Result:
     """Run ``schedule`` in ns-3. ``routing`` is a ``topo.routing.Routing``; other engine
     options are checked by :func:`validation.ns3.support.check_options` (features ns-3 cannot
     reproduce are refused by name). ``seed`` is accepted for symmetry with the engines: the
-    ns-3 run has no random element (static routes, drop-tail, no loss model)."""
+    ns-3 run has no random element (static routes, drop-tail, no loss model).
+
+    Instrumentation (for finding why an engine disagrees; off by default): ``trace_links``,
+    directed link ids whose frames (time, bytes) and queue lengths (time, packets waiting) are
+    recorded into ``info["trace_tx"]`` / ``info["trace_queue"]``; ``trace_cwnd``, transfer
+    node ids whose congestion window changes go to ``info["trace_cwnd"]``. Times are schedule
+    time in seconds."""
     opts = check_options({**engine_options, "mtu": mtu, "buffer_packets": buffer_packets})
     check_policy(routing.policy)
     if faults is None:
@@ -118,13 +133,19 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
           np.ascontiguousarray(faults.factor, dtype=np.float64)]
     if len(faults):
         d.SetFaults(len(faults), *fa)
-    # Handshakes happen in a warm-up before schedule time zero (engines do not model them).
-    max_lat = max((float(np.max(topology.dlink_lat[l])) * len(l) if len(l) else 0.0)
-                  for _, l, _ in paths) if tidx.size else 0.0
-    warmup = 1e-3 + 8 * max_lat
+    tl = np.zeros(topology.n_dlinks, dtype=np.uint8)
+    tn = np.zeros(max(schedule.n, 1), dtype=np.uint8)
+    if trace_links is not None:
+        tl[np.asarray(trace_links, dtype=np.int64)] = 1
+    if trace_cwnd is not None:
+        tn[np.asarray(trace_cwnd, dtype=np.int64)] = 1
+    if trace_links is not None or trace_cwnd is not None:
+        d.SetTrace(tl, tn)
     build_s = time.perf_counter() - t_build
 
-    wall = float(d.Run(warmup, float(horizon_s)))
+    # Schedule time zero is simulation time zero: every connection opens (SYN) when its
+    # transfer is released, so the handshake is part of each transfer, as in the engines.
+    wall = float(d.Run(0.0, float(horizon_s)))
 
     n, D = schedule.n, topology.n_dlinks
     start = np.empty(n)
@@ -141,15 +162,23 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
         "ns3_import_s": binding.load_seconds(),
         "ns3_build_s": build_s,
         "setup_s": t_build - t_setup,
-        "warmup_s": warmup,
-        "late_handshakes": int(d.lateHandshakes),
+        "connected": _vec(d.tConnected, np.float64),  # handshake done, per node (NaN: none)
         "connect_failures": int(d.connectFailures),
         "drops": int(drops.sum()),
+        "ip_drops": int(d.ipDrops),  # packets IP dropped (no route after a reroute)
         "unfinished": unfinished,
         "routing_epochs": len(epochs),
         "mss": seg,
         "tcp": dict(TCP),
     }
+    if trace_links is not None:
+        info["trace_tx"] = {"t": _vec(d.trT, np.float64), "dlink": _vec(d.trL, np.int32),
+                            "bytes": _vec(d.trB, np.int32)}
+        info["trace_queue"] = {"t": _vec(d.tqT, np.float64), "dlink": _vec(d.tqL, np.int32),
+                               "packets": _vec(d.tqP, np.int32)}
+    if trace_cwnd is not None:
+        info["trace_cwnd"] = {"t": _vec(d.tcT, np.float64), "node": _vec(d.tcN, np.int32),
+                              "cwnd": _vec(d.tcW, np.int64)}
     d.Destroy()
     return Result(engine="ns3", start=start, end=end, stranded=stranded.astype(bool),
                   link_bytes=link_bytes, link_busy=link_busy, events=int(d.events), wall_s=wall,
