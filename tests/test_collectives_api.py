@@ -229,3 +229,25 @@ def test_cli_collective_analytical_uses_the_routing():
     short = estimate(topo, "all_reduce", "ring", r, 4096, fabric=Fabric(topo, "shortest"))
     val = estimate(topo, "all_reduce", "ring", r, 4096, fabric=Fabric(topo, Routing(topo, "valiant")))
     assert val > short
+
+
+def test_cli_collective_plot_and_flow_engine(tmp_path, capsys):
+    """--plot writes a readable PNG of busbw against size; --engine flow prices each size."""
+    mpimg = pytest.importorskip("matplotlib.image")
+    from netcosim.cli import main
+
+    png = tmp_path / "busbw.png"
+    rc = main(["collective", "--topo", "fat_tree:k=4", "--op", "all_gather", "--algo", "ring",
+               "--sizes", "64KiB..1MiB", "--engine", "flow", "--plot", str(png)])
+    assert rc in (0, None)
+    out = capsys.readouterr().out
+    assert "engine flow" in out.splitlines()[0]
+    rows = [[float(x) for x in line.split()] for line in out.splitlines()
+            if not line.startswith("#")]
+    assert [int(r[0]) for r in rows] == [65536 << i for i in range(5)]
+    for size, time_us, algbw, busbw in rows:  # NCCL-tests relations, printed to 2 decimals
+        assert algbw == pytest.approx(size / (time_us * 1e-6) / 1e9, abs=0.006)
+        assert busbw == pytest.approx(algbw * 15 / 16, abs=0.006)
+    img = mpimg.imread(png)
+    assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+    assert img.std() > 0  # not a blank canvas

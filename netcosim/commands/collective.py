@@ -162,8 +162,7 @@ def run(args) -> int:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError:
-            print("netcosim: --plot needs matplotlib (pip install -e '.[plot]')", file=sys.stderr)
-            return 1
+            raise InputError("--plot needs matplotlib (pip install -e '.[plot]')") from None
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.semilogx([r["bytes"] for r in rows], [r["busbw_GBps"] for r in rows], "o-", base=2)
         ax.set_xlabel("size (bytes)")
