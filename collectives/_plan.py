@@ -263,7 +263,6 @@ class Plan:
             child = np.concatenate([tgt, new_id[is_t]])
             parent = np.concatenate([new_id[parent], delay_of])
             M = N + int(is_t.sum())
-            pos_t = new_id[is_t]
         else:
             new_id = np.arange(N)
             delay_of = np.zeros(0, dtype=np.int64)

@@ -11,7 +11,6 @@ from collectives._plan import (Plan, check_chunks, check_latency, check_nbytes, 
                                chunked_layout)
 from collectives._ring import ring_phases
 from collectives._trees import depths, double_binary_trees
-from topo.errors import InputError
 
 
 def _setup(ranks, nbytes, chunks, step_latency_s, parts_per_chunk, algorithm, op="all_reduce"):

@@ -36,7 +36,7 @@ def _broken_command(sub, name: str, exc_text: str) -> None:
         sys.stderr.write(exc_text)
         return 1
 
-    p = sub.add_parser(name, help=f"(unavailable: the module failed to import)")
+    p = sub.add_parser(name, help="(unavailable: the module failed to import)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=fail)
 

@@ -11,7 +11,6 @@ engine simulates every transfer with max-min fair sharing.
 from __future__ import annotations
 
 import csv
-import sys
 
 import numpy as np
 

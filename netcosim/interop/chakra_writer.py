@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netcore.schedule import COMPUTE, DELAY, TRANSFER, Schedule
+from netcore.schedule import DELAY, TRANSFER, Schedule
 from netcosim.interop import chakra_pb2 as pb
 from netcosim.interop.chakra_reader import frame
 from topo.errors import InputError
