@@ -20,6 +20,15 @@ Vocabulary
   graph reached from the links an event changed; after an event that only removed flows it
   also leaves alone every flow slower than the slowest removed one (docs/flow_engine.md has
   the argument).
+
+Reference counting is off (``_nrt=False``) in every kernel that allocates nothing (the event
+loop, the solver, the node life cycle, the helpers called from Python between events). With it
+on, Numba increments and decrements the reference count of every array argument (an atomic
+``lock inc/dec`` through a call) on each non-inlined call and on the copies that IR inlining
+makes inside loops; that was 60-70% of ``advance`` on a 64 MiB ring all-reduce over 128 hosts
+(perf: two ``lock`` instructions of NRT_incref/decref). These kernels only index arrays the
+caller owns and keep no array past their return, so no reference is ever needed; kernels that
+allocate (``np.empty``, lists) keep the default.
 """
 from __future__ import annotations
 
@@ -81,12 +90,12 @@ M_STOPC, M_INCL = 1, 2
 # ================================================================ indexed binary heap
 # keys hk[slot], items hi[slot], pos[item] = slot or -1; ties broken by item id so that the
 # pop order (and hence every result) is deterministic.
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _hless(hk, hi, a, b):
     return hk[a] < hk[b] or (hk[a] == hk[b] and hi[a] < hi[b])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _hswap(hk, hi, pos, a, b):
     ka, ia = hk[a], hi[a]
     hk[a] = hk[b]
@@ -97,7 +106,7 @@ def _hswap(hk, hi, pos, a, b):
     pos[hi[b]] = b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _hup(hk, hi, pos, j):
     while j > 0:
         p = (j - 1) >> 1
@@ -108,7 +117,7 @@ def _hup(hk, hi, pos, j):
             break
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _hdown(hk, hi, pos, j, n):
     while True:
         c = 2 * j + 1
@@ -123,7 +132,7 @@ def _hdown(hk, hi, pos, j, n):
             break
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _hset(hk, hi, pos, n, item, key):
     """Insert ``item`` or change its key; returns the new heap size."""
     j = pos[item]
@@ -142,7 +151,7 @@ def _hset(hk, hi, pos, n, item, key):
     return n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _hremove(hk, hi, pos, n, item):
     j = pos[item]
     if j < 0:
@@ -160,7 +169,7 @@ def _hremove(hk, hi, pos, n, item):
 
 
 # ================================================================ plain heap of timed events
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _tpush(tk, ti, n, key, code):
     j = n
     tk[j] = key
@@ -176,7 +185,7 @@ def _tpush(tk, ti, n, key, code):
     return n + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _tpop(tk, ti, n):
     """Remove the root; the caller read it before. Returns the new size."""
     n -= 1
@@ -199,7 +208,7 @@ def _tpop(tk, ti, n):
 
 
 # ================================================================ link slot lists
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _seed(LI, isc, l):
     if LI[SEEDED, l] == 0:
         LI[SEEDED, l] = 1
@@ -207,7 +216,7 @@ def _seed(LI, isc, l):
         isc[N_SEED] += 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
     """Put flow f's entries into its links' slot ranges (it starts sending at t). Its slot
     rate is +inf until the solver gives it a rate, so every threshold test includes it."""
@@ -226,7 +235,7 @@ def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
         _seed(LI, isc, l)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc):
     p0 = NI[f, POFF]
     for e in range(p0, p0 + NI[f, PLEN]):
@@ -246,7 +255,7 @@ def _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc):
         _seed(LI, isc, l)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _account(f, sent, NI, EI, ew, LF):
     """Credit ``sent`` bytes of flow f to the links of its current path."""
     p0 = NI[f, POFF]
@@ -255,7 +264,7 @@ def _account(f, sent, NI, EI, ew, LF):
 
 
 # ================================================================ slow-start caps
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _cap_round(f, t, NF):
     """Slow-start round of flow f at time t: the k with TDATA + k*RTT <= t < TDATA +
     (k+1)*RTT, computed with the same expression as the event times so that at an event
@@ -272,7 +281,7 @@ def _cap_round(f, t, NF):
     return k
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _cap_at(f, t, NF):
     """Rate cap of flow f at t: CAP0 * 2^round while below CAPMAX, else +inf (a cap at or
     above the path's largest possible rate can never bind again). Fluid flows have CAP0 = inf."""
@@ -286,7 +295,7 @@ def _cap_at(f, t, NF):
 
 
 # ================================================================ max-min solver
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
                rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
     """Weighted max-min (progressive filling) over the component reached from the seed links.
@@ -512,7 +521,7 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
 
 
 # ================================================================ node life cycle
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _begin_data(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
     """Transfer c starts sending bytes at t (after its handshake, if any)."""
     NF[c, TDATA] = t
@@ -535,7 +544,7 @@ def _begin_data(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
         _activate(c, t, NI, EI, ew, SI, SD, LF, LI, isc)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
     NF[c, TSTART] = t
     k = NI[c, KIND]
@@ -552,7 +561,7 @@ def _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
         isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, DUR], c * 4 + EV_END)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _end_node(f, t, NF, NI, EI, ew, SI, SD, LF, LI, cptr, cidx, isc, tk, ti):
     NI[f, STATE] = DONE
     NF[f, TEND] = t
@@ -567,7 +576,7 @@ def _end_node(f, t, NF, NI, EI, ew, SI, SD, LF, LI, cptr, cidx, isc, tk, ti):
                 _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, tk, ti, dhk,
             dhi, dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, isc, fsc, chk, chi, cpos, cbuf):
     """Process every event with time < ``t_stop`` (all events of one time stamp as one batch,
@@ -687,7 +696,7 @@ def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, 
 
 
 # ================================================================ helpers called from Python
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def start_roots(t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
     """Start (or schedule) every node without parents; called once before the first advance."""
     n = NI.shape[0]
@@ -705,7 +714,7 @@ def start_roots(t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
     return isc[N_ADD]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def start_nodes(nodes, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
     """Start (or schedule for their START time) the given parentless nodes, the clock being
     at t (incremental driving). Like start_roots, the ones that start at t are solved by the
@@ -722,14 +731,14 @@ def start_nodes(nodes, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
         fsc[PEND_T] = t
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def seed_links(links, LI, isc):
     """Mark links whose capacity Python changed, for the next re-allocation."""
     for k in range(links.shape[0]):
         _seed(LI, isc, links[k])
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def stop_flows(flows, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, dhk, dhi, dpos, rhk, rhi, rpos):
     """Flows crossing a link that went down at t: bring bytes up to t, credit what was sent on
     the old path, take them off their links and park them as STALLED (rate 0) until they are
@@ -756,7 +765,7 @@ def stop_flows(flows, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, dhk, dhi, dpos, rh
         isc[RH_N] = _hremove(rhk, rhi, rpos, isc[RH_N], f)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def resume_flows(flows, t, NF, NI, EI, ew, SI, SD, LF, LI, isc):
     """Re-routed flows (new entries already written) start sending again at t."""
     for k in range(flows.shape[0]):
@@ -903,7 +912,7 @@ def path_tails(ptr, link, weight, bw, latency, hops, size, mtu):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def solve_all(NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos, rhk, rhi, rpos,
               ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
     """Every node is an active flow starting now: one full max-min solve (tests, tools).
