@@ -49,15 +49,15 @@ def test_single_flow_matches_closed_form(hops, data, size, mtu, iw, handshake, t
                  transport="tcp", mtu=mtu, init_cwnd=iw, handshake=handshake)
     links = [topo.dlink_id(u, v) for u, v in zip([0] + list(range(2, hops + 1)),
                                                   list(range(2, hops + 1)) + [1])]
-    wire, tail, hs, rtt, cap0, bound = reference.tcp_params(
+    wire, tail, hs, rtt, cap0, capf, bound = reference.tcp_params(
         links, [1.0] * hops, topo.dlink_bw, sum(lats), hops, size, mtu, iw, handshake)
-    expect = reference.tcp_single_flow_end(t0, wire, min(bws), hs, rtt, cap0, tail)
+    expect = reference.tcp_single_flow_end(t0, wire, min(bws), hs, rtt, cap0, tail, capf)
     assert r.end[0] == pytest.approx(expect, rel=1e-10)
     assert r.start[0] == t0
     # the links carry the wire bytes: payload + 54 bytes per packet
     assert r.link_bytes[links[0]] == pytest.approx(size + math.ceil(size / (mtu - 52)) * 54)
     # a handful of cap events at most: about log2(bottleneck * rtt / (iw * packet))
-    rounds = max(0, math.ceil(math.log2(min(bws) / cap0))) if cap0 < min(bws) else 0
+    rounds = max(0, math.ceil(math.log2(min(bws) / capf))) if capf < min(bws) else 0
     assert r.info["cap_events"] <= rounds + 1
 
 
@@ -66,12 +66,13 @@ def test_closed_form_by_hand():
     topo = line([12.5e9] * 3, [1e-6] * 3)
     B, P = 12.5e9, 9002
     rtt = 6e-6 + 3 * (P + 54) / B  # 8.17344 us
-    hs = 6e-6 + 3 * 2 * 62 / B + 54 / B  # 6.03408 us
+    hs = 6e-6 + 3 * 2 * 58 / B + 54 / B  # SYN and SYN-ACK are 56 + 2 bytes on the wire
     for n_pkt in (11, 30, 117):
         S = n_pkt * 8948
         r = simulate(topo, Schedule.from_transfers([0], [1], [S]), "shortest", transport="tcp")
-        # round 0 carries 10 packets in one RTT, then line rate: the cap no longer binds
-        expect = hs + rtt + (n_pkt - 10) * P / B + 3e-6 + 2 * P / B
+        # round 0 carries the 7 packets that fit the SYN-ACK's 65535-byte window (not all 10 of
+        # the initial window); round 1 may send 7 + 10 = 17 > B * rtt / P = 11.3: line rate
+        expect = hs + rtt + (n_pkt - 7) * P / B + 3e-6 + 2 * P / B
         assert r.end[0] == pytest.approx(expect, rel=1e-12)
 
 
@@ -162,12 +163,12 @@ def _reference_tcp_run(topo, sched, policy, mtu, iw, handshake):
         for l, w in zip(links, ws):
             merged[l] = merged.get(l, 0.0) + w
         paths[i] = list(merged.items())
-        wire, tail, hs, rtt, cap0, bound = reference.tcp_params(
+        wire, tail, hs, rtt, cap0, capf, bound = reference.tcp_params(
             links, ws, topo.dlink_bw, float(p.latency[j]), int(p.hops[j]), size[i], mtu, iw,
             handshake)
         if len(merged) != len(links):  # spray: the bound uses the merged weights
             bound = min(topo.dlink_bw[l] / w for l, w in merged.items())
-        size[i], tails[i], tcp[i] = wire, tail, (hs, rtt, cap0, bound)
+        size[i], tails[i], tcp[i] = wire, tail, (hs, rtt, cap0, capf, bound)
     parents = [sched.deps_of(i).tolist() for i in range(n)]
     return reference.simulate(sched.kind.tolist(), size, sched.duration.tolist(),
                               sched.start.tolist(), parents, paths, tails,

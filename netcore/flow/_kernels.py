@@ -39,8 +39,8 @@ from numba import njit
 SIZE, DUR, START, TAIL, RATE, REM, TLAST, SEG0, TSTART, TEND, NR = range(11)
 # transport tcp (docs/flow_engine.md "TCP start-up"): handshake delay, round-trip time, first
 # slow-start cap, the rate above which the cap can never bind, time the data started
-HS, RTT, CAP0, CAPMAX, TDATA = range(11, 16)
-N_NF = 16
+HS, RTT, CAP0, CAPMAX, TDATA, CAPF = range(11, 17)
+N_NF = 17
 # ---------------------------------------------------------------- node int columns (NI)
 KIND, NDEPS, POFF, PLEN, STATE, ISNEW, FSTAMP, FFRZ, CF, ADDL = range(10)
 # CAPB: 1 when the last solve froze the flow at its slow-start cap; CAPEV: highest slow-start
@@ -283,12 +283,14 @@ def _cap_round(f, t, NF):
 
 @njit(cache=True, _nrt=False, inline="always")
 def _cap_at(f, t, NF):
-    """Rate cap of flow f at t: CAP0 * 2^round while below CAPMAX, else +inf (a cap at or
-    above the path's largest possible rate can never bind again). Fluid flows have CAP0 = inf."""
-    c0 = NF[f, CAP0]
-    if not (c0 < NF[f, CAPMAX]):
+    """Rate cap of flow f at t: CAPF in slow-start round 0 (the first flight, which the
+    peer's unscaled SYN-ACK window may limit), CAP0 * 2^round after it, while below CAPMAX;
+    else +inf (a cap at or above the path's largest possible rate can never bind again; the
+    sequence never decreases since CAPF <= 2 * CAP0). Fluid flows have CAPF = CAP0 = inf."""
+    if not (NF[f, CAPF] < NF[f, CAPMAX]):
         return np.inf
-    c = c0 * 2.0 ** _cap_round(f, t, NF)
+    k = _cap_round(f, t, NF)
+    c = NF[f, CAPF] if k == 0 else NF[f, CAP0] * 2.0 ** k
     if c >= NF[f, CAPMAX]:
         return np.inf
     return c
@@ -928,17 +930,20 @@ def solve_all(NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos, rhk
 
 @njit(cache=True)
 def tcp_path_params(ptr, link, weight, bw, latency, hops, payload, mss, hdr, l2, ack_bytes,
-                    syn_bytes, init_cwnd, handshake):
+                    syn_bytes, init_cwnd, handshake, first_window):
     """Per transfer, from its path and the protocol's packet sizes (docs/flow_engine.md, "TCP
-    start-up"): (tail, handshake delay, RTT, first slow-start cap, cap bound).
+    start-up"): (tail, handshake delay, RTT, slow-start cap base, first-round cap, cap bound).
 
     * data packet on the wire: ``mss + hdr + l2`` bytes (the last one ``rest + hdr + l2``);
     * RTT = round-trip propagation + one data packet and one pure ACK serialised per hop
       (ACKs on the reverse directed links ``l ^ 1``);
     * handshake = SYN and SYN-ACK over the path and back, then the third packet (a pure ACK)
       serialised on the first link before the first data packet;
-    * first cap = ``init_cwnd`` full data packets per RTT; the cap bound is the largest rate the
-      flow could get on its path (min of bandwidth / weight), at which the cap stops binding;
+    * first round: n0 full data packets per RTT, n0 = ``init_cwnd``, or after a handshake the
+      packets that fit the peer's unscaled window ``first_window`` (bytes, 7 at MSS 8948);
+      every ACK adds a packet to the window, so round k >= 1 carries (init_cwnd + n0) 2^(k-1)
+      packets: cap base = (init_cwnd + n0) / 2 packets per RTT. The cap bound is the largest
+      rate the flow could get on its path (min of bandwidth / weight), where caps stop binding;
     * tail = propagation + a full data packet (the only packet, for one-packet transfers)
       serialised again on every hop after the first.
     Split (spray) flows use their hop count and slowest link instead of per-hop sums.
@@ -948,8 +953,12 @@ def tcp_path_params(ptr, link, weight, bw, latency, hops, payload, mss, hdr, l2,
     hs = np.zeros(n)
     rtt = np.zeros(n)
     cap0 = np.full(n, np.inf)
+    capf = np.full(n, np.inf)
     capmax = np.full(n, np.inf)
     pkt = float(mss + hdr + l2)
+    n0 = float(init_cwnd)
+    if handshake and first_window > 0:
+        n0 = float(max(1, min(init_cwnd, first_window // mss)))
     ack = float(ack_bytes + l2)
     syn = float(syn_bytes + l2)
     for f in range(n):
@@ -994,9 +1003,10 @@ def tcp_path_params(ptr, link, weight, bw, latency, hops, payload, mss, hdr, l2,
         if handshake:
             hs[f] = 2.0 * lat + ss + ack / first
         tail[f] = lat + sa
-        cap0[f] = init_cwnd * pkt / r
+        cap0[f] = 0.5 * (init_cwnd + n0) * pkt / r
+        capf[f] = n0 * pkt / r
         capmax[f] = bmax
-    return tail, hs, rtt, cap0, capmax
+    return tail, hs, rtt, cap0, capf, capmax
 
 
 @njit(cache=True)

@@ -269,9 +269,11 @@ def max_min_rates(ptr, link, weight, cap, caps=None) -> np.ndarray:
     NF[:, K.CAPMAX] = np.inf
     if caps is None:
         NF[:, K.CAP0] = np.inf
+        NF[:, K.CAPF] = np.inf
     else:
         # a cap of flow f is slow-start round 0 of a flow that started at 0 (any RTT > 0)
         NF[:, K.CAP0] = np.asarray(caps, dtype=np.float64)
+        NF[:, K.CAPF] = NF[:, K.CAP0]
         NF[:, K.RTT] = 1.0
         isc[K.CAPS] = 1
     NI[:, K.CAPEV] = -1

@@ -33,7 +33,11 @@ TRANSPORTS = ("fluid", "tcp")
 TCP_HEADER = 52       # bytes of IPv4 + TCP on every data packet; MSS = mtu - 52
 PPP_HEADER = 2        # bytes of the point-to-point header on every packet
 TCP_ACK_BYTES = 52    # pure ACK (IP bytes)
-TCP_SYN_BYTES = 60    # SYN / SYN-ACK with their options (IP bytes)
+TCP_SYN_BYTES = 56    # SYN / SYN-ACK: IP 20 + TCP 20 + 16 option bytes (window scale,
+                      # SACK-permitted, timestamps, padded; no MSS option), ns-3.44 on the wire
+# Until the first ACK of data the sender knows only the SYN-ACK's window, which is never scaled
+# (RFC 7323 section 2.2): at most 65535 payload bytes in flight in the first round
+TCP_FIRST_WINDOW = 65535
 TCP_DEFAULT_MTU = 9000  # used when transport = "tcp" and no mtu is given (packet engine default)
 
 

@@ -73,11 +73,13 @@ def _link_levels(paths, cap, used, frozen, rate):
 
 
 # ---------------------------------------------------------------- transport = "tcp"
-TCP_HEADER, PPP, ACK, SYN = 52, 2, 52, 60  # ns-3.44 TcpSocketBase (timestamps) over PPP
+TCP_HEADER, PPP, ACK, SYN = 52, 2, 52, 56  # ns-3.44 TcpSocketBase (timestamps) over PPP
+FIRST_WINDOW = 65535  # the SYN-ACK's unscaled window limits the first flight (RFC 7323 2.2)
 
 
 def tcp_params(links, weights, bw, latency, hops, payload, mtu, init_cwnd=10, handshake=True):
-    """(wire bytes, tail, handshake delay, RTT, first cap, cap bound) of one transfer whose
+    """(wire bytes, tail, handshake delay, RTT, cap base, first-round cap, cap bound) of one
+    transfer whose
     path is ``links`` (directed link ids, hop order; reverse link = l ^ 1) with ``weights``,
     ``latency`` (one way) and ``hops``. A split (spray) flow uses hops x its slowest link."""
     mss = mtu - TCP_HEADER
@@ -96,35 +98,35 @@ def tcp_params(links, weights, bw, latency, hops, payload, mtu, init_cwnd=10, ha
         hs = 2 * latency + 2 * hops * (SYN + PPP) / b + (ACK + PPP) / b
         tail = latency + (hops - 1) * last / b
     bound = min(bw[l] / w for l, w in zip(links, weights))
-    return wire, tail, (hs if handshake else 0.0), rtt, init_cwnd * pkt / rtt, bound
+    # round 0 sends n0 packets (all of init_cwnd, or what fits the SYN-ACK's window); each of
+    # their ACKs grows the window by one, so round k >= 1 sends (init_cwnd + n0) * 2^(k-1)
+    n0 = max(1, min(init_cwnd, FIRST_WINDOW // mss)) if handshake else init_cwnd
+    return (wire, tail, (hs if handshake else 0.0), rtt, 0.5 * (init_cwnd + n0) * pkt / rtt,
+            n0 * pkt / rtt, bound)
 
 
-def tcp_single_flow_end(t0, wire, bottleneck, hs, rtt, cap0, tail):
-    """Completion time of a tcp flow alone on its path, in closed form.
+def tcp_single_flow_end(t0, wire, bottleneck, hs, rtt, cap0, tail, capf=None):
+    """Completion time of a tcp flow alone on its path, round by round.
 
-    Data starts at ``t0 + hs``. In slow-start round k (``k*rtt`` after that) the flow sends at
-    ``min(cap0 * 2**k, bottleneck)``; rounds whose cap is below the bottleneck carry exactly
-    ``cap0 * rtt * 2**k`` bytes, so after k such rounds ``cap0 * rtt * (2**k - 1)`` bytes are
-    sent. With K the first round whose cap reaches the bottleneck:
-    * if ``wire <= cap0*rtt*(2**K - 1)``: it ends in round j = ceil(log2(wire/(cap0*rtt) + 1))
-      - 1, at ``j*rtt + (wire - cap0*rtt*(2**j - 1)) / (cap0 * 2**j)``;
-    * else at ``K*rtt + (wire - cap0*rtt*(2**K - 1)) / bottleneck``;
-    plus ``t0 + hs`` before and ``tail`` after.
+    Data starts at ``t0 + hs``. Slow-start round k (``k*rtt`` after that) sends at
+    ``min(c_k, bottleneck)`` with ``c_0 = capf`` (default ``cap0``) and ``c_k = cap0 * 2**k``;
+    a round whose cap is below the bottleneck carries exactly ``c_k * rtt`` bytes. The flow
+    ends inside the first round that can carry what is left (at ``k*rtt + left / c_k``), or,
+    from the first round whose cap reaches the bottleneck, after ``left / bottleneck``; plus
+    ``t0 + hs`` before and ``tail`` after.
     """
-    K = 0
-    while cap0 * 2.0 ** K < bottleneck:
-        K += 1
-    full = cap0 * rtt * (2.0 ** K - 1)
-    if wire <= full:
-        j = max(math.ceil(math.log2(wire / (cap0 * rtt) + 1)) - 1, 0)
-        # log2 rounding at exact powers of two: settle j by the round boundaries
-        while j > 0 and wire <= cap0 * rtt * (2.0 ** j - 1):
-            j -= 1
-        while wire > cap0 * rtt * (2.0 ** (j + 1) - 1):
-            j += 1
-        drain = j * rtt + (wire - cap0 * rtt * (2.0 ** j - 1)) / (cap0 * 2.0 ** j)
-    else:
-        drain = K * rtt + (wire - full) / bottleneck
+    capf = cap0 if capf is None else capf
+    left, k = float(wire), 0
+    while True:
+        c = capf if k == 0 else cap0 * 2.0 ** k
+        if c >= bottleneck:
+            drain = k * rtt + left / bottleneck
+            break
+        if left <= c * rtt:
+            drain = k * rtt + left / c
+            break
+        left -= c * rtt
+        k += 1
     return t0 + hs + drain + tail
 
 
@@ -143,7 +145,7 @@ def simulate(kind, size, duration, start, parents, paths, tails, cap, tcp=None):
 
     ``kind[i]`` 0 transfer / other = fixed duration; ``parents[i]`` list of node ids;
     ``paths[i]`` list of (link, weight) for transfers; ``tails[i]`` latency added after the last
-    byte. ``tcp[i]`` (optional): (handshake, rtt, cap0, cap_bound) of transfer i, whose
+    byte. ``tcp[i]`` (optional): (handshake, rtt, cap0, capf, cap_bound) of transfer i, whose
     ``size`` is then its wire bytes. Returns (start_times, end_times).
     """
     n = len(kind)
@@ -162,14 +164,15 @@ def simulate(kind, size, duration, start, parents, paths, tails, cap, tcp=None):
     def cap_at(f, now):
         if tcp is None:
             return math.inf
-        _, rtt, c0, bound = tcp[f]
-        c = c0 * 2.0 ** _round(tdata[f], rtt, now)
+        _, rtt, c0, cf, bound = tcp[f]
+        k = _round(tdata[f], rtt, now)
+        c = cf if k == 0 else c0 * 2.0 ** k
         return c if c < bound else math.inf
 
     def next_doubling(f, now):
         if cap_at(f, now) == math.inf:
             return math.inf
-        _, rtt, _, _ = tcp[f]
+        rtt = tcp[f][1]
         return tdata[f] + (_round(tdata[f], rtt, now) + 1) * rtt
 
     def ready(i, now):

@@ -28,6 +28,7 @@ class FlowState:
         NF, NI = self.NF, self.NI
         NF[:, K.SIZE] = self._wire(self.payload)
         NF[:, K.CAP0] = np.inf
+        NF[:, K.CAPF] = np.inf
         NF[:, K.CAPMAX] = np.inf
         NI[:, K.CAPEV] = -1
         NF[:, K.DUR] = schedule.duration
@@ -111,6 +112,7 @@ class FlowState:
         NF[ids, K.TSTART] = np.nan
         NF[ids, K.TEND] = np.nan
         NF[ids, K.CAP0] = np.inf
+        NF[ids, K.CAPF] = np.inf
         NF[ids, K.CAPMAX] = np.inf
         NI[ids, K.KIND] = TRANSFER
         NI[ids, K.STATE] = K.WAIT
@@ -190,15 +192,16 @@ class FlowState:
         if self.tcp:
             from netcore.flow import options as O
 
-            tail, hs, rtt, cap0, capmax = K.tcp_path_params(
+            tail, hs, rtt, cap0, capf, capmax = K.tcp_path_params(
                 ptr, link, weight, self.bw, lat, hops,
                 np.ascontiguousarray(self.payload[flows]), self.mtu - O.TCP_HEADER,
                 O.TCP_HEADER, O.PPP_HEADER, O.TCP_ACK_BYTES, O.TCP_SYN_BYTES, self.init_cwnd,
-                self.handshake)
+                self.handshake, O.TCP_FIRST_WINDOW)
             self.NF[flows, K.TAIL] = tail
             self.NF[flows, K.HS] = hs
             self.NF[flows, K.RTT] = rtt
             self.NF[flows, K.CAP0] = cap0
+            self.NF[flows, K.CAPF] = capf
             self.NF[flows, K.CAPMAX] = capmax
         else:
             self.NF[flows, K.TAIL] = K.path_tails(
