@@ -72,18 +72,96 @@ def test_single_flow_idle_path_is_exact(bws, lats, nbytes, mtu):
     assert res.link_bytes[0::2].tolist() == [sum(wire_sizes(nbytes, mtu))] * len(bws)
 
 
-def test_tcp_handshake_then_one_segment_is_exact():
+@pytest.mark.parametrize("ns3_ties", [False, True])
+def test_tcp_handshake_then_one_segment_is_exact(ns3_ties):
     bws, lats = [100, 40], [1.0, 3.0]
     t = line(bws, lats)
     s = Schedule.from_transfers([0], [1], [1000])
-    res = run(t, s, Routing(t, "shortest"), NONE, transport="tcp")
+    res = run(t, s, Routing(t, "shortest"), NONE, transport="tcp", ns3_ties=ns3_ties)
     hops = [(gbps(b), us(x)) for b, x in zip(bws, lats)]
-    syn = pipeline_ps([62], hops)[-1]                 # SYN: 60 IP bytes + 2 PPP
-    synack = syn + pipeline_ps([62], hops[::-1])[-1]  # SYN-ACK back
+    # SYN: IPv4 20 + TCP 20 + options 16 (wscale 3, SACK-perm 2, timestamps 10, pad 1) + PPP 2
+    syn_wire = 20 + 20 + (3 + 2 + 10 + 1) + 2
+    syn = pipeline_ps([syn_wire], hops)[-1]
+    synack = syn + pipeline_ps([syn_wire], hops[::-1])[-1]  # SYN-ACK back
     # then the handshake ACK (54 bytes) and the data segment leave back to back
     data = synack + pipeline_ps([54, 1000 + 54], hops)[-1]
     assert ps(res.end[0]) == data
     assert ps(res.start[0]) == 0
+
+
+SYN_WIRE = 20 + 20 + (3 + 2 + 10 + 1) + 2  # IPv4 + TCP + wscale/SACK-perm/TS/pad + PPP
+
+
+def test_tcp_syn_and_synack_are_58_bytes_on_the_wire():
+    t = line([100], [1.0])
+    s = Schedule.from_transfers([0], [1], [1000])
+    res = run(t, s, Routing(t, "shortest"), NONE, transport="tcp")
+    # forward: SYN, handshake ACK, one data segment; reverse: SYN-ACK, one ACK
+    assert res.link_bytes.tolist() == [SYN_WIRE + 54 + (1000 + 54), SYN_WIRE + 54]
+
+
+@pytest.mark.parametrize("ns3_ties", [False, True])
+def test_tcp_first_flight_is_capped_at_65535_bytes(ns3_ties):
+    """The SYN-ACK's window is never scaled (RFC 7323 2.2): 7 segments of MSS 8948 fit in
+    65,535 bytes, so an 8th waits for the first ACK, one round trip, although cwnd is 10."""
+    bws, lats = [100, 100], [5.0, 5.0]  # RTT >> 7 serialisations: the path is idle again
+    t = line(bws, lats)
+    hops = [(gbps(b), us(x)) for b, x in zip(bws, lats)]
+    mss = 9000 - 52
+    assert 7 * mss <= 65535 < 8 * mss
+    ends = {}
+    for n in (7, 8):
+        s = Schedule.from_transfers([0], [1], [n * mss])
+        res = run(t, s, Routing(t, "shortest"), NONE, transport="tcp", ns3_ties=ns3_ties)
+        ends[n] = ps(res.end[0])
+    synack = 2 * pipeline_ps([SYN_WIRE], hops)[-1]
+    flight = pipeline_ps([54] + [mss + 54] * 7, hops)  # handshake ACK, then 7 segments
+    assert ends[7] == synack + flight[-1]
+    # the ACK of the first segment (one per segment) returns; the 8th segment leaves then
+    ack1 = synack + flight[1] + pipeline_ps([54], hops[::-1])[-1]
+    assert ends[8] == ack1 + pipeline_ps([mss + 54], hops)[-1]
+    # uncapped, the 8th would end one serialisation (0.72 us) after the 7th; capped, it ends
+    # a round trip after the 1st (less the 6 serialisations between the 1st and the 7th)
+    ser = round((mss + 54) * 1e12 / gbps(100))
+    assert ends[8] - ends[7] >= round(2 * sum(us(x) for x in lats) * 1e12) - 6 * ser
+
+
+@pytest.mark.parametrize("ns3_ties", [False, True])
+def test_in_flight_packets_follow_the_new_path_after_a_reroute(ns3_ties):
+    """ns-3 forwards hop by hop: a packet sent before a reroute takes the new path from the
+    first node of it that it reaches. host0 -5us- s2 -(10ns)- s3 - host1, detour s2 - s4 - s3;
+    s2-s3 fails mid-flow: only what is on s2<->s3 (queue ~1, wire ~1 each way) is lost; the
+    packets on host0's long link and in its NIC queue turn at s2 onto the detour."""
+    t = Topology("custom", 2, 3, [0, 2, 3, 2, 4], [2, 3, 1, 4, 3], [gbps(100)] * 5,
+                 [us(5.0), us(0.01), us(1.0), us(1.0), us(1.0)], [0] * 5)
+    s = Schedule.from_transfers([0], [1], [4_000_000])
+    f = LinkFaults.from_records(t, [{"link": [2, 3], "kind": "down", "at_us": 100.0}])
+    res = run(t, s, Routing(t, "shortest"), f, transport="tcp", ns3_ties=ns3_ties)
+    assert res.finished.all() and res.info["reroutes"] == 1
+    on_long_link = us(5.0) * gbps(100) / 9002  # data packets on host0 -> s2 at any time
+    assert on_long_link > 6
+    assert 0 < res.info["drops"] <= 4
+    assert res.link_extra["drops"][[2, 3]].sum() == res.info["drops"]  # all on s2<->s3
+    assert res.link_bytes[6] > 0 and res.link_bytes[8] > 0  # the detour carried data
+
+
+@pytest.mark.parametrize("transport", ["tcp", "dctcp"])
+def test_ns3_ties_change_only_the_order_of_ties(transport):
+    """Eager ports and ns-3's numbering differ only at equal picoseconds: on an incast whose
+    latencies and rates are all distinct (no ties), with drops, every time is the same."""
+    n = 5
+    t = Topology("custom", n, 1, list(range(n)), [n] * n,
+                 [gbps(100 + 7 * i) for i in range(n)], [us(1.0 + 0.013 * i) for i in range(n)],
+                 [0] * n)
+    s = Schedule.from_transfers(list(range(1, n)), [0] * (n - 1), [300_000 + 977 * i for i in range(n - 1)])
+    r = Routing(t, "shortest")
+    o = {"transport": transport, "buffer_packets": 12, "ecn_k": 6}
+    a = run(t, s, r, NONE, **o)
+    b = run(t, s, r, NONE, **o, ns3_ties=True)
+    assert a.info["drops"] > 0  # losses and recoveries: a tie broken differently would show
+    np.testing.assert_array_equal(a.end, b.end)
+    np.testing.assert_array_equal(a.link_bytes, b.link_bytes)
+    assert b.info["events"] > a.info["events"]  # one end-of-serialisation event per queued packet
 
 
 def test_dependencies_compute_and_start_times_are_exact():
@@ -364,6 +442,7 @@ def test_simulate_dispatches_to_the_packet_engine():
     ({"pfc_xoff_bytes": 10**12}, "engine.pfc_xoff_bytes"),
     ({"buffer_bytes": 100}, "engine.buffer_bytes"),
     ({"delayed_ack": "yes"}, "engine.delayed_ack"),
+    ({"ns3_ties": 1}, "engine.ns3_ties"),
     ({"bogus": 1}, "engine.bogus"),
 ])
 def test_bad_parameters_name_the_field(opts, key):

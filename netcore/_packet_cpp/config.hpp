@@ -13,7 +13,9 @@ struct Config {
     int32_t l3l4_header = 52;         // IPv4 20 + TCP 20 + timestamps 12 (RoCEv2: 20+8+12+4)
     int32_t l2_header = 2;            // point-to-point PPP header as ns-3 adds it
     int32_t ack_bytes = 52;           // IP bytes of a pure ACK
-    int32_t syn_bytes = 60;           // IP bytes of SYN / SYN-ACK (options)
+    // IP bytes of SYN / SYN-ACK: IPv4 20 + TCP 20 + options 16 (window scale 3, SACK-permitted
+    // 2, timestamps 10, 1 pad; ns-3.44 sends no MSS option; measured on ns-3's wire: 58 B + PPP)
+    int32_t syn_bytes = 56;
     int32_t cnp_bytes = 60;           // IP bytes of a RoCEv2 CNP
     int64_t buffer_packets = 1000;    // per output port (waiting packets)
     int64_t buffer_bytes = 0;         // per output port, 0: no byte limit
@@ -37,6 +39,9 @@ struct Config {
     int64_t delack_timeout = 200000000000LL;  // 200 ms
     bool handshake = true;
     bool warm_connections = false;
+    // tcp/dctcp ports with end-of-serialisation events numbered as ns-3 numbers its
+    // TransmitComplete (exact ns-3 tie order) instead of eager ports (faster)
+    bool ns3_ties = false;
     // DCTCP
     int64_t ecn_k = 65;        // packets waiting
     double dctcp_g = 1.0 / 16;

@@ -68,6 +68,7 @@ PYBIND11_MODULE(_packet, m) {
         .def_readwrite("delack_timeout", &Config::delack_timeout)
         .def_readwrite("handshake", &Config::handshake)
         .def_readwrite("warm_connections", &Config::warm_connections)
+        .def_readwrite("ns3_ties", &Config::ns3_ties)
         .def_readwrite("ecn_k", &Config::ecn_k)
         .def_readwrite("dctcp_g", &Config::dctcp_g)
         .def_readwrite("dctcp_alpha_init", &Config::dctcp_alpha_init)

@@ -25,7 +25,7 @@ inline int64_t round_pos(double x) {
 
 enum EvType : int32_t {
     EV_ARRIVE = 0, EV_TXDONE, EV_NODE_READY, EV_NODE_DONE, EV_RTO, EV_DELACK, EV_PACE,
-    EV_ALPHA, EV_RATE, EV_PFC, EV_FAULT, EV_REROUTE, EV_SAMPLE
+    EV_ALPHA, EV_RATE, EV_PFC, EV_FAULT, EV_REROUTE, EV_SAMPLE, EV_SYNACK
 };
 
 struct Link {
@@ -40,6 +40,7 @@ struct Link {
     bool pause_pending = false;  // a PAUSE/RESUME is on its way (value in pause_target)
     bool blocked = false;   // ideal: head packet waits for a credit downstream
     bool txdone_pending = false;
+    uint64_t txdone_seq = 0;  // ns3_ties: number of the TX_DONE, taken at the start
     ps_t txdone_at = -1;    // time of the one live TX_DONE event (others are stale)
     uint32_t epoch = 0;
     ps_t busy_until = 0;    // end of the last serialisation started (eager ports: scheduled)
@@ -74,6 +75,9 @@ struct Conn {
     // TCP sender
     int32_t snd_una = 0, snd_nxt = 0, high_tx = 0;
     int64_t cwnd = 0, ssthresh = 0;
+    // receive window the sender knows: 65535 from the SYN-ACK (its window field is never
+    // scaled, RFC 7323 section 2.2) until the first ACK, which carries the scaled window
+    int64_t peer_wnd = int64_t(1) << 62;
     int32_t dupacks = 0, recover = 0;
     bool in_rec = false;
     double srtt = 0, rttvar = 0;

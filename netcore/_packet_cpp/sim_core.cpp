@@ -23,7 +23,7 @@ Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t see
       child_idx(std::move(child_idx_)), indeg(std::move(indeg_)), ftime(std::move(ftime_)),
       flink(std::move(flink_)), fkind(std::move(fkind_)), ffactor(std::move(ffactor_)) {
     n_nodes = static_cast<int32_t>(adj_ptr.size()) - 1;
-    eager = cfg.transport == T_TCP || cfg.transport == T_DCTCP;
+    eager = (cfg.transport == T_TCP || cfg.transport == T_DCTCP) && !cfg.ns3_ties;
     if (dsrc.size() >= (size_t(1) << EventQueue::LINK_BITS))
         throw std::invalid_argument("packet engine: at most 2^23 directed links");
     links.resize(dsrc.size());
@@ -198,6 +198,13 @@ void Sim::dispatch(const Event& e) {
         case EV_FAULT: apply_fault(e.a); return;
         case EV_REROUTE: stop_for_reroute = true; return;
         case EV_SAMPLE: sample(); return;
+        case EV_SYNACK: {  // the listener's answer to a SYN (see deliver)
+            if (conns[e.a].dead) return;
+            const int32_t r = new_packet(e.a, SYNACK, 0, cfg.syn_bytes + cfg.l2_header, true);
+            pool[r].ts = (ps_t)e.b;  // echo the SYN's timestamp
+            send_packet(r);
+            return;
+        }
     }
 }
 
@@ -295,6 +302,26 @@ int32_t Sim::link_after(Pkt& p, int32_t l) {
 
 void Sim::at_node(int32_t pid, int32_t node) {
     Pkt& p = pool[pid];
+    // hop-by-hop forwarding after a reroute (as ns-3's routing tables): a packet sent on a
+    // connection's old path follows its new path from the first node of it the packet
+    // reaches; off the new path it keeps its old one (where a dead link drops it). Not for a
+    // packet whose next link is already chosen (ideal: a credit is reserved on it).
+    if (p.path_off >= 0 && p.prev >= 0 && p.nxt < 0) {
+        const Conn& C = conns[p.conn];
+        if (C.path_off >= 0 && C.path_off != p.path_off) {
+            const bool rev = p.flags & F_REV;
+            for (int32_t h = 0; h < C.path_len; ++h) {
+                const int32_t l = rev ? (path_links[C.path_off + C.path_len - 1 - h] ^ 1)
+                                      : path_links[C.path_off + h];
+                if (links[l].src == node) {
+                    p.path_off = C.path_off;
+                    p.path_len = (uint16_t)C.path_len;
+                    p.hop = (uint16_t)h;
+                    break;
+                }
+            }
+        }
+    }
     const bool arrived = p.path_off >= 0 ? (p.hop >= p.path_len) : (node == pkt_dst(p));
     if (arrived) {
         deliver(pid);
@@ -411,7 +438,8 @@ void Sim::try_start(int32_t l) {
     if (L.q.empty() || L.paused || L.blocked || !L.up) return;
     if (L.busy_until > now) {
         if (!L.txdone_pending) {
-            eq.push(L.busy_until, EV_TXDONE, l);
+            if (cfg.ns3_ties) eq.push_seq(L.busy_until, L.txdone_seq, EV_TXDONE, l);
+            else eq.push(L.busy_until, EV_TXDONE, l);
             L.txdone_pending = true;
             L.txdone_at = L.busy_until;
         }
@@ -449,11 +477,16 @@ void Sim::try_start(int32_t l) {
     L.stat_bytes += p.wire;
     ++L.stat_pkts;
     if (cfg.loss_rate > 0 && urand() < cfg.loss_rate) p.flags |= F_LOST;
+    // ns-3 (PointToPointNetDevice::TransmitStart) schedules the TransmitComplete, then the far
+    // end's Receive: the end of this serialisation is numbered now, before the arrival, even
+    // when its event is pushed later (when the next packet joins)
+    if (cfg.ns3_ties) L.txdone_seq = eq.take_seq();
     const PipeEntry pe{now + ser + L.lat, now, eq.take_seq(), pid, L.epoch, p.wire};
     if (L.pipe.empty()) eq.push_seq(pe.t_arr, pe.ev_seq, EV_ARRIVE, l);
     L.pipe.push(pe);
     if (!L.q.empty()) {
-        eq.push(L.busy_until, EV_TXDONE, l);
+        if (cfg.ns3_ties) eq.push_seq(L.busy_until, L.txdone_seq, EV_TXDONE, l);
+        else eq.push(L.busy_until, EV_TXDONE, l);
         L.txdone_pending = true;
         L.txdone_at = L.busy_until;
     }
@@ -733,9 +766,9 @@ void Sim::deliver(int32_t pid) {
         case ACK: tcp_on_ack(pid); return;
         case SYN: {
             if (C.dead) return;
-            const int32_t r = new_packet(p.conn, SYNACK, 0, cfg.syn_bytes + cfg.l2_header, true);
-            pool[r].ts = p.ts;  // echo the SYN's timestamp
-            send_packet(r);
+            // ns-3's listener answers in an event of its own at now (ProcessListen ->
+            // ScheduleNow(CompleteFork)): after everything already due at this instant
+            eq.push(now, EV_SYNACK, p.conn, (int64_t)p.ts);
             return;
         }
         case SYNACK: tcp_on_synack(p.conn, p.ts); return;

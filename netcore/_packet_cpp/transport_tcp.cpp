@@ -23,6 +23,7 @@ void Sim::tcp_open(int32_t c) {
     }
     C.state = 0;
     C.syn_tries = 0;
+    C.peer_wnd = 65535;  // what the SYN-ACK will advertise (unscaled, RFC 7323 section 2.2)
     tcp_send_syn(c);
 }
 
@@ -87,7 +88,10 @@ void Sim::tcp_try_send(int32_t c) {
     // RFC 3042 limited transmit: one new segment for each of the first two duplicate ACKs
     if (cfg.limited_transmit && !C.in_rec && C.dupacks > 0 && C.dupacks < cfg.dupack_threshold)
         allow += (int64_t)C.dupacks * C.mss;
-    while (C.snd_nxt < C.nseg && (int64_t)(C.snd_nxt - C.snd_una + 1) * C.mss <= allow) {
+    // the peer window counts payload bytes in flight including the next segment's: the first
+    // flight after a handshake is 65535 bytes (7 segments at MSS 8948), as in ns-3 and Linux
+    while (C.snd_nxt < C.nseg && (int64_t)(C.snd_nxt - C.snd_una + 1) * C.mss <= allow &&
+           (int64_t)(C.snd_nxt - C.snd_una) * C.mss + seg_payload(C, C.snd_nxt) <= C.peer_wnd) {
         const int32_t s = C.snd_nxt++;
         if (C.snd_nxt > C.high_tx) {
             tcp_send_seg(c, s);
@@ -200,6 +204,7 @@ void Sim::tcp_on_ack(int32_t pid) {
     const bool ece = p.flags & F_ECE;
     const bool dctcp = cfg.transport == T_DCTCP;
     const int64_t mss = C.mss;
+    C.peer_wnd = int64_t(1) << 62;  // every ACK of data carries the scaled (never limiting) window
     if (a > C.snd_una) {
         const int32_t acked = a - C.snd_una;
         tcp_rtt_sample(C, now - p.ts);

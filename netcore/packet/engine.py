@@ -53,6 +53,7 @@ def _config(opts: dict, per_hop: bool, adaptive: bool):
     c.delack_timeout = int(round(opts["delack_timeout_s"] * PS))
     c.handshake = opts["handshake"]
     c.warm_connections = opts["warm_connections"]
+    c.ns3_ties = opts["ns3_ties"]
     c.ecn_k = opts["ecn_k"]
     c.dctcp_g = float(opts["dctcp_g"])
     c.dctcp_alpha_init = float(opts["dctcp_alpha_init"])

@@ -46,6 +46,10 @@ DEFAULTS = {
     "delack_timeout_s": 0.2,      # TcpSocket::DelAckTimeout = 200 ms
     "handshake": True,            # SYN / SYN-ACK / ACK before data, as ns-3's BulkSendApplication
     "warm_connections": False,    # one connection per host pair, kept across transfers
+    # tcp/dctcp: ns-3's tie order at equal picoseconds (an end-of-serialisation event per
+    # queued packet, numbered when the previous serialisation started, as ns-3's
+    # TransmitComplete) instead of the faster eager ports (docs/packet_engine.md)
+    "ns3_ties": False,
     # --- DCTCP (Alizadeh et al., SIGCOMM 2010; ns-3 TcpDctcp) ---
     "ecn_k": 65,                  # marking threshold, packets (DCTCP paper: K = 65 at 10 Gbps)
     "dctcp_g": 1.0 / 16,          # TcpDctcp::DctcpShiftG = 0.0625
@@ -115,7 +119,7 @@ def check_options(opts: dict) -> dict:
         _need(_int(out[key]) and out[key] >= 0, key, out[key], "expected an integer >= 0")
     _need(out["byte_counter_bytes"] > 0, "byte_counter_bytes", out["byte_counter_bytes"],
           "expected > 0")
-    for key in ("limited_transmit", "delayed_ack", "handshake", "warm_connections"):
+    for key in ("limited_transmit", "delayed_ack", "handshake", "warm_connections", "ns3_ties"):
         _need(isinstance(out[key], bool), key, out[key], "expected true or false")
     for key in ("min_rto_s", "init_rto_s", "max_rto_s", "conn_timeout_s", "delack_timeout_s",
                 "alpha_timer_us", "rate_timer_us", "cnp_interval_us", "rate_ai_gbps",
