@@ -144,10 +144,14 @@ def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
     leaders = np.arange(G) * g
     gather_parts = []
     nonlead = np.flatnonzero(l_of > 0)
-    for part in (0, 1):  # off-node destinations before / after the own node
+    # for each non-leader rank, the off-node rank ranges before / after its own node: the
+    # destinations it gathers to its leader, and later the sources its leader scatters to it
+    off_node = []
+    for part in (0, 1):
         start = np.where(part == 0, 0, (a_of[nonlead] + 1) * g)
         count = np.where(part == 0, a_of[nonlead] * g, n - (a_of[nonlead] + 1) * g)
-        sel = count > 0
+        off_node.append((start, count, count > 0))
+    for start, count, sel in off_node:
         s_ = nonlead[sel]
         if not s_.size:
             continue
@@ -168,10 +172,7 @@ def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
     plan.deps(exch[:, 1:], exch[:, :-1])
     received = plan.joins(np.broadcast_to(leaders[:, None], (G, C)), label="exchanged")
     plan.deps(received[bi], exch)
-    for part in (0, 1):  # sources on nodes before / after the own node
-        start = np.where(part == 0, 0, (a_of[nonlead] + 1) * g)
-        count = np.where(part == 0, a_of[nonlead] * g, n - (a_of[nonlead] + 1) * g)
-        sel = count > 0
+    for start, count, sel in off_node:
         d_ = nonlead[sel]
         if not d_.size:
             continue

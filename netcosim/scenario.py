@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from netcosim.units import is_int, short_repr
 from topo.errors import InputError
 
 TOP_KEYS = ("name", "description", "seed", "topology", "routing", "engine", "faults", "workload")
@@ -196,7 +197,7 @@ class Scenario:
         if not isinstance(description, str):
             raise InputError(f"description = {description!r}: expected a string")
         seed = data.get("seed", 0)
-        if not _is_int(seed) or not 0 <= seed <= MAX_SEED:
+        if not is_int(seed) or not 0 <= seed <= MAX_SEED:
             raise InputError(f"seed = {seed!r}: expected an integer >= 0")
 
         if "topology" not in data:
@@ -219,7 +220,7 @@ class Scenario:
 
         faults = data.get("faults", [])
         if not isinstance(faults, list):
-            raise InputError(f"faults = {_short(faults)}: expected an array of tables "
+            raise InputError(f"faults = {short_repr(faults)}: expected an array of tables "
                              f"([[faults]] in TOML)")
         for i, rec in enumerate(faults):
             _table(rec, f"faults[{i}]")
@@ -400,23 +401,14 @@ def routing_policy_name(routing) -> str:
 
 
 # =========================================================================== small checks
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _type_name(v) -> str:
     return {dict: "a table", list: "an array", str: "a string", bool: "a boolean",
             int: "an integer", float: "a number"}.get(type(v), type(v).__name__)
 
 
-def _short(v, limit: int = 60) -> str:
-    r = repr(v)
-    return r if len(r) <= limit else r[: limit - 3] + "..."
-
-
 def _table(v, where: str) -> dict:
     if not isinstance(v, dict):
-        raise InputError(f"{where} = {_short(v)}: expected a table, got {_type_name(v)}")
+        raise InputError(f"{where} = {short_repr(v)}: expected a table, got {_type_name(v)}")
     return v
 
 
@@ -426,7 +418,7 @@ def _kind(table: dict, where: str, required: bool) -> None:
             raise InputError(f"{where}.kind: missing")
         return
     if not isinstance(table["kind"], str):
-        raise InputError(f"{where}.kind = {_short(table['kind'])}: expected a string")
+        raise InputError(f"{where}.kind = {short_repr(table['kind'])}: expected a string")
 
 
 def _check_keys(table: dict, allowed, where: str) -> None:

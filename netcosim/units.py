@@ -30,8 +30,15 @@ GBPS = 1e9 / 8.0  # bytes/s in one Gbit/s
 MAX_BYTES = 2**63 - 1  # Schedule.size is int64
 
 
-def _is_int(v) -> bool:
+def is_int(v) -> bool:
+    """An integer, and not a bool (which Python counts as one)."""
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def short_repr(v, limit: int = 60) -> str:
+    """``repr(v)`` cut to ``limit`` characters, for error messages."""
+    r = repr(v)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
 
 
 def _is_number(v) -> bool:
@@ -43,7 +50,7 @@ def parse_bytes(value, field: str = "bytes", allow_zero: bool = True) -> int:
 
     ``field`` names the setting in error messages (``workload.bytes``).
     """
-    if _is_int(value):
+    if is_int(value):
         n = value
     elif isinstance(value, float):
         if not math.isfinite(value) or value != math.floor(value):

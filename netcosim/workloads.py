@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from netcosim.units import parse_bytes, parse_us
+from netcosim.units import is_int, parse_bytes, parse_us, short_repr
 from topo.errors import InputError
 
 
@@ -153,12 +153,8 @@ def _name_node(e: InputError, schedule, where: str) -> InputError:
 
 
 # =========================================================================== helpers
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _host(v, field: str, n_hosts: int) -> int:
-    if not _is_int(v):
+    if not is_int(v):
         raise InputError(f"{field} = {v!r}: expected a host id (an integer)")
     if not 0 <= v < n_hosts:
         raise InputError(f"{field} = {v}: host {v} does not exist (hosts are 0..{n_hosts - 1})")
@@ -193,7 +189,7 @@ def build_flows(topology, spec: dict, where: str, seed: int):
         size.append(parse_bytes(f["bytes"], f"{at}.bytes"))
         start.append(parse_us(f.get("start_us", 0.0), f"{at}.start_us") * 1e-6)
         d = f.get("deps", [])
-        if not isinstance(d, list) or not all(_is_int(x) for x in d):
+        if not isinstance(d, list) or not all(is_int(x) for x in d):
             raise InputError(f"{at}.deps = {d!r}: expected an array of flow indices")
         for x in d:
             if not 0 <= x < len(flows):
@@ -249,7 +245,7 @@ def build_collective(topology, spec: dict, where: str, seed: int):
     opts = dict(options)
     if "chunks" in spec:
         c = spec["chunks"]
-        if not _is_int(c) or c < 1:
+        if not is_int(c) or c < 1:
             raise InputError(f"{where}.chunks = {c!r}: expected an integer >= 1")
         opts["chunks"] = c
     if "step_latency_us" in spec:
@@ -295,12 +291,12 @@ def _bytes_matrix(spec: dict, n: int, field: str) -> np.ndarray:
                          f"to each rank)")
     m = spec[field.rsplit(".", 1)[-1]]
     if not isinstance(m, list) or len(m) != n:
-        raise InputError(f"{field} = {_short(m)}: expected {n} rows (one per rank), each of "
+        raise InputError(f"{field} = {short_repr(m, 80)}: expected {n} rows (one per rank), each of "
                          f"{n} sizes")
     out = np.zeros((n, n), dtype=np.int64)
     for i, row in enumerate(m):
         if not isinstance(row, list) or len(row) != n:
-            raise InputError(f"{field}[{i}] = {_short(row)}: expected {n} sizes (one per rank)")
+            raise InputError(f"{field}[{i}] = {short_repr(row, 80)}: expected {n} sizes (one per rank)")
         for j, v in enumerate(row):
             out[i, j] = parse_bytes(v, f"{field}[{i}][{j}]")
     off = ~np.eye(n, dtype=bool)
@@ -310,9 +306,6 @@ def _bytes_matrix(spec: dict, n: int, field: str) -> np.ndarray:
     return out
 
 
-def _short(v) -> str:
-    text = repr(v)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _chosen(choice):

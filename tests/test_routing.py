@@ -366,17 +366,22 @@ def test_valiant_without_forwarders_goes_direct():
 
 
 # ---------------------------------------------------------------- distances, cache, input
-@settings(max_examples=60, deadline=None)
-@given(st.data())
-def test_compiled_distances_equal_networkx(data):
-    n = data.draw(st.integers(2, 14), label="nodes")
+def _random_connected_edges(data, n):
+    """A seeded rng and the sorted edges of a random spanning tree of n nodes plus extra
+    edges: connected, no duplicates."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label="seed"))
-    # a random spanning tree plus extra edges: connected, no duplicates
     edges = {(int(rng.integers(0, i)), i) for i in range(1, n)}
     for _ in range(data.draw(st.integers(0, 2 * n), label="extra")):
         a, b = sorted(rng.choice(n, 2, replace=False).tolist())
         edges.add((a, b))
-    edges = sorted(edges)
+    return rng, sorted(edges)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_compiled_distances_equal_networkx(data):
+    n = data.draw(st.integers(2, 14), label="nodes")
+    rng, edges = _random_connected_edges(data, n)
     n_hosts = data.draw(st.integers(1, n), label="hosts")
     forward = data.draw(st.booleans(), label="hosts_forward")
     L = len(edges)
@@ -402,12 +407,7 @@ def test_compiled_distances_equal_networkx(data):
 @given(st.data())
 def test_paths_on_random_graphs_with_faults(data):
     n = data.draw(st.integers(2, 12), label="nodes")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label="seed"))
-    edges = {(int(rng.integers(0, i)), i) for i in range(1, n)}
-    for _ in range(data.draw(st.integers(0, 2 * n), label="extra")):
-        a, b = sorted(rng.choice(n, 2, replace=False).tolist())
-        edges.add((a, b))
-    edges = sorted(edges)
+    rng, edges = _random_connected_edges(data, n)
     L = len(edges)
     n_hosts = data.draw(st.integers(1, n), label="hosts")
     t = Topology("custom", n_hosts, n - n_hosts, [e[0] for e in edges], [e[1] for e in edges],

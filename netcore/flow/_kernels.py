@@ -699,28 +699,11 @@ def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, 
 
 # ================================================================ helpers called from Python
 @njit(cache=True, _nrt=False)
-def start_roots(t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
-    """Start (or schedule) every node without parents; called once before the first advance."""
-    n = NI.shape[0]
-    for c in range(n):
-        if NI[c, NDEPS] == 0:
-            s = NF[c, START]
-            if s > t:
-                isc[TH_N] = _tpush(tk, ti, isc[TH_N], s, c * 4 + EV_START)
-            else:
-                _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti)
-    # the roots that started at t are resolved by the first advance() as one batch
-    if isc[N_ADD] > 0 or isc[N_SEED] > 0:
-        isc[PEND] = 1
-        fsc[PEND_T] = t
-    return isc[N_ADD]
-
-
-@njit(cache=True, _nrt=False)
 def start_nodes(nodes, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, fsc, tk, ti):
     """Start (or schedule for their START time) the given parentless nodes, the clock being
-    at t (incremental driving). Like start_roots, the ones that start at t are solved by the
-    next advance() as part of the batch of instant t."""
+    at t: every root before the first advance(), or the nodes added while driving
+    incrementally. The ones that start at t are resolved by the next advance() as one batch
+    of instant t."""
     for i in range(nodes.shape[0]):
         c = nodes[i]
         s = NF[c, START]

@@ -25,30 +25,19 @@ def max_min_rates(paths, cap, caps=None):
     frozen = [False] * n
     used = sorted({l for p in paths for l, _ in p})
     while not all(frozen):
-        best, best_link = math.inf, None
+        levels = _link_levels(paths, cap, used, frozen, rate)
         if caps is not None:
             own = [(caps[f], f) for f in range(n) if not frozen[f] and caps[f] < math.inf]
             if own:
                 c, f = min(own)
-                lvl = min(_link_levels(paths, cap, used, frozen, rate).values(), default=math.inf)
-                if c <= lvl:
+                if c <= min(levels.values(), default=math.inf):
                     frozen[f] = True
                     rate[f] = c
                     continue
-        for l in used:
-            load = 0.0
-            wsum = 0.0
-            for f in range(n):
-                for ll, w in paths[f]:
-                    if ll == l:
-                        if frozen[f]:
-                            load += w * rate[f]
-                        else:
-                            wsum += w
-            if wsum > 0:
-                level = max(cap[l] - load, 0.0) / wsum
-                if level < best:
-                    best, best_link = level, l
+        best, best_link = math.inf, None
+        for l, level in levels.items():
+            if level < best:
+                best, best_link = level, l
         for f in range(n):
             if not frozen[f] and any(ll == best_link for ll, _ in paths[f]):
                 frozen[f] = True

@@ -251,8 +251,8 @@ class FlowState:
             setattr(self, name, new)
 
     def start_roots(self, t: float = 0.0):
-        K.start_roots(t, self.NF, self.NI, self.EI, self.ew, self.SI, self.SD, self.LF,
-                      self.LI, self.isc, self.fsc, self.tk, self.ti)
+        """Every node without parents (ascending ids), before the first advance."""
+        self.start_nodes(np.flatnonzero(self.NI[:, K.NDEPS] == 0), t)
 
     def seed_links(self, links: np.ndarray):
         K.seed_links(np.ascontiguousarray(links, dtype=np.int64), self.LI, self.isc)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from netcosim import units
+from netcosim.units import is_int, short_repr
 from netcosim.scenario import TOP_KEYS, parse_override, read_file
 from topo.errors import InputError
 
@@ -96,7 +97,7 @@ def parse_sweep(data: dict, source: str | None = None) -> SweepSpec:
     elif isinstance(raw, list) and raw and all(isinstance(b, dict) for b in raw):
         blocks = [parse_block(b, f"sweep[{i}]") for i, b in enumerate(raw)]
     else:
-        raise InputError(f"sweep = {_short(raw)}: expected a table ([sweep]) or an array of "
+        raise InputError(f"sweep = {short_repr(raw)}: expected a table ([sweep]) or an array of "
                          f"tables ([[sweep]])")
     return SweepSpec(base, blocks, source, plots)
 
@@ -111,7 +112,7 @@ def parse_plots(raw) -> list[dict]:
     if isinstance(raw, dict):
         raw = [raw]
     if not isinstance(raw, list) or not all(isinstance(p, dict) for p in raw):
-        raise InputError(f"plot = {_short(raw)}: expected [[plot]] tables")
+        raise InputError(f"plot = {short_repr(raw)}: expected [[plot]] tables")
     out = []
     for i, p in enumerate(raw):
         at = f"plot[{i}]"
@@ -136,7 +137,7 @@ def parse_plots(raw) -> list[dict]:
                 raise InputError(f"{at}.{k} = {p[k]!r}: expected a column name (a string)")
         where = p.get("where", {})
         if not isinstance(where, dict):
-            raise InputError(f"{at}.where = {_short(where)}: expected a table column -> value(s)")
+            raise InputError(f"{at}.where = {short_repr(where)}: expected a table column -> value(s)")
         out.append({**p, "kind": kind, "y": ys, "where": where})
     return out
 
@@ -147,25 +148,25 @@ def parse_block(table: dict, where: str) -> Block:
         raise InputError(f"{where}.mode = {mode!r}: expected one of {', '.join(MODES)}")
     n = table.get("n")
     if mode == "sample":
-        if not _is_int(n) or n < 1:
+        if not is_int(n) or n < 1:
             raise InputError(f"{where}.n = {n!r}: mode = \"sample\" needs n, a number of points "
                              f">= 1")
     elif n is not None:
         raise InputError(f"{where}.n = {n!r}: only mode = \"sample\" takes n")
     seed = table.get("sample_seed", 0)
-    if not _is_int(seed) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise InputError(f"{where}.sample_seed = {seed!r}: expected an integer >= 0")
     fixed = []
     if "set" in table:
         s = table["set"]
         if not isinstance(s, dict):
-            raise InputError(f"{where}.set = {_short(s)}: expected a table of dotted paths")
+            raise InputError(f"{where}.set = {short_repr(s)}: expected a table of dotted paths")
         for key, value in s.items():  # a table value replaces the whole table
             fixed.append((_path(key, f"{where}.set"), value))
     constants = table.get("columns", {})
     if not isinstance(constants, dict) or any(isinstance(v, (dict, list))
                                               for v in constants.values()):
-        raise InputError(f"{where}.columns = {_short(constants)}: expected a table of column "
+        raise InputError(f"{where}.columns = {short_repr(constants)}: expected a table of column "
                          f"name -> value, the same on every row of this block")
     axes = []
     for key, value in _axis_items(table, where):
@@ -335,10 +336,3 @@ def _number(t: str, at: str, text: str):
     return float(d)
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _short(v, limit: int = 60) -> str:
-    r = repr(v)
-    return r if len(r) <= limit else r[: limit - 3] + "..."
