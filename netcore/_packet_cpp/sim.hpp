@@ -60,44 +60,49 @@ struct Link {
     ps_t q_last = 0;
 };
 
-struct Conn {
+// Field order is cache order: a TCP ACK or data packet reaching its host touches the first
+// three 64-byte lines (sender state, then receiver state), which Sim::dispatch prefetches
+// when the packet becomes the head of its last link's pipe. Vectors and the rate-based
+// senders' state come after.
+struct alignas(64) Conn {
+    // line 0: identity, flags, sender sequence state
     int32_t src, dst;
     int32_t owner;          // schedule node whose path the connection uses
     int32_t path_off = -1, path_len = 0;
     bool done = false, dead = false;
     uint8_t state = 0;      // 0 closed/syn-sent, 1 established
-    // the stream: transfers in order, each ends at segment xend[i]
-    std::vector<int32_t> xfer, xend;
-    std::vector<int64_t> xbytes;
-    size_t rx_head = 0;     // first transfer not yet completed at the receiver
+    bool in_rec = false, have_rtt = false, rto_pending = false, cwr = false;
+    bool delack_pending = false, last_ce = false;
     int32_t nseg = 0;
     int32_t mss = 0;
-    // TCP sender
     int32_t snd_una = 0, snd_nxt = 0, high_tx = 0;
+    int32_t dupacks = 0, recover = 0;
+    int32_t full_below = 0;  // segments below this one carry a full MSS (seg_payload's fast path)
+    // line 1: sender window and timer
     int64_t cwnd = 0, ssthresh = 0;
     // receive window the sender knows: 65535 from the SYN-ACK (its window field is never
     // scaled, RFC 7323 section 2.2) until the first ACK, which carries the scaled window
     int64_t peer_wnd = int64_t(1) << 62;
-    int32_t dupacks = 0, recover = 0;
-    bool in_rec = false;
     double srtt = 0, rttvar = 0;
-    bool have_rtt = false;
     ps_t rto = 0, rto_deadline = NEVER;
-    bool rto_pending = false;
     int32_t backoff = 0, syn_tries = 0;
+    // line 2: TCP receiver
+    int32_t rcv_nxt = 0;
+    int32_t rx_end = std::numeric_limits<int32_t>::max();  // xend[rx_head], max when none
+    int32_t delack_n = 0;
+    int32_t win_end = 0, cwr_end = 0;  // DCTCP
+    int64_t delack_gen = 0;
+    ps_t last_ts = 0;
+    size_t rx_head = 0;     // first transfer not yet completed at the receiver
     ps_t syn_ts = 0;
     // DCTCP
     double alpha = 1.0;
     int64_t win_acked = 0, win_marked = 0;
-    int32_t win_end = 0, cwr_end = 0;
-    bool cwr = false;
+    // the stream: transfers in order, each ends at segment xend[i]
+    std::vector<int32_t> xfer, xend;
+    std::vector<int64_t> xbytes;
     // TCP receiver: ring bitmap of out-of-order segments above rcv_nxt
-    int32_t rcv_nxt = 0;
     std::vector<uint64_t> ooo;
-    int32_t delack_n = 0;
-    bool delack_pending = false, last_ce = false;
-    int64_t delack_gen = 0;
-    ps_t last_ts = 0;
     // rate-based senders (ideal, dcqcn)
     int32_t next_new = 0, received = 0;
     std::vector<int32_t> retx;
@@ -194,6 +199,7 @@ private:
     std::vector<Conn> conns;
     std::vector<int32_t> warm;  // (src * n_hosts + dst) -> conn, warm connections only
     bool stop_for_reroute = false;
+    bool paths_changed = false;  // a reroute gave some live connection a new path
     // tcp/dctcp: a port is a FIFO nothing pauses or blocks, so a packet's start of
     // serialisation is known when it joins the queue (see schedule_tx); no end-of-serialisation
     // events. ideal/dcqcn (credits, PFC pauses) keep try_start and EV_TXDONE.

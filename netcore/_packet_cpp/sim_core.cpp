@@ -145,6 +145,16 @@ void Sim::dispatch(const Event& e) {
             if (!L.pipe.empty()) {
                 const PipeEntry& h = L.pipe.front();
                 eq.push_seq(h.t_arr, h.ev_seq, EV_ARRIVE, e.a);
+                // its record is read when it arrives; with ~10^5 packets in flight it has
+                // left the caches since it was sent. So has its connection's, which the
+                // transport reads when the packet reaches a host (lines 0-2 of Conn).
+                __builtin_prefetch(&pool[h.pid]);
+                if (L.dst < n_hosts) {
+                    const char* cp = reinterpret_cast<const char*>(&conns[h.conn]);
+                    __builtin_prefetch(cp);
+                    __builtin_prefetch(cp + 64);
+                    __builtin_prefetch(cp + 128);
+                }
             }
             const int32_t pid = pe.pid;
             Pkt& p = pool[pid];
@@ -306,7 +316,9 @@ void Sim::at_node(int32_t pid, int32_t node) {
     // connection's old path follows its new path from the first node of it the packet
     // reaches; off the new path it keeps its old one (where a dead link drops it). Not for a
     // packet whose next link is already chosen (ideal: a credit is reserved on it).
-    if (p.path_off >= 0 && p.prev >= 0 && p.nxt < 0) {
+    // (only once some connection has changed paths: the check reads the connection record,
+    // a cache miss per hop in large runs)
+    if (paths_changed && p.path_off >= 0 && p.prev >= 0 && p.nxt < 0) {
         const Conn& C = conns[p.conn];
         if (C.path_off >= 0 && C.path_off != p.path_off) {
             const bool rev = p.flags & F_REV;
@@ -420,12 +432,12 @@ void Sim::schedule_tx(int32_t l, int32_t pid, bool fresh) {
     const ps_t ser = round_pos((double)p.wire * L.ps_per_byte);
     L.busy_until = st + ser;
     if (!fresh) {  // re-timed after a rate change: the caller drains and pushes
-        L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire});
+        L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire, p.conn});
         return;
     }
     if (cfg.loss_rate > 0 && urand() < cfg.loss_rate) p.flags |= F_LOST;
     const bool was_empty = L.pipe.empty();
-    L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire});
+    L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire, p.conn});
     if (st <= now) drain(L, now);  // an idle port starts at once (and takes its sequence)
     if (was_empty) {  // an empty pipe means an idle port: the packet started above
         const PipeEntry& pe = L.pipe.at(0);
@@ -481,7 +493,7 @@ void Sim::try_start(int32_t l) {
     // end's Receive: the end of this serialisation is numbered now, before the arrival, even
     // when its event is pushed later (when the next packet joins)
     if (cfg.ns3_ties) L.txdone_seq = eq.take_seq();
-    const PipeEntry pe{now + ser + L.lat, now, eq.take_seq(), pid, L.epoch, p.wire};
+    const PipeEntry pe{now + ser + L.lat, now, eq.take_seq(), pid, L.epoch, p.wire, p.conn};
     if (L.pipe.empty()) eq.push_seq(pe.t_arr, pe.ev_seq, EV_ARRIVE, l);
     L.pipe.push(pe);
     if (!L.q.empty()) {
@@ -639,6 +651,7 @@ void Sim::set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t
         Conn& C = conns[c];
         if (C.done || C.dead) continue;
         if (!nreach[C.owner]) { strand_conn((int32_t)c); continue; }
+        if (C.path_off != npath_off[C.owner]) paths_changed = true;
         C.path_off = npath_off[C.owner];
         C.path_len = npath_len[C.owner];
     }
@@ -680,6 +693,7 @@ int32_t Sim::seg_xfer(const Conn& C, int32_t seg) const {
 }
 
 int32_t Sim::seg_payload(const Conn& C, int32_t seg) const {
+    if (seg < C.full_below) return C.mss;  // before the first transfer's last segment
     const int32_t i = seg_xfer(C, seg);
     const int32_t first = i == 0 ? 0 : C.xend[i - 1];
     const int32_t last = C.xend[i] - 1;
@@ -738,6 +752,8 @@ void Sim::start_transfer(int32_t node) {
     C.nseg += (int32_t)((size[node] + C.mss - 1) / C.mss);
     C.xend.push_back(C.nseg);
     C.xbytes.push_back(size[node]);
+    if (C.xfer.size() == 1) C.full_below = C.nseg - 1;
+    if (C.rx_head + 1 == C.xfer.size()) C.rx_end = C.nseg;  // the receiver waits for this one
     node_conn[node] = c;
     if (tcp) {
         if (fresh) tcp_open(c);

@@ -84,6 +84,7 @@ void Sim::rate_on_data(int32_t pid) {
     if (++D.received == D.nseg) {
         D.done = true;
         D.rx_head = D.xfer.size();
+        D.rx_end = std::numeric_limits<int32_t>::max();
         transfer_done(D.owner);
     }
 }

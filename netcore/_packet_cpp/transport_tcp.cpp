@@ -186,8 +186,10 @@ void Sim::tcp_on_data(int32_t pid) {
 
 void Sim::tcp_rx_advance(int32_t c) {
     Conn& C = conns[c];
-    while (C.rx_head < C.xfer.size() && C.rcv_nxt >= C.xend[C.rx_head]) {
+    while (C.rcv_nxt >= C.rx_end) {  // rx_end = xend[rx_head]: no vector read per segment
         const int32_t node = C.xfer[C.rx_head++];
+        C.rx_end = C.rx_head < C.xfer.size() ? C.xend[C.rx_head]
+                                             : std::numeric_limits<int32_t>::max();
         transfer_done(node);
     }
     // a connection of its own closes when its transfer is complete (the sender learns of it
