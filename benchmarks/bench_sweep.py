@@ -6,7 +6,9 @@ on a local Dask cluster, through the same code path.
     python benchmarks/bench_sweep.py --points 200 --dask-local 2
     python benchmarks/bench_sweep.py --points 1000 --compare   # joblib then Dask, same points
 
-Prints wall time (expansion + check + run), points/s and the per-point engine and run times.
+Prints wall time (expansion + check + run), points/s and the per-point engine and run times,
+and the CPU time of the thread that ran each point (the same points cost the same CPU on either
+backend unless the backend's set-up slows them: see netcosim/sweep/execute.py).
 The target (issue 8): 1000 points in under 2 minutes on a 2-core machine; Dask with 2 local
 workers no slower than joblib. Results go in docs/sweeps.md, not in asserts.
 """
@@ -67,7 +69,7 @@ def run_once(points, backend, label):
           f"{len(o.rows) / wall:5.2f} points/s on {o.info['workers']} workers; expansion "
           f"{t_exp:.1f} s, check {o.info['check_s']:.1f} s; per point: engine median {statistics.median(eng) * 1e3:.0f} ms, "
           f"build+engine median {statistics.median(run) * 1e3:.0f} ms, max {max(run):.2f} s; "
-          f"busy {busy:.0%}")
+          f"CPU median {statistics.median(r['cpu_s'] for r in ok) * 1e3:.0f} ms; busy {busy:.0%}")
     return wall
 
 

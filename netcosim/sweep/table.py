@@ -19,7 +19,7 @@ JOURNAL = "rows.jsonl"
 CSV_NAME = "sweep.csv"
 PARQUET_NAME = "sweep.parquet"
 LEAD = ("point", "point_id", "status")
-TAIL = ("error", "run_s", "scenario")
+TAIL = ("error", "run_s", "cpu_s", "scenario")
 
 
 class Journal:

@@ -48,6 +48,7 @@ def run_one(index: int, pid: str, data: dict, strandable: bool = False) -> dict:
     from netcosim.scenario import Scenario
 
     t0 = time.perf_counter()
+    c0 = time.thread_time()
     row = {"point": index, "point_id": pid, "status": "ok", "error": ""}
     try:
         sc = Scenario.from_dict(data, default_name="sweep")
@@ -61,6 +62,9 @@ def run_one(index: int, pid: str, data: dict, strandable: bool = False) -> dict:
         row["error"] = _one_line(f"{e}" if isinstance(e, InputError)
                                  else f"{type(e).__name__}: {e}")
     row["run_s"] = time.perf_counter() - t0
+    # CPU of the thread that ran the point: what the point cost, without the load of other
+    # processes or of a Dask worker's own threads (the backend comparison in bench_sweep.py)
+    row["cpu_s"] = time.thread_time() - c0
     row["scenario"] = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return row
 
