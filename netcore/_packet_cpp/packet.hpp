@@ -47,7 +47,9 @@ struct PipeEntry {
     int32_t pid;
     uint32_t epoch;
     int32_t wire;      // bytes on the wire (the queue and link statistics need it at start)
-    int32_t conn;      // the packet's connection, to prefetch its record before it arrives
+    // what to prefetch when the packet becomes the pipe's head (see Sim::hint): its
+    // connection on a link into a host, else the path entry of the link it takes next
+    int32_t hint;
 };
 static_assert(sizeof(PipeEntry) == 40, "pipe entry grew");
 

@@ -24,6 +24,14 @@ public:
     }
     const T& at(size_t i) const { return buf_[(head_ + i) & (buf_.size() - 1)]; }
     T& at(size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
+    // a hint that entry i (counted from the front; may lie beyond the newest) will be read
+    // (rw = 0) or written (rw = 1) soon; the buffer is a power of two, so any i is a slot
+    void prefetch(size_t i, bool write) const {
+        if (buf_.empty()) return;
+        const T* p = &buf_[(head_ + i) & (buf_.size() - 1)];
+        if (write) __builtin_prefetch(p, 1);
+        else __builtin_prefetch(p, 0);
+    }
     void clear() { head_ = 0; n_ = 0; }
     void drop_back(size_t k) { n_ -= k; }  // forget the k newest entries (k <= size())
 

@@ -254,7 +254,16 @@ private:
             L.stat_busy += ser;
             L.stat_bytes += pe.wire;
             ++L.stat_pkts;
+            // the next waiting packet's entry, read by the next drain: a host NIC's queue
+            // holds ~10^3 entries written long ago
+            if (!L.q.empty()) L.pipe.prefetch(L.pipe.size() - L.q.size(), false);
         }
+    }
+    // PipeEntry::hint for packet p sent on link L (p.hop already counts L)
+    int32_t hint(const Link& L, const Pkt& p) const {
+        if (L.dst < n_hosts) return p.conn;
+        if (p.path_off < 0 || p.hop >= p.path_len) return -1;
+        return (p.flags & F_REV) ? p.path_off + p.path_len - 1 - p.hop : p.path_off + p.hop;
     }
     void drain_node(int32_t u) {  // every output port of node u
         for (int64_t j = adj_ptr[u]; j < adj_ptr[u + 1]; ++j) drain(links[adj_link[j]], now - 1);

@@ -149,11 +149,14 @@ void Sim::dispatch(const Event& e) {
                 // left the caches since it was sent. So has its connection's, which the
                 // transport reads when the packet reaches a host (lines 0-2 of Conn).
                 __builtin_prefetch(&pool[h.pid]);
+                L.pipe.prefetch(1, false);  // the entry after it: the next arrival reads it
                 if (L.dst < n_hosts) {
-                    const char* cp = reinterpret_cast<const char*>(&conns[h.conn]);
+                    const char* cp = reinterpret_cast<const char*>(&conns[h.hint]);
                     __builtin_prefetch(cp);
                     __builtin_prefetch(cp + 64);
                     __builtin_prefetch(cp + 128);
+                } else if (h.hint >= 0) {
+                    __builtin_prefetch(&path_links[h.hint]);  // its next link
                 }
             }
             const int32_t pid = pe.pid;
@@ -432,12 +435,13 @@ void Sim::schedule_tx(int32_t l, int32_t pid, bool fresh) {
     const ps_t ser = round_pos((double)p.wire * L.ps_per_byte);
     L.busy_until = st + ser;
     if (!fresh) {  // re-timed after a rate change: the caller drains and pushes
-        L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire, p.conn});
+        L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire, hint(L, p)});
         return;
     }
     if (cfg.loss_rate > 0 && urand() < cfg.loss_rate) p.flags |= F_LOST;
     const bool was_empty = L.pipe.empty();
-    L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire, p.conn});
+    L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire, hint(L, p)});
+    L.pipe.prefetch(L.pipe.size() + 1, true);  // the slot after next: the next push's line
     if (st <= now) drain(L, now);  // an idle port starts at once (and takes its sequence)
     if (was_empty) {  // an empty pipe means an idle port: the packet started above
         const PipeEntry& pe = L.pipe.at(0);
@@ -493,7 +497,7 @@ void Sim::try_start(int32_t l) {
     // end's Receive: the end of this serialisation is numbered now, before the arrival, even
     // when its event is pushed later (when the next packet joins)
     if (cfg.ns3_ties) L.txdone_seq = eq.take_seq();
-    const PipeEntry pe{now + ser + L.lat, now, eq.take_seq(), pid, L.epoch, p.wire, p.conn};
+    const PipeEntry pe{now + ser + L.lat, now, eq.take_seq(), pid, L.epoch, p.wire, hint(L, p)};
     if (L.pipe.empty()) eq.push_seq(pe.t_arr, pe.ev_seq, EV_ARRIVE, l);
     L.pipe.push(pe);
     if (!L.q.empty()) {
