@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "huge_alloc.hpp"
+
 namespace pk {
 
 enum PktType : uint8_t { DATA = 0, ACK = 1, SYN = 2, SYNACK = 3, HSACK = 4, CNP = 5 };
@@ -70,7 +72,7 @@ public:
     size_t in_use() const { return pkts_.size() - free_.size(); }
 
 private:
-    std::vector<Pkt> pkts_;
+    std::vector<Pkt, HugeAlloc<Pkt>> pkts_;
     std::vector<int32_t> free_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "config.hpp"
 #include "event_queue.hpp"
+#include "huge_alloc.hpp"
 #include "packet.hpp"
 #include "ring.hpp"
 
@@ -196,7 +197,7 @@ private:
     std::vector<int32_t> flink;
     std::vector<int8_t> fkind;
     std::vector<double> ffactor;
-    std::vector<Conn> conns;
+    std::vector<Conn, HugeAlloc<Conn>> conns;
     std::vector<int32_t> warm;  // (src * n_hosts + dst) -> conn, warm connections only
     bool stop_for_reroute = false;
     bool paths_changed = false;  // a reroute gave some live connection a new path
