@@ -74,6 +74,7 @@ struct alignas(64) Conn {
     uint8_t state = 0;      // 0 closed/syn-sent, 1 established
     bool in_rec = false, have_rtt = false, rto_pending = false, cwr = false;
     bool delack_pending = false, last_ce = false;
+    bool ooo_used = false;   // the receiver's out-of-order bitmap exists
     int32_t nseg = 0;
     int32_t mss = 0;
     int32_t snd_una = 0, snd_nxt = 0, high_tx = 0;

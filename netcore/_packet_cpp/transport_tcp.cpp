@@ -150,7 +150,7 @@ void Sim::tcp_on_data(int32_t pid) {
     const int32_t before = R.rcv_nxt;
     if (s == R.rcv_nxt) {
         ++R.rcv_nxt;
-        if (!R.ooo.empty())
+        if (R.ooo_used)  // (a flag in line 2: the vector's own header is a line further)
             while (bit_get(R.ooo, R.rcv_nxt)) { bit_set(R.ooo, R.rcv_nxt, false); ++R.rcv_nxt; }
     } else if (s > R.rcv_nxt) {
         const size_t need = (size_t)(s - R.rcv_nxt) + 1;
@@ -166,6 +166,7 @@ void Sim::tcp_on_data(int32_t pid) {
                 }
             }
             R.ooo.swap(nb);
+            R.ooo_used = true;
         }
         bit_set(R.ooo, s, true);
     }
@@ -194,7 +195,8 @@ void Sim::tcp_rx_advance(int32_t c) {
     }
     // a connection of its own closes when its transfer is complete (the sender learns of it
     // through the ACKs already on their way; it sends nothing more)
-    if (!cfg.warm_connections && C.rx_head == C.xfer.size()) C.done = true;
+    if (!cfg.warm_connections && C.rx_end == std::numeric_limits<int32_t>::max())
+        C.done = true;  // every transfer received (rx_end, not xfer.size(): one line fewer)
 }
 
 void Sim::tcp_on_ack(int32_t pid) {
