@@ -1,0 +1,126 @@
+"""Packet engine golden results: 32 small runs whose every result array is hashed.
+
+Why: the engine's speed work (event queue layout, prefetching, memory layout) must never change
+a result. These cases cover every transport, per-path and per-hop routing, all-to-all, ring
+all-reduce with dependencies, incast with drops, random loss, warm connections, delayed ACKs,
+ns-3 tie order, and a link going down, degrading and coming back mid-run with reroutes. A hash
+changes only when the model does; then check the change on purpose and update the table:
+
+    python tests/test_packet_golden.py      # prints the current table
+"""
+import hashlib
+
+import numpy as np
+import pytest
+
+import collectives
+from netcore.packet import run
+from netcore.schedule import Schedule
+from topo.builders import fat_tree
+from topo.faults import DEGRADE, DOWN, UP, LinkFaults
+from topo.routing import Routing
+
+GOLDEN = {
+    "a2a-tcp-ecmp": "c4b8e0c6311b",
+    "a2a-tcp-spray": "9d0d9d7c947e",
+    "a2a-tcp-adaptive": "7062c4fe2929",
+    "ring-tcp": "cc8c4d9e33cb",
+    "inc-tcp": "6169de475ecc",
+    "a2a-dctcp-ecmp": "18821301984a",
+    "a2a-dctcp-spray": "8459d6424c44",
+    "a2a-dctcp-adaptive": "60886a8a2deb",
+    "ring-dctcp": "cc8c4d9e33cb",
+    "inc-dctcp": "868697bfa4b2",
+    "a2a-ideal-ecmp": "284a377b2af5",
+    "a2a-ideal-spray": "a2d0a95f8508",
+    "a2a-ideal-adaptive": "113ac12dc117",
+    "ring-ideal": "7910493135a9",
+    "inc-ideal": "f1623e55eff1",
+    "a2a-dcqcn-ecmp": "927cf50057a5",
+    "a2a-dcqcn-spray": "065f0270103b",
+    "a2a-dcqcn-adaptive": "aaf3e0b4419a",
+    "ring-dcqcn": "eca1dd0c63a6",
+    "inc-dcqcn": "ea29f3e36705",
+    "a2a-tcp-loss": "8f54b0d137c5",
+    "a2a-tcp-warm": "6e7ec97e3350",
+    "a2a-tcp-delack": "9758916f3933",
+    "a2a-tcp-ns3ties": "319e4c028154",
+    "fault-a2a-tcp": "3d64ecad96d4",
+    "fault-ring-tcp": "7293fef6605b",
+    "fault-a2a-dctcp": "37f61a1884ee",
+    "fault-ring-dctcp": "6011b812d936",
+    "fault-a2a-ideal": "30a0a313a3f0",
+    "fault-ring-ideal": "09dfa9410be8",
+    "fault-a2a-dcqcn": "64aefd6dbd6c",
+    "fault-ring-dcqcn": "dba25fd35305",
+}
+
+
+def _digest(res) -> str:
+    m = hashlib.sha1()
+    for a in (res.start, res.end, res.link_bytes, res.link_busy):
+        m.update(np.ascontiguousarray(a).tobytes())
+    for k in sorted(res.link_extra):
+        m.update(np.ascontiguousarray(res.link_extra[k]).tobytes())
+    m.update(np.ascontiguousarray(res.node_extra["retransmissions"]).tobytes())
+    m.update(str(res.events).encode())
+    return m.hexdigest()[:12]
+
+
+def _cases():
+    t = fat_tree(4, link_gbps=100, latency_us=1.0)
+    hs = np.arange(t.n_hosts)
+    ring = collectives.build("all_reduce", "ring", hs, 4 << 20)
+    src, dst = np.meshgrid(hs, hs, indexing="ij")
+    m = src != dst
+    a2a = Schedule.from_transfers(src[m], dst[m], np.full(int(m.sum()), 300_000))
+    inc = Schedule.from_transfers(np.arange(1, 9), np.zeros(8, int), np.full(8, 2_000_000))
+    none = LinkFaults.none()
+    # host 10's uplink (dlinks 40/41) goes down, an edge-aggregation link (60/61) drops to a
+    # quarter of its rate, then the uplink comes back
+    faults = LinkFaults(np.array([200e-6, 200e-6, 300e-6, 300e-6, 900e-6, 900e-6]),
+                        np.array([40, 41, 60, 61, 40, 41]),
+                        np.array([DOWN, DOWN, DEGRADE, DEGRADE, UP, UP]),
+                        np.array([0, 0, .25, .25, 1, 1.]))
+    cases = {}
+    for tr in ["tcp", "dctcp", "ideal", "dcqcn"]:
+        k = {"ecn_k": 10} if tr == "dctcp" else {}
+        for pol in ["ecmp", "spray", "adaptive"]:
+            cases[f"a2a-{tr}-{pol}"] = (t, a2a, pol, none,
+                                        dict(transport=tr, mtu=9000, buffer_packets=30, **k))
+        cases[f"ring-{tr}"] = (t, ring, "ecmp", none, dict(transport=tr, mtu=4000))
+        cases[f"inc-{tr}"] = (t, inc, "ecmp", none,
+                              dict(transport=tr, mtu=1500, buffer_packets=8,
+                                   **({"ecn_k": 4} if tr == "dctcp" else {})))
+    for name, extra in (("loss", {"loss_rate": 0.001}), ("warm", {"warm_connections": True}),
+                        ("delack", {"delayed_ack": True}), ("ns3ties", {"ns3_ties": True})):
+        cases[f"a2a-tcp-{name}"] = (t, a2a, "ecmp", none, dict(transport="tcp", mtu=9000, **extra))
+    for tr in ["tcp", "dctcp", "ideal", "dcqcn"]:
+        k = {"ecn_k": 10} if tr == "dctcp" else {}
+        for nm, sched in (("a2a", a2a), ("ring", ring)):
+            cases[f"fault-{nm}-{tr}"] = (t, sched, "ecmp", faults,
+                                         dict(transport=tr, mtu=9000, buffer_packets=30, **k))
+    return cases
+
+
+def _run(case):
+    topo, sched, policy, faults, opts = case
+    return run(topo, sched, Routing(topo, policy, seed=3), faults, seed=2, **opts)
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return _cases()
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_packet_results_are_unchanged(cases, name):
+    res = _run(cases[name])
+    if name.startswith("fault-"):
+        assert res.info["reroutes"] >= 1  # the case does exercise rerouting
+    assert _digest(res) == GOLDEN[name]
+
+
+if __name__ == "__main__":
+    for name, case in _cases().items():
+        print(f'    "{name}": "{_digest(_run(case))}",')
