@@ -49,8 +49,8 @@ struct PipeEntry {
     int32_t pid;
     uint32_t epoch;
     int32_t wire;      // bytes on the wire (the queue and link statistics need it at start)
-    // what to prefetch when the packet becomes the pipe's head (see Sim::hint): its
-    // connection on a link into a host, else the path entry of the link it takes next
+    // Sim::hint: on a link into a host the packet's connection, else the link it takes next
+    // (both prefetched when the packet becomes the pipe's head)
     int32_t hint;
 };
 static_assert(sizeof(PipeEntry) == 40, "pipe entry grew");

@@ -229,7 +229,7 @@ private:
     }
     int32_t choose_hop(int32_t node, int32_t dst_host);
     int32_t link_after(Pkt& p, int32_t l);
-    void at_node(int32_t pid, int32_t node);
+    void at_node(int32_t pid, int32_t node, int32_t next = -1);
     void enqueue(int32_t l, int32_t pid);
     void try_start(int32_t l);
     void schedule_tx(int32_t l, int32_t pid, bool fresh = true);  // fresh: just queued
@@ -261,11 +261,13 @@ private:
             if (!L.q.empty()) L.pipe.prefetch(L.pipe.size() - L.q.size(), false);
         }
     }
-    // PipeEntry::hint for packet p sent on link L (p.hop already counts L)
+    // PipeEntry::hint for packet p sent on link L (p.hop already counts L): on a link into a
+    // host its connection, else the link it takes after L (its path's line was just read)
     int32_t hint(const Link& L, const Pkt& p) const {
         if (L.dst < n_hosts) return p.conn;
         if (p.path_off < 0 || p.hop >= p.path_len) return -1;
-        return (p.flags & F_REV) ? p.path_off + p.path_len - 1 - p.hop : p.path_off + p.hop;
+        return (p.flags & F_REV) ? (path_links[p.path_off + p.path_len - 1 - p.hop] ^ 1)
+                                 : path_links[p.path_off + p.hop];
     }
     void drain_node(int32_t u) {  // every output port of node u
         for (int64_t j = adj_ptr[u]; j < adj_ptr[u + 1]; ++j) drain(links[adj_link[j]], now - 1);

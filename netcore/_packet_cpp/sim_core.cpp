@@ -155,8 +155,9 @@ void Sim::dispatch(const Event& e) {
                     __builtin_prefetch(cp);
                     __builtin_prefetch(cp + 64);
                     __builtin_prefetch(cp + 128);
-                } else if (h.hint >= 0) {
-                    __builtin_prefetch(&path_links[h.hint]);  // its next link
+                } else if (h.hint >= 0) {  // the link it takes next, whose port it joins
+                    const char* lp = reinterpret_cast<const char*>(&links[h.hint]);
+                    for (int k = 0; k < (int)sizeof(Link); k += 64) __builtin_prefetch(lp + k);
                 }
             }
             const int32_t pid = pe.pid;
@@ -166,7 +167,7 @@ void Sim::dispatch(const Event& e) {
                 return;
             }
             p.prev = e.a;
-            at_node(pid, L.dst);
+            at_node(pid, L.dst, L.dst < n_hosts ? -1 : pe.hint);
             return;
         }
         case EV_TXDONE: {
@@ -313,7 +314,10 @@ int32_t Sim::link_after(Pkt& p, int32_t l) {
     return choose_hop(w, d);
 }
 
-void Sim::at_node(int32_t pid, int32_t node) {
+// `next`: the packet's next link as read from its path when it was sent on the link it came
+// over (PipeEntry::hint), or -1; used only while no reroute has changed any path since, when it
+// is exactly what next_link would read
+void Sim::at_node(int32_t pid, int32_t node, int32_t next) {
     Pkt& p = pool[pid];
     // hop-by-hop forwarding after a reroute (as ns-3's routing tables): a packet sent on a
     // connection's old path follows its new path from the first node of it the packet
@@ -343,7 +347,7 @@ void Sim::at_node(int32_t pid, int32_t node) {
         pool.release(pid);
         return;
     }
-    const int32_t l = next_link(p, node);
+    const int32_t l = (next >= 0 && !paths_changed && p.nxt < 0) ? next : next_link(p, node);
     if (l < 0) {  // no route from here (per-hop routing with the destination cut off)
         drop(p.prev, pid);
         return;
