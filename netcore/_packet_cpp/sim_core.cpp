@@ -439,7 +439,8 @@ void Sim::schedule_tx(int32_t l, int32_t pid, bool fresh) {
     const ps_t ser = round_pos((double)p.wire * L.ps_per_byte);
     L.busy_until = st + ser;
     if (!fresh) {  // re-timed after a rate change: the caller drains and pushes
-        L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire, hint(L, p)});
+        L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire,
+                              hint(L, p)});
         return;
     }
     if (cfg.loss_rate > 0 && urand() < cfg.loss_rate) p.flags |= F_LOST;
