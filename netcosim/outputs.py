@@ -307,3 +307,14 @@ def safe_dir_name(name: str) -> str:
     """A scenario name as one path component (for the default ``out/<name>``)."""
     s = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
     return s or "scenario"
+
+
+def command_out_dir(given, name: str, suffix: str = "") -> Path:
+    """``--out`` when given, else ``out/<name><suffix>`` (the commands' default)."""
+    return Path(given) if given else Path("out") / (safe_dir_name(name) + suffix)
+
+
+def table_name(data: dict, path) -> str:
+    """The ``name`` of a scenario table, or its file's stem when it has none."""
+    name = data.get("name")
+    return name if isinstance(name, str) else Path(path).stem

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from netcosim.cli import add_scenario_arguments
 from netcosim.commands.sweep import add_backend_arguments, backend_from_args
@@ -57,8 +56,8 @@ def run(args) -> int:
     for text in args.overrides:
         keys, value = parse_override(text)
         apply_override(data, keys, value, text)
-    name = data.get("name") if isinstance(data.get("name"), str) else Path(args.scenario).stem
-    out = Path(args.out) if args.out else Path("out") / f"{outputs.safe_dir_name(name)}-faults"
+    name = outputs.table_name(data, args.scenario)
+    out = outputs.command_out_dir(args.out, name, "-faults")
     opts = {"fraction": args.fraction, "kind": args.kind, "layer": args.layer,
             "trials": args.trials, "at_us": args.at_us, "at_fraction": args.at_fraction,
             "single": False if args.no_single else None, "max_single": args.max_single,

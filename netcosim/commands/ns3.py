@@ -6,7 +6,6 @@ extra: ``pip install -e ".[ns3]"``. Features ns-3 cannot reproduce are refused (
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from netcosim.cli import add_scenario_arguments, load_from_args
 from topo.errors import InputError
@@ -39,8 +38,7 @@ def run(args) -> int:
     if args.horizon_ms < 0:
         raise InputError(f"--horizon-ms {args.horizon_ms!r}: expected a time >= 0")
     scenario = load_from_args(args)
-    out = Path(args.out) if args.out else \
-        Path("out") / (outputs.safe_dir_name(scenario.name) + "-ns3")
+    out = outputs.command_out_dir(args.out, scenario.name, "-ns3")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {str(out)!r}: exists and is not a directory")
     # refuse what ns-3 cannot reproduce before the (slow) ns-3 import

@@ -1,7 +1,6 @@
 """`netcosim run SCENARIO`: simulate a scenario and write summary.json, flows.csv, links.csv."""
 from __future__ import annotations
 
-from pathlib import Path
 
 from netcosim.cli import add_scenario_arguments, load_from_args
 from topo.errors import InputError
@@ -29,7 +28,7 @@ def run(args) -> int:
     if args.link_series:  # an engine option: the engine says if it cannot record a series
         args.overrides = list(args.overrides) + ["engine.link_series=true"]
     scenario = load_from_args(args, engine=args.engine)
-    out = Path(args.out) if args.out else Path("out") / outputs.safe_dir_name(scenario.name)
+    out = outputs.command_out_dir(args.out, scenario.name)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {str(out)!r}: exists and is not a directory")
     prepared, result, summary = simulate_scenario(scenario)

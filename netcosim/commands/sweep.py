@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 
 def add_backend_arguments(p) -> None:
@@ -54,8 +53,8 @@ def run(args) -> int:
     spec = load_sweep(args.file)
     points = expand(spec)
     backend = backend_from_args(args)
-    name = spec.base.get("name") if isinstance(spec.base.get("name"), str) else Path(args.file).stem
-    out = Path(args.out) if args.out else Path("out") / f"{outputs.safe_dir_name(name)}-sweep"
+    name = outputs.table_name(spec.base, args.file)
+    out = outputs.command_out_dir(args.out, name, "-sweep")
     if args.dry_run:
         from netcosim.sweep.points import Checker
 
