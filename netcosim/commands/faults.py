@@ -1,10 +1,8 @@
 """`netcosim faults SCENARIO`: slowdown under random link failures, and the costliest links."""
 from __future__ import annotations
 
-import sys
-
 from netcosim.cli import add_scenario_arguments
-from netcosim.commands.sweep import add_backend_arguments, backend_from_args
+from netcosim.commands.sweep import add_backend_arguments, backend_from_args, finish
 
 
 def register(sub) -> None:
@@ -67,16 +65,7 @@ def run(args) -> int:
     for res in results:
         _print(res, name)
     print(f"-> {out}")
-    if args.plot:
-        from netcosim import plots
-
-        for path in plots.plot_dir(out):
-            print(f"  {path}")
-    if any(r["outcome"].interrupted for r in results):
-        print("netcosim: interrupted; the finished rows are kept (rerun with --resume)",
-              file=sys.stderr)
-        return 130
-    return 0
+    return finish(out, args.plot, any(r["outcome"].interrupted for r in results))
 
 
 def _print(res, name) -> None:

@@ -78,12 +78,18 @@ def run(args) -> int:
     print(f"{info['finished']} of {info['points']} points{resumed}{extra} in "
           f"{outcome.wall_s:.1f} s on {info['workers']} {info['backend']} workers -> "
           f"{out / 'sweep.csv'}")
-    if args.plot and outcome.rows:
+    return finish(out, args.plot and bool(outcome.rows), outcome.interrupted)
+
+
+def finish(out, plot: bool, interrupted: bool) -> int:
+    """The end of a sweep-like command (sweep, faults): plots on request, and exit status
+    130 with a hint when Ctrl-C stopped the run (its finished rows are kept)."""
+    if plot:
         from netcosim import plots
 
         for path in plots.plot_dir(out):
             print(f"  {path}")
-    if outcome.interrupted:
+    if interrupted:
         print("netcosim: interrupted; the finished rows are kept (rerun with --resume)",
               file=sys.stderr)
         return 130
