@@ -297,6 +297,18 @@ def _cap_at(f, t, NF):
 
 
 # ================================================================ max-min solver
+@njit(cache=True, _nrt=False, inline="always")
+def _relevel(LF, LI, lhk, lhi, lhp, hn, j):
+    """Link j lost frozen flows: its saturation level (residual capacity / weight of the flows
+    still on it) moves in the level heap, or it leaves the heap when none is left."""
+    if LI[CNT, j] > 0:
+        r = LF[RES, j]
+        if r < 0.0:
+            r = 0.0
+        return _hset(lhk, lhi, lhp, hn, j, r / LF[WSUM, j])
+    return _hremove(lhk, lhi, lhp, hn, j)
+
+
 @njit(cache=True, _nrt=False)
 def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
                rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
@@ -437,13 +449,7 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
                 LF[RES, j2] -= w * level
                 LF[WSUM, j2] -= w
                 LI[CNT, j2] -= 1
-                if LI[CNT, j2] > 0:
-                    r = LF[RES, j2]
-                    if r < 0.0:
-                        r = 0.0
-                    hn = _hset(lhk, lhi, lhp, hn, j2, r / LF[WSUM, j2])
-                else:
-                    hn = _hremove(lhk, lhi, lhp, hn, j2)
+                hn = _relevel(LF, LI, lhk, lhi, lhp, hn, j2)
             continue
         level = lhk[0]
         j = lhi[0]
@@ -470,14 +476,7 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
                     touch[nt] = j2
                     nt += 1
         for i in range(nt):
-            j2 = touch[i]
-            if LI[CNT, j2] > 0:
-                r = LF[RES, j2]
-                if r < 0.0:
-                    r = 0.0
-                hn = _hset(lhk, lhi, lhp, hn, j2, r / LF[WSUM, j2])
-            else:
-                hn = _hremove(lhk, lhi, lhp, hn, j2)
+            hn = _relevel(LF, LI, lhk, lhi, lhp, hn, touch[i])
     for k in range(cn):  # caps of flows a shared link froze first: drop them
         cpos[chi[k]] = -1
     # ---- apply: only flows whose rate really changed move in the drain heap
