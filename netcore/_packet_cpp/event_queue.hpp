@@ -137,9 +137,13 @@ private:
             if (c0 >= n) break;
             size_t c = c0;
             if (c0 + 4 <= n) {
-                c = less_(h[c0 + 1], h[c0]) ? c0 + 1 : c0;
-                const size_t d = less_(h[c0 + 3], h[c0 + 2]) ? c0 + 3 : c0 + 2;
-                if (less_(h[d], h[c])) c = d;
+                // smallest of four without branches: which child wins is a coin toss, and a
+                // mispredicted branch costs more than the arithmetic
+                const T* g = h + c0;
+                const size_t a = (size_t)less_(g[1], g[0]);
+                const size_t b = 2 + (size_t)less_(g[3], g[2]);
+                const size_t pick = size_t(0) - (size_t)less_(g[b], g[a]);
+                c = c0 + (a ^ ((a ^ b) & pick));
             } else {
                 for (size_t k = c0 + 1; k < n; ++k)
                     if (less_(h[k], h[c])) c = k;

@@ -40,11 +40,12 @@ static_assert(sizeof(Pkt) <= 40, "packet record grew");
 // A packet on a link's pipe: arrival time at the far end, the sequence number its arrival
 // event got when it was scheduled, the link's epoch then (a failure bumps it, killing the
 // pipe). On tcp/dctcp ports (see Sim::schedule_tx) a packet enters the pipe when it joins the
-// port queue, with the time its serialisation will start; until then it is also one of the
-// waiting packets, which are always the newest `q.size()` entries of the pipe.
+// port queue, its arrival time already fixed; until its serialisation starts it is also one of
+// the waiting packets, which are always the newest `Link::nq` entries of the pipe. Its start
+// time is not stored (32 bytes, two entries per cache line): t_arr - latency - serialisation at
+// the port's rate (Sim::drain).
 struct PipeEntry {
     int64_t t_arr;
-    int64_t t_start;   // start of serialisation
     uint64_t ev_seq;
     int32_t pid;
     uint32_t epoch;
@@ -53,7 +54,7 @@ struct PipeEntry {
     // (both prefetched when the packet becomes the pipe's head)
     int32_t hint;
 };
-static_assert(sizeof(PipeEntry) == 40, "pipe entry grew");
+static_assert(sizeof(PipeEntry) == 32, "pipe entry grew");  // two per cache line
 
 class PacketPool {
 public:

@@ -29,36 +29,44 @@ enum EvType : int32_t {
     EV_ALPHA, EV_RATE, EV_PFC, EV_FAULT, EV_REROUTE, EV_SAMPLE, EV_SYNACK
 };
 
-struct Link {
-    // static
+// Field order is cache order: lines 0-2 are what a packet joining, starting on or leaving a
+// port touches (Sim::dispatch prefetches them for the link a packet takes next); the PFC,
+// credit and ns3_ties state of the other port kinds comes after.
+struct alignas(64) Link {
+    // line 0
     int32_t src, dst;
-    double base_bw;         // bytes/s
     ps_t lat;               // propagation, ps
-    // dynamic
     double ps_per_byte;     // 1e12 / (bw * factor); kept in floating point (see docs)
+    ps_t busy_until = 0;    // end of the last serialisation started (eager ports: scheduled)
+    ps_t cur_end = 0;       // eager ports: end of the last serialisation that has started
+    int64_t qbytes = 0;
+    int64_t nq = 0;         // waiting packets (not yet serialising); eager ports: the newest
+                            // nq entries of the pipe, other ports: the entries of q
+    uint32_t epoch = 0;
     bool up = true;
+    // line 1
+    RingT<PipeEntry> pipe;  // packets on the wire / propagating, in arrival order
+    Ring q;                 // ideal/dcqcn/ns3_ties ports: ids of the waiting packets
+    // line 2: statistics
+    int64_t stat_bytes = 0, stat_pkts = 0;
+    ps_t stat_busy = 0;
+    int64_t stat_qmax_pkts = 0, stat_qmax_bytes = 0;
+    double q_area_bytes = 0, q_area_pkts = 0;  // time integrals (byte*ps, pkt*ps)
+    ps_t q_last = 0;
+    // line 3 on
+    double base_bw;         // bytes/s
     bool paused = false;    // PFC: the far end asked us to stop
     bool pause_pending = false;  // a PAUSE/RESUME is on its way (value in pause_target)
     bool blocked = false;   // ideal: head packet waits for a credit downstream
     bool txdone_pending = false;
+    bool xoff = false;      // PFC: we (dst) have paused this link
     uint64_t txdone_seq = 0;  // ns3_ties: number of the TX_DONE, taken at the start
     ps_t txdone_at = -1;    // time of the one live TX_DONE event (others are stale)
-    uint32_t epoch = 0;
-    ps_t busy_until = 0;    // end of the last serialisation started (eager ports: scheduled)
-    ps_t cur_end = 0;       // eager ports: end of the last serialisation that has started
-    Ring q;                 // waiting packets (not yet serialising)
-    RingT<PipeEntry> pipe;  // packets on the wire / propagating, in arrival order
-    int64_t qbytes = 0;
     int64_t reserved = 0;   // ideal: credits held by packets on their way here
     Ring waiters;           // ideal/dcqcn: upstream links (>=0) and connections (~conn) waiting
     int64_t ingress_bytes = 0;  // PFC: bytes that came over this link and wait at dst
-    bool xoff = false;      // PFC: we (dst) have paused this link
-    // statistics
-    int64_t stat_bytes = 0, stat_pkts = 0, stat_drops = 0, stat_ecn = 0;
-    ps_t stat_busy = 0, stat_pause = 0, pause_since = 0;
-    int64_t stat_qmax_pkts = 0, stat_qmax_bytes = 0;
-    double q_area_bytes = 0, q_area_pkts = 0;  // time integrals (byte*ps, pkt*ps)
-    ps_t q_last = 0;
+    int64_t stat_drops = 0, stat_ecn = 0;
+    ps_t stat_pause = 0, pause_since = 0;
 };
 
 // Field order is cache order: a TCP ACK or data packet reaching its host touches the first
@@ -238,27 +246,29 @@ private:
     // Most callers pass now - 1: a start at `now` that follows the end of the previous packet
     // is seen after the other events at `now` (the old EV_TXDONE usually ran after them).
     void drain(Link& L, ps_t upto) {
-        while (!L.q.empty()) {
-            PipeEntry& pe = L.pipe.at(L.pipe.size() - L.q.size());
-            const ps_t t = pe.t_start;
+        while (L.nq > 0) {
+            PipeEntry& pe = L.pipe.at(L.pipe.size() - (size_t)L.nq);
+            // the start of serialisation is not stored: a waiting packet was timed at the
+            // port's current rate (a rate change re-times the waiting ones, see apply_fault)
+            const ps_t ser = round_pos((double)pe.wire * L.ps_per_byte);
+            const ps_t t = pe.t_arr - L.lat - ser;
             if (t > upto) return;
             // the arrival event's sequence number is taken when the start is observed (as the
             // old end-of-serialisation event took it when the packet started), not at enqueue
             pe.ev_seq = eq.take_seq();
             L.q_area_bytes += (double)L.qbytes * (double)(t - L.q_last);
-            L.q_area_pkts += (double)L.q.size() * (double)(t - L.q_last);
+            L.q_area_pkts += (double)L.nq * (double)(t - L.q_last);
             L.q_last = t;
-            L.q.pop();
+            --L.nq;
             L.qbytes -= pe.wire;
             sw_bytes[L.src] -= pe.wire;
-            const ps_t ser = pe.t_arr - L.lat - t;
             L.cur_end = t + ser;
             L.stat_busy += ser;
             L.stat_bytes += pe.wire;
             ++L.stat_pkts;
             // the next waiting packet's entry, read by the next drain: a host NIC's queue
             // holds ~10^3 entries written long ago
-            if (!L.q.empty()) L.pipe.prefetch(L.pipe.size() - L.q.size(), false);
+            if (L.nq > 0) L.pipe.prefetch(L.pipe.size() - (size_t)L.nq, false);
         }
     }
     // PipeEntry::hint for packet p sent on link L (p.hop already counts L): on a link into a

@@ -139,9 +139,9 @@ void Sim::dispatch(const Event& e) {
             // stale: a fault removed (or re-timed) the packets it was for (eager ports only)
             if (L.pipe.empty() || L.pipe.front().ev_seq != e.seq) return;
             const PipeEntry pe = L.pipe.pop();
-            // eager ports: the next packet has started by now (t_start <= its predecessor's
+            // eager ports: the next packet has started by now (its start <= its predecessor's
             // arrival); drain gives it its event sequence number before it enters the heap
-            if (eager && !L.pipe.empty() && L.q.size() == L.pipe.size()) drain(L, now);
+            if (eager && !L.pipe.empty() && (size_t)L.nq == L.pipe.size()) drain(L, now);
             if (!L.pipe.empty()) {
                 const PipeEntry& h = L.pipe.front();
                 eq.push_seq(h.t_arr, h.ev_seq, EV_ARRIVE, e.a);
@@ -157,7 +157,9 @@ void Sim::dispatch(const Event& e) {
                     __builtin_prefetch(cp + 128);
                 } else if (h.hint >= 0) {  // the link it takes next, whose port it joins
                     const char* lp = reinterpret_cast<const char*>(&links[h.hint]);
-                    for (int k = 0; k < (int)sizeof(Link); k += 64) __builtin_prefetch(lp + k);
+                    __builtin_prefetch(lp);  // lines 0-2 of Link
+                    __builtin_prefetch(lp + 64);
+                    __builtin_prefetch(lp + 128);
                 }
             }
             const int32_t pid = pe.pid;
@@ -358,15 +360,15 @@ void Sim::at_node(int32_t pid, int32_t node, int32_t next) {
 
 void Sim::qchange(Link& L) {
     L.q_area_bytes += (double)L.qbytes * (double)(now - L.q_last);
-    L.q_area_pkts += (double)L.q.size() * (double)(now - L.q_last);
+    L.q_area_pkts += (double)L.nq * (double)(now - L.q_last);
     L.q_last = now;
 }
 
 int64_t Sim::room(int32_t l) const {
     const Link& L = links[l];
     if (cfg.transport == T_IDEAL)
-        return cfg.buffer_packets - (int64_t)L.q.size() - L.reserved;
-    return cfg.host_queue_packets - (int64_t)L.q.size();
+        return cfg.buffer_packets - L.nq - L.reserved;
+    return cfg.host_queue_packets - L.nq;
 }
 
 void Sim::enqueue(int32_t l, int32_t pid) {
@@ -386,14 +388,14 @@ void Sim::enqueue(int32_t l, int32_t pid) {
     const bool transit = p.prev >= 0;  // the source's own NIC queue never drops (back-pressure)
     const bool lossy = cfg.transport == T_TCP || cfg.transport == T_DCTCP;
     if (transit) {
-        const bool full = (int64_t)L.q.size() >= cfg.buffer_packets ||
+        const bool full = L.nq >= cfg.buffer_packets ||
                           (cfg.buffer_bytes > 0 && L.qbytes + p.wire > cfg.buffer_bytes) ||
                           (cfg.switch_buffer_bytes > 0 && L.src >= n_hosts &&
                            sw_bytes[L.src] + p.wire > cfg.switch_buffer_bytes);
         if (full && lossy) { drop(l, pid); return; }
     }
     if (p.type == DATA) {
-        if (cfg.transport == T_DCTCP && (int64_t)L.q.size() >= cfg.ecn_k) {
+        if (cfg.transport == T_DCTCP && L.nq >= cfg.ecn_k) {
             p.flags |= F_CE;
             ++L.stat_ecn;
         } else if (cfg.transport == T_DCQCN) {
@@ -416,10 +418,11 @@ void Sim::enqueue(int32_t l, int32_t pid) {
         pfc_check(p.prev);
     }
     qchange(L);
-    L.q.push(pid);
+    if (!eager) L.q.push(pid);  // eager ports: the waiting packets are the pipe's newest
+    ++L.nq;
     L.qbytes += p.wire;
     sw_bytes[L.src] += p.wire;
-    if ((int64_t)L.q.size() > L.stat_qmax_pkts) L.stat_qmax_pkts = (int64_t)L.q.size();
+    if (L.nq > L.stat_qmax_pkts) L.stat_qmax_pkts = L.nq;
     if (L.qbytes > L.stat_qmax_bytes) L.stat_qmax_bytes = L.qbytes;
     if (eager) schedule_tx(l, pid);
     else try_start(l);
@@ -427,7 +430,7 @@ void Sim::enqueue(int32_t l, int32_t pid) {
 
 // Eager ports (tcp/dctcp): the packet that just joined the queue starts serialising when the
 // port has finished everything before it (FIFO, never paused), so its start and arrival times
-// are fixed now: it enters the pipe at once and stays counted as waiting (L.q) until drain()
+// are fixed now: it enters the pipe at once and stays counted as waiting (L.nq) until drain()
 // sees its start time pass; drain() also gives its arrival event its sequence number.
 // Tie order (docs/packet_engine.md, "Eager ports"): a start at t that follows the end of the
 // previous packet is seen after the other events at t (drain(L, now - 1)); a packet joining
@@ -439,13 +442,13 @@ void Sim::schedule_tx(int32_t l, int32_t pid, bool fresh) {
     const ps_t ser = round_pos((double)p.wire * L.ps_per_byte);
     L.busy_until = st + ser;
     if (!fresh) {  // re-timed after a rate change: the caller drains and pushes
-        L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire,
+        L.pipe.push(PipeEntry{st + ser + L.lat, ~uint64_t(0), pid, L.epoch, p.wire,
                               hint(L, p)});
         return;
     }
     if (cfg.loss_rate > 0 && urand() < cfg.loss_rate) p.flags |= F_LOST;
     const bool was_empty = L.pipe.empty();
-    L.pipe.push(PipeEntry{st + ser + L.lat, st, ~uint64_t(0), pid, L.epoch, p.wire, hint(L, p)});
+    L.pipe.push(PipeEntry{st + ser + L.lat, ~uint64_t(0), pid, L.epoch, p.wire, hint(L, p)});
     L.pipe.prefetch(L.pipe.size() + 1, true);  // the slot after next: the next push's line
     if (st <= now) drain(L, now);  // an idle port starts at once (and takes its sequence)
     if (was_empty) {  // an empty pipe means an idle port: the packet started above
@@ -485,6 +488,7 @@ void Sim::try_start(int32_t l) {
     }
     qchange(L);
     L.q.pop();
+    --L.nq;
     L.qbytes -= p.wire;
     sw_bytes[L.src] -= p.wire;
     if (cfg.transport == T_DCQCN && p.prev >= 0 && cfg.pfc_xoff_bytes > 0) {
@@ -502,7 +506,7 @@ void Sim::try_start(int32_t l) {
     // end's Receive: the end of this serialisation is numbered now, before the arrival, even
     // when its event is pushed later (when the next packet joins)
     if (cfg.ns3_ties) L.txdone_seq = eq.take_seq();
-    const PipeEntry pe{now + ser + L.lat, now, eq.take_seq(), pid, L.epoch, p.wire, hint(L, p)};
+    const PipeEntry pe{now + ser + L.lat, eq.take_seq(), pid, L.epoch, p.wire, hint(L, p)};
     if (L.pipe.empty()) eq.push_seq(pe.t_arr, pe.ev_seq, EV_ARRIVE, l);
     L.pipe.push(pe);
     if (!L.q.empty()) {
@@ -563,12 +567,13 @@ void Sim::apply_fault(int32_t i) {
         if (!L.up) return;
         if (eager) drain(L, now - 1);  // faults come first at equal times
         // eager ports: the waiting packets are the newest pipe entries; they die here
-        const size_t n_wait = eager ? L.q.size() : 0;
+        const size_t n_wait = eager ? (size_t)L.nq : 0;
         L.up = false;
         ++L.epoch;
         qchange(L);
-        while (!L.q.empty()) {
-            const int32_t pid = L.q.pop();
+        for (size_t k = 0; L.nq > 0; ++k) {  // oldest first
+            const int32_t pid = eager ? L.pipe.at(L.pipe.size() - n_wait + k).pid : L.q.pop();
+            --L.nq;
             Pkt& p = pool[pid];
             L.qbytes -= p.wire;
             sw_bytes[L.src] -= p.wire;
@@ -590,18 +595,20 @@ void Sim::apply_fault(int32_t i) {
         }
     } else {
         L.up = true;
+        // eager ports: a packet starting at `now` takes the new rate; drain at the old one
+        // (drain derives start times from the rate the waiting packets were timed at)
+        if (eager) drain(L, now - 1);
         L.ps_per_byte = 1e12 / (L.base_bw * (fkind[i] == 1 ? ffactor[i] : 1.0));
         if (eager) {  // packets not yet serialising were timed at the old rate: time them again
-            drain(L, now - 1);  // a packet starting at `now` takes the new rate
-            const size_t n = L.q.size();
+            const size_t n = (size_t)L.nq;
             if (n > 0) {
                 std::vector<int32_t> w(n);
-                for (size_t k = 0; k < n; ++k) w[k] = L.q.at(k);
+                for (size_t k = 0; k < n; ++k) w[k] = L.pipe.at(L.pipe.size() - n + k).pid;
                 L.pipe.drop_back(n);  // never the pipe's head (a head has left the queue)
                 const bool was_empty = L.pipe.empty();
                 L.busy_until = L.cur_end;
                 // loss was drawn already; drain only once every waiting packet is back in the
-                // pipe (drain finds them as the newest q.size() entries)
+                // pipe (drain finds them as the newest nq entries)
                 for (int32_t pid : w) schedule_tx(l, pid, false);
                 drain(L, was_empty ? now : now - 1);  // an idle port starts at once (rule 1)
                 if (was_empty) {
@@ -677,7 +684,7 @@ void Sim::sample() {
     samples.t.push_back((double)now * 1e-12);
     if (eager)
         for (Link& L : links) drain(L, now - 1);
-    for (const Link& L : links) samples.q.push_back((int32_t)L.q.size());
+    for (const Link& L : links) samples.q.push_back((int32_t)L.nq);
     // Re-arm only while something else can still happen: a transfer with no path left keeps
     // n_unfinished > 0 forever, and the sampler alone must not keep the run alive.
     if ((n_unfinished > 0 || pool.in_use() > 0) && !eq.empty())
