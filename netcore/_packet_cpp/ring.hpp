@@ -76,7 +76,9 @@ public:
 private:
     size_t capacity() const { return buf_ ? mask_ + 1 : 0; }
     static T* alloc(size_t cap) {
-        void* p = std::malloc(cap * sizeof(T));
+        // 64-byte aligned: a 32-byte pipe entry never straddles two cache lines
+        const size_t bytes = (cap * sizeof(T) + 63) & ~size_t(63);
+        void* p = std::aligned_alloc(64, bytes);
         if (!p) throw std::bad_alloc();
         return static_cast<T*>(p);
     }
