@@ -20,6 +20,9 @@ import math
 import numpy as np
 from numba import njit
 
+from netcore.flow._kernels import _tpop as _hpop
+from netcore.flow._kernels import _tpush as _hpush
+
 # node states
 WAIT, TIMED, ACTIVE, DONE, STALLED, STRANDED = 0, 1, 2, 3, 4, 5
 # timed-event types (code = node * 2 + type): a node becomes ready / its data or end is due
@@ -34,49 +37,7 @@ N_ISC = 10
 TRANSFER = 0
 
 
-# ================================================================ timed-event heap
-@njit(cache=True, inline="always")
-def _hless(hk, hv, a, b):
-    return hk[a] < hk[b] or (hk[a] == hk[b] and hv[a] < hv[b])
-
-
-@njit(cache=True)
-def _hpush(hk, hv, n, key, val):
-    j = n
-    hk[j] = key
-    hv[j] = val
-    while j > 0:
-        p = (j - 1) >> 1
-        if _hless(hk, hv, j, p):
-            hk[j], hk[p] = hk[p], hk[j]
-            hv[j], hv[p] = hv[p], hv[j]
-            j = p
-        else:
-            break
-    return n + 1
-
-
-@njit(cache=True)
-def _hpop(hk, hv, n):
-    n -= 1
-    hk[0] = hk[n]
-    hv[0] = hv[n]
-    j = 0
-    while True:
-        c = 2 * j + 1
-        if c >= n:
-            break
-        if c + 1 < n and _hless(hk, hv, c + 1, c):
-            c += 1
-        if _hless(hk, hv, c, j):
-            hk[j], hk[c] = hk[c], hk[j]
-            hv[j], hv[c] = hv[c], hv[j]
-            j = c
-        else:
-            break
-    return n
-
-
+# the timed-event heap is the flow engine's (keys, then codes, so ties pop in code order)
 @njit(cache=True)
 def push_ready(nodes, times, hk, hv, isc):
     for k in range(nodes.shape[0]):
