@@ -72,8 +72,8 @@ class PgoBuildExt(build_ext):
 
     def build_extension(self, ext):
         train = getattr(ext, "pgo_train", None)
-        if not train or os.environ.get("NETCOSIM_NO_PGO"):
-            return super().build_extension(ext)
+        if not train or os.environ.get("NETCOSIM_NO_PGO") or not self._stale(ext):
+            return super().build_extension(ext)  # (which skips an up-to-date extension)
         compile_args, link_args = list(ext.extra_compile_args), list(ext.extra_link_args)
         pdir = os.path.abspath(os.path.join(self.build_temp, "pgo-" + ext.name))
         try:
@@ -94,6 +94,15 @@ class PgoBuildExt(build_ext):
             super().build_extension(ext)
         finally:
             ext.extra_compile_args, ext.extra_link_args = compile_args, link_args
+
+    def _stale(self, ext):
+        """Whether build_ext would rebuild ``ext`` (its own test), so that an up-to-date
+        extension costs no training run."""
+        from setuptools.modified import newer_group
+
+        path = self.get_ext_fullpath(ext.name)
+        return self.force or newer_group(list(ext.sources) + list(ext.depends or []), path,
+                                         "newer")
 
     @staticmethod
     def _warn(ext, why):
