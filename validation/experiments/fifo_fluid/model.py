@@ -230,17 +230,9 @@ def warm() -> float:
     if _COMPILED:
         return 0.0
     t0 = time.perf_counter()
-    from netcore.flow.engine import _WarmRouting
-    from netcore.schedule import Schedule
-    from topo.faults import LinkFaults
-    from topo.topology import Topology
+    from netcore.flow.engine import _WarmRouting, warm_case
 
-    topo = Topology("warm", 2, 1, np.array([0, 1]), np.array([2, 2]), np.array([1e9, 1e9]),
-                    np.array([1e-6, 1e-6]), np.zeros(2))
-    sched = Schedule.from_transfers([0, 1, 0], [1, 0, 1], [100_000, 1000, 0],
-                                    deps=[[], [], [0]])
-    faults = LinkFaults(np.array([2e-5, 3e-5]), np.array([0, 0]), np.array([DOWN, 2]),
-                        np.array([0.0, 1.0]))
+    topo, sched, faults = warm_case()
     run(topo, sched, _WarmRouting(topo), faults,
         O.check_options({"transport": "tcp", "reroute_delay_us": 1.0}))
     _COMPILED = True
