@@ -203,30 +203,21 @@ def advance(t_stop, dt, isc, kind, dur, start, left, state, t_start, t_end, cptr
             if allowed > wire[f]:
                 allowed = wire[f]
             e0 = poff[f]
-            if allowed > rel[f]:
-                x = allowed - rel[f]
-                rel[f] = allowed
-                l = elink[e0]
-                q[e0] += x
-                Q[l] += x
-                if lin[l] == 0:
-                    lin[l] = 1
-                    lact[isc[N_LACT]] = l
-                    isc[N_LACT] += 1
-                if rn[l] == rcap[l]:
-                    fe, fb, fs = _ring_grow(l, roff, rcap, rh, rn, fe, fb, fs, isc)
-                j = roff[l] + ((rh[l] + rn[l]) & (rcap[l] - 1))
-                fe[j] = e0
-                fb[j] = x
-                fs[j] = step
-                rn[l] += 1
             got = False
-            for e in range(e0 + 1, e0 + plen[f] + 1):
-                x = tr[e, slot]
-                if x <= 0.0:
-                    continue
-                tr[e, slot] = 0.0
-                isc[N_TRANSIT] -= 1
+            # what reaches each hop's queue this step: the sender's release at the first,
+            # bytes off the wire at the others (and at the receiver)
+            for e in range(e0, e0 + plen[f] + 1):
+                if e == e0:
+                    if not (allowed > rel[f]):
+                        continue
+                    x = allowed - rel[f]
+                    rel[f] = allowed
+                else:
+                    x = tr[e, slot]
+                    if x <= 0.0:
+                        continue
+                    tr[e, slot] = 0.0
+                    isc[N_TRANSIT] -= 1
                 l = elink[e]
                 if l < 0:  # the receiver
                     dlv[f] += x
