@@ -17,6 +17,7 @@ import inspect
 from functools import lru_cache
 
 import collectives
+from collectives.streams import Stream, ring_stream
 from netcore.schedule import Schedule
 from topo.errors import InputError
 
@@ -106,3 +107,12 @@ def template(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Sche
                     dep_idx=t.dep_idx.copy(), tag=t.tag.copy(), label=t.label.copy(),
                     labels=list(t.labels), extra={k: v.copy() for k, v in t.extra.items()},
                     meta=copy.deepcopy(t.meta))
+
+
+@lru_cache(maxsize=256)
+def stream(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Stream | None:
+    """The stream form of ``op`` over g local ranks (collectives.streams), when the algorithm
+    has one that is known without building its template; None otherwise."""
+    if g < 2 or nbytes <= 0:
+        return None
+    return ring_stream(op, algorithm or DEFAULT_ALGO.get(op, "ring"), int(g), int(nbytes))

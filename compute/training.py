@@ -29,6 +29,8 @@ from compute.hardware import GPUSpec, get_gpu
 from compute.layers import CKIND, CKIND_NAMES, COMM_LOCAL, COMM_NET, COMPUTE, Item, LayerModel
 from compute.model import get_model
 from compute.parallel import ParallelConfig, place, rank_grid, validate
+from collectives.streams import stream_of
+from netcore.members import SetBuilder
 from netcore.schedule import DELAY, TRANSFER, Schedule
 from netcore.schedule import COMPUTE as K_COMPUTE
 from topo.errors import InputError
@@ -40,13 +42,14 @@ GRANULARITIES = ("op", "segment", "coarse")
 class _Acc:
     """Columnar node store; Python work per batch of nodes, never per node."""
     COLS = ("kind", "src", "dst", "size", "duration", "tag", "label", "rank", "ckind", "stream",
-            "flops", "mult", "tp_s")
+            "flops", "mult", "tp_s", "mset", "steps")
 
     def __init__(self):
         self.cols = {k: [] for k in self.COLS}
         self.ech, self.epa = [], []
         self.labels: list[str] = []
         self.n = 0
+        self.sets = SetBuilder()  # member sets of aggregated transfers (network_detail auto)
 
     def lab(self, name: str) -> int:
         if name not in self.labels:
@@ -56,7 +59,8 @@ class _Acc:
     def add(self, k: int, **c) -> np.ndarray:
         for name in self.COLS:
             v = c.get(name, {"dst": -1, "tag": -1, "size": 0, "duration": 0.0, "flops": 0.0,
-                             "mult": 1.0, "tp_s": 0.0, "stream": 0}.get(name))
+                             "mult": 1.0, "tp_s": 0.0, "stream": 0, "mset": -1,
+                             "steps": 1}.get(name))
             if v is None:
                 raise KeyError(name)
             a = np.asarray(v)
@@ -87,7 +91,8 @@ class _Acc:
         return Schedule(kind=col["kind"], src=col["src"], dst=col["dst"], size=col["size"],
                         duration=col["duration"], start=np.zeros(self.n), dep_ptr=ptr, dep_idx=pa,
                         tag=col["tag"], label=col["label"], labels=self.labels or ["compute"],
-                        extra=extra, meta=meta)
+                        extra=extra, meta=meta, mset=col["mset"], steps=col["steps"],
+                        sets=self.sets.build() if len(self.sets) else None)
 
 
 # ====================================================================== unit templates
@@ -134,7 +139,7 @@ def _merge(items: list[Item], granularity: str, keep_layers: bool) -> list[Item]
 def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = None,
                host_group=None, placement="packed", tp_comm: str = "auto",
                symmetry: str = "auto", granularity: str = "segment", faults: bool = False,
-               algorithm: str | dict | None = None) -> Schedule:
+               algorithm: str | dict | None = None, network_detail: str = "full") -> Schedule:
     """One training step as a Schedule (see the module docstring).
 
     ``model``: TransformerConfig, preset name or table; ``parallel``: ParallelConfig or table;
@@ -143,7 +148,10 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     ``granularity``: op | segment | coarse; ``faults``: whether the fabric has faults (symmetry
     and analytic tensor parallelism are then off under auto); ``algorithm``: collective
     algorithm for network collectives, one name or ``{op: name}`` (``comm.algorithms``;
-    default ring, direct for all-to-all).
+    default ring, direct for all-to-all). ``network_detail``: ``full`` generates every
+    point-to-point transfer; ``auto`` the scalable form (docs/scale.md): a ring collective as one
+    stream over all its groups, any other collective one transfer per template step over all
+    groups, a pipeline send as one transfer over every replica that makes it.
     """
     m = get_model(model)
     par = parallel if isinstance(parallel, ParallelConfig) else ParallelConfig.from_dict(dict(parallel))
@@ -156,6 +164,9 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         raise InputError(f"tp_comm = {tp_comm!r}: expected auto, local or network")
     if not isinstance(symmetry, str) or symmetry not in ("auto", "none"):
         raise InputError(f"symmetry = {symmetry!r}: expected auto or none")
+    if not isinstance(network_detail, str) or network_detail not in ("auto", "full"):
+        raise InputError(f"network_detail = {network_detail!r}: expected auto or full")
+    agg = network_detail == "auto"
     algos = comm.algorithms(algorithm)  # checked before anything is built
     n_gpus = None
     if n_hosts is None:
@@ -289,10 +300,19 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         """Run ``op`` on every row of ``groups`` (global ranks, shape (k, g)); its first transfers
         wait for ``ready`` nodes (k, g) and ``done`` nodes (k, g) wait for the transfers."""
         k, g = groups.shape
+        if agg:
+            st = comm.stream(op, g, int(nbytes), algos.get(op))
+            if st is not None:
+                return stamp_stream(op, st, groups, ready, done, ckind, tag, lab)
         tpl = comm.template(op, g, int(nbytes), algos.get(op))
         if tpl.n == 0:
             acc.edges(done, ready)
             return
+        if agg:
+            st = stream_of(tpl)
+            if st is not None:
+                return stamp_stream(op, st, groups, ready, done, ckind, tag, lab)
+            return stamp_classes(op, tpl, groups, ready, done, ckind, tag, lab)
         n = tpl.n
         hosts = host[groups]
         base = acc.n
@@ -320,6 +340,59 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 touch = sinks
             acc.edges(done[:, lr:lr + 1], base + np.arange(k)[:, None] * n + touch[None, :])
 
+    def stamp_stream(op, st, groups, ready, done, ckind, tag, lab):
+        """``stamp`` of a ring-like collective in the scalable form: one transfer standing
+        for every connection of every group (collectives.streams). It waits for the distinct
+        ready nodes (groups folded by symmetry share them); the distinct done nodes wait
+        for it."""
+        hosts = host[groups]
+        label = acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}")
+        sid = acc.sets.add(hosts[:, st.src].ravel(), hosts[:, st.dst].ravel())
+        after = np.unique(ready)
+        if st.delay_s > 0:
+            d = acc.add(1, kind=DELAY, src=hosts[0, st.src[0]], duration=st.delay_s, tag=tag,
+                        label=acc.lab("step_latency"), rank=groups[0, st.src[0]], ckind=ckind,
+                        stream=1)
+            acc.edges(d, after)
+            after = d
+        node = acc.add(1, kind=TRANSFER, src=hosts[0, st.src[0]], dst=hosts[0, st.dst[0]],
+                       size=st.nbytes, tag=tag, label=label, rank=groups[0, st.src[0]],
+                       ckind=ckind, stream=1, mset=sid, steps=st.steps)
+        acc.edges(node, after)
+        acc.edges(np.unique(done), node)
+
+    def stamp_classes(op, tpl, groups, ready, done, ckind, tag, lab):
+        """``stamp`` of any other collective in the scalable form: one node per template
+        node, a transfer standing for that transfer in every group."""
+        k, g = groups.shape
+        hosts = host[groups]
+        label = acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}")
+        n = tpl.n
+        is_t = tpl.kind == TRANSFER
+        tsrc, tdst = tpl.src.astype(np.int64), tpl.dst.astype(np.int64)
+        msets = np.full(n, -1, dtype=np.int64)
+        if k > 1:
+            for j in np.flatnonzero(is_t):
+                msets[j] = acc.sets.add(hosts[:, tsrc[j]], hosts[:, tdst[j]])
+        base = acc.add(n, kind=tpl.kind, src=hosts[0, tsrc],
+                       dst=np.where(tdst >= 0, hosts[0, np.maximum(tdst, 0)], -1),
+                       size=tpl.size, duration=tpl.duration, tag=tag, label=label,
+                       rank=groups[0, tsrc], ckind=ckind, stream=1, mset=msets)[0]
+        cnt = np.diff(tpl.dep_ptr)
+        acc.edges(base + np.repeat(np.arange(n), cnt), base + tpl.dep_idx)
+        roots = np.flatnonzero(cnt == 0)
+        ready_u = np.unique(ready, axis=0)  # groups folded onto the same chains coincide
+        done_u = np.unique(done, axis=0)
+        for end in (tsrc, np.where(tdst >= 0, tdst, tsrc)):
+            acc.edges(base + roots[None, :], ready_u[:, end[roots]])
+        cptr, _ = tpl.children()
+        sinks = np.flatnonzero(np.diff(cptr) == 0)
+        for lr in range(g):
+            touch = sinks[(tdst[sinks] == lr) | (tsrc[sinks] == lr)]
+            if touch.size == 0:
+                touch = sinks
+            acc.edges(done_u[:, lr:lr + 1], base + touch[None, :])
+
     d_all = np.arange(D)
     for s in range(P):
         c = chains[s]
@@ -346,6 +419,25 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             qq = np.repeat(qs, len(groups))[:, None]
             stamp(op, nbytes, G, node(G, qq - 1), node(G, qq), CKIND[group])
 
+    def pp_sends_aggregated(s, sel, s2, q_send, q_recv, recv, mb):
+        """One pipeline send per unit, standing for that send of every replica (and tensor
+        rank): members are all (sender, receiver) GPU pairs between the two stages. It waits
+        for the distinct chain nodes that produce the data and the simulated receivers wait
+        for it, as the per-GPU form does."""
+        coords = np.unravel_index(recv, grid.shape)  # (pp, dp, cp, tp) of each receiver
+        live = simulated[rep[recv]] & np.isin(coords[1], d_sim)
+        for s_other in np.unique(s2):
+            k = np.flatnonzero(s2 == s_other)
+            send = grid[s_other, coords[1], coords[2], coords[3]]
+            sid = acc.sets.add(host[send], host[recv])
+            ids = acc.add(len(k), kind=TRANSFER, src=host[send[0]], dst=host[recv[0]],
+                          size=act_bytes, tag=mb[sel[k]], label=pp_lab, rank=send[0],
+                          ckind=CKIND["pp"], stream=1, mset=sid)
+            producers = np.unique(chain_base[rep[send]])
+            acc.edges(ids[:, None], producers[None, :] + q_send[k][:, None])
+            consumers = np.unique(chain_base[rep[recv[live]]])
+            acc.edges(consumers[None, :] + q_recv[k][:, None], ids[:, None])
+
     # ---- pipeline send/recv between positions
     act_bytes = par.micro_batch * (m.seq // C) * m.hidden * lm.dt // T  # scatter/gather over TP
     d_tx = d_all if sym else d_sim
@@ -367,6 +459,9 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             sub = grid[s][d_tx]  # (dp, cp, tp)
             recv = sub.reshape(-1)
             nrx = len(recv)
+            if agg:
+                pp_sends_aggregated(s, sel, s2, q_send, q_recv, recv, mb)
+                continue
             rx = np.tile(recv, len(sel))
             dd, cc, tt = (np.tile(x.reshape(-1), len(sel)) for x in np.meshgrid(
                 d_tx, np.arange(C), np.arange(T), indexing="ij"))
@@ -471,6 +566,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         fabric_scaleup_GBps=fabric_su,
         symmetry="; ".join(sym_text) if sym_text else "none (every GPU simulated)",
         simulated_ranks=int(simulated.sum()), granularity=granularity,
+        network_detail_used="auto" if agg else "full",
         algorithms={op: algos.get(op, comm.DEFAULT_ALGO[op]) for op in comm.OPS},
         rank_host=host.tolist() if par.n_gpus <= 4096 else None,
     )

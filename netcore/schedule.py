@@ -15,6 +15,12 @@ resource); serialising a rank's compute stream is expressed with dependency edge
 
 Per-node side data (e.g. which data blocks a collective transfer carries) can ride along in
 ``extra`` (name -> array of length n); it is sliced and concatenated with the nodes.
+
+Scalable representation (``network_detail = "auto"``, docs/scale.md): a transfer may stand for a
+*member set* of identical transfers moving in lock step (``mset[i] >= 0`` indexes ``sets``, a
+``netcore.members.MemberSets``), and may stand for ``steps[i]`` transfers in series on the same
+connections (a collective's ring steps as one stream): the engine pays its path latency that many
+times. ``src``/``dst`` of such a node are its first member's.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from netcore.members import MemberSets
 from topo.errors import InputError
 
 TRANSFER = 0
@@ -49,6 +56,9 @@ class Schedule:
     labels: list = field(default_factory=lambda: ["transfer"])
     extra: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)  # producer facts (op, algorithm, ranks, bytes)
+    mset: np.ndarray = None  # int64 (n,) member set of the transfer (-1: just itself)
+    steps: np.ndarray = None  # int32 (n,) serial transfers the node stands for (1 default)
+    sets: MemberSets = None  # the member sets ``mset`` indexes (None: no sets)
 
     def __post_init__(self):
         n = len(self.kind)
@@ -66,7 +76,11 @@ class Schedule:
             self.label = np.zeros(n, dtype=np.int16)
         self.tag = np.ascontiguousarray(self.tag, dtype=np.int64)
         self.label = np.ascontiguousarray(self.label, dtype=np.int16)
-        for name in ("src", "dst", "size", "duration", "start", "tag", "label"):
+        self.mset = (np.full(n, -1, dtype=np.int64) if self.mset is None else
+                     np.ascontiguousarray(self.mset, dtype=np.int64))
+        self.steps = (np.ones(n, dtype=np.int32) if self.steps is None else
+                      np.ascontiguousarray(self.steps, dtype=np.int32))
+        for name in ("src", "dst", "size", "duration", "start", "tag", "label", "mset", "steps"):
             if len(getattr(self, name)) != n:
                 raise ScheduleError(f"{name} has {len(getattr(self, name))} entries, expected {n}")
         if len(self.dep_ptr) != n + 1 or self.dep_ptr[0] != 0 or self.dep_ptr[-1] != len(self.dep_idx):
@@ -114,11 +128,39 @@ class Schedule:
 
     @property
     def n_transfers(self) -> int:
+        """Transfer nodes (what an engine carries as flows)."""
         return int(np.count_nonzero(self.kind == TRANSFER))
 
     @property
+    def has_members(self) -> bool:
+        return self.sets is not None and bool((self.mset >= 0).any())
+
+    def multiplicity(self) -> np.ndarray:
+        """Per node, the point-to-point transfers it stands for: members x serial steps for a
+        transfer, 0 for compute and delay nodes."""
+        m = np.ones(self.n, dtype=np.int64)
+        if self.has_members:
+            has = self.mset >= 0
+            m[has] = self.sets.sizes[self.mset[has]]
+        return np.where(self.kind == TRANSFER, m * self.steps, 0)
+
+    @property
+    def n_member_transfers(self) -> int:
+        """Point-to-point transfers represented (``n_transfers`` when nothing is aggregated;
+        a stream of k steps over m members counts m x k)."""
+        return int(self.multiplicity().sum())
+
+    def node_bytes(self) -> np.ndarray:
+        """Bytes every node moves over the fabric in all (size x members)."""
+        m = np.ones(self.n, dtype=np.int64)
+        if self.has_members:
+            has = self.mset >= 0
+            m[has] = self.sets.sizes[self.mset[has]]
+        return np.where(self.kind == TRANSFER, self.size * m, 0)
+
+    @property
     def total_bytes(self) -> int:
-        return int(self.size[self.kind == TRANSFER].sum())
+        return int(self.node_bytes().sum())
 
     def deps_of(self, i: int) -> np.ndarray:
         return self.dep_idx[self.dep_ptr[i]: self.dep_ptr[i + 1]]
@@ -171,6 +213,26 @@ class Schedule:
                 i = int(bad[0])
                 raise ScheduleError(f"node {i}: " + what.format(
                     v=int(self.size[i]), s=int(self.src[i]), st=self.start[i], d=self.duration[i]))
+        bad = np.flatnonzero(self.steps < 1)
+        if bad.size:
+            raise ScheduleError(f"node {int(bad[0])}: steps {int(self.steps[bad[0]])} must be >= 1")
+        if (self.mset >= 0).any():
+            S = 0 if self.sets is None else self.sets.n_sets
+            bad = np.flatnonzero((self.mset >= S) | ((self.mset >= 0) & ~t))
+            if bad.size:
+                raise ScheduleError(f"node {int(bad[0])}: member set {int(self.mset[bad[0]])} "
+                                    f"does not exist or the node is not a transfer")
+            ms = self.sets
+            bad = np.flatnonzero(ms.src == ms.dst)
+            if bad.size:
+                raise ScheduleError(f"member {int(bad[0])}: a transfer from host "
+                                    f"{int(ms.src[bad[0]])} to itself")
+            if n_hosts is not None:
+                bad = np.flatnonzero((ms.src < 0) | (ms.src >= n_hosts) | (ms.dst < 0) |
+                                     (ms.dst >= n_hosts))
+                if bad.size:
+                    raise ScheduleError(f"member {int(bad[0])}: host does not exist "
+                                        f"(hosts are 0..{n_hosts - 1})")
         if n_hosts is not None:
             bad = np.flatnonzero(t & ((self.src < 0) | (self.src >= n_hosts) |
                                       (self.dst < 0) | (self.dst >= n_hosts)))
@@ -202,7 +264,8 @@ class Schedule:
         return Schedule(self.kind[keep], self.src[keep], self.dst[keep], self.size[keep],
                         self.duration[keep], self.start[keep], dep_ptr, dep_idx,
                         self.tag[keep], self.label[keep], list(self.labels),
-                        {k: v[keep] for k, v in self.extra.items()}, dict(self.meta))
+                        {k: v[keep] for k, v in self.extra.items()}, dict(self.meta),
+                        self.mset[keep], self.steps[keep], self.sets)
 
     @staticmethod
     def concat(parts: list["Schedule"], after_all: bool = False) -> "Schedule":
@@ -212,7 +275,11 @@ class Schedule:
             return Schedule.empty()
         labels: list[str] = []
         cols = {k: [] for k in ("kind", "src", "dst", "size", "duration", "start", "tag",
-                                "label")}
+                                "label", "steps")}
+        any_sets = any(p.sets is not None for p in parts)
+        sets, set_off = MemberSets.concat([p.sets for p in parts]) if any_sets else (None, None)
+        msets = [np.where(p.mset >= 0, p.mset + (set_off[i] if any_sets else 0), -1)
+                 for i, p in enumerate(parts)]
         dep_ptrs, dep_idxs = [np.zeros(1, dtype=np.int64)], []
         extra_keys = set().union(*(p.extra.keys() for p in parts))
         extras = {k: [] for k in extra_keys}
@@ -256,11 +323,14 @@ class Schedule:
                         dep_idx=np.concatenate(dep_idxs) if dep_idxs else np.zeros(0),
                         labels=labels or ["transfer"],
                         extra={k: np.concatenate(v) for k, v in extras.items()},
-                        meta={"parts": [p.meta for p in parts]})
+                        meta={"parts": [p.meta for p in parts]},
+                        mset=np.concatenate(msets), sets=sets)
 
     def describe(self) -> str:
         counts = np.bincount(self.kind, minlength=3)
-        return (f"Schedule({self.n} nodes: {counts[0]} transfers, {counts[1]} compute, "
+        rep = (f" standing for {self.n_member_transfers} point-to-point transfers"
+               if self.has_members or (self.steps > 1).any() else "")
+        return (f"Schedule({self.n} nodes: {counts[0]} transfers{rep}, {counts[1]} compute, "
                 f"{counts[2]} delays; {len(self.dep_idx)} edges; {self.total_bytes} bytes)")
 
     __repr__ = describe

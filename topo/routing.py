@@ -64,6 +64,10 @@ class Paths:
     reachable: np.ndarray  # bool (n,)
     latency: np.ndarray  # float64 (n,) seconds
     hops: np.ndarray  # int32 (n,)
+    # optional, for a flow standing for several paths (netcore/flow/member_routing.py): the
+    # store-and-forward seconds per packet byte of its slowest member (hops after the first);
+    # when set, engines use ``latency + packet * saf`` as the flow's tail
+    saf: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.reachable)
@@ -82,7 +86,8 @@ class Paths:
         np.cumsum(cnt, out=ptr[1:])
         pos = np.repeat(self.ptr[idx] - ptr[:-1], cnt) + np.arange(ptr[-1], dtype=np.int64)
         return Paths(ptr, self.link[pos], self.weight[pos], self.reachable[idx],
-                     self.latency[idx], self.hops[idx])
+                     self.latency[idx], self.hops[idx],
+                     None if self.saf is None else self.saf[idx])
 
 
 def _merge(n: int, parts) -> Paths:
@@ -91,11 +96,16 @@ def _merge(n: int, parts) -> Paths:
     reachable = np.zeros(n, dtype=bool)
     latency = np.zeros(n, dtype=np.float64)
     hops = np.full(n, -1, dtype=np.int32)
+    saf = None
+    if any(p.saf is not None for _, p in parts):
+        saf = np.full(n, np.nan)  # NaN: compute the tail from the path itself
     for idx, p in parts:
         cnt[idx] = np.diff(p.ptr)
         reachable[idx] = p.reachable
         latency[idx] = p.latency
         hops[idx] = p.hops
+        if p.saf is not None:
+            saf[idx] = p.saf
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(cnt, out=ptr[1:])
     link = np.empty(ptr[-1], dtype=np.int32)
@@ -105,7 +115,7 @@ def _merge(n: int, parts) -> Paths:
         pos = np.repeat(ptr[idx] - p.ptr[:-1], c) + np.arange(len(p.link), dtype=np.int64)
         link[pos] = p.link
         weight[pos] = p.weight
-    return Paths(ptr, link, weight, reachable, latency, hops)
+    return Paths(ptr, link, weight, reachable, latency, hops, saf)
 
 
 class _Table:
@@ -142,6 +152,7 @@ class Routing:
         self._hosts_forward = bool(t.hosts_forward)
         self._ones = np.ones(t.n_dlinks, dtype=np.uint8)
         self._tables: OrderedDict = OrderedDict()
+        self._host_on_switches = None  # per host: hangs on switches only (anchored routing)
         if policy == "dor":
             self._dor_setup()
 
@@ -288,6 +299,108 @@ class Routing:
 
     # ------------------------------------------------------------------ policies
     def _single(self, src, dst, fid, key, alive8, mode) -> Paths:
+        anchored = self._anchored_flows(dst)
+        if anchored.all():
+            return self._single_anchored(src, dst, fid, key, alive8, mode)
+        if anchored.any():
+            rest = np.flatnonzero(~anchored)
+            a = np.flatnonzero(anchored)
+            return _merge(len(src), [
+                (a, self._single_anchored(src[a], dst[a], fid[a], key, alive8, mode)),
+                (rest, self._single(src[rest], dst[rest], fid[rest], key, alive8, mode))])
+        return self._single_rows(src, dst, fid, key, alive8, mode)
+
+    def _anchored_flows(self, dst) -> np.ndarray:
+        """Flows whose destination is a host that hangs on switches only (and hosts do not
+        forward): their distances come from the switches' rows (``walk_anchored``)."""
+        if self._hosts_forward or not len(dst):
+            return np.zeros(len(dst), bool)
+        if self._host_on_switches is None:
+            nh = self.topology.n_hosts
+            deg = np.diff(self._ptr[:nh + 1])
+            owner = np.repeat(np.arange(nh), deg)
+            has_host_nbr = np.zeros(nh, bool)
+            has_host_nbr[owner[self._nbr[:self._ptr[nh]] < nh]] = True
+            self._host_on_switches = (deg > 0) & ~has_host_nbr
+        ok = np.zeros(len(dst), bool)
+        h = dst < self.topology.n_hosts
+        ok[h] = self._host_on_switches[dst[h]]
+        return ok
+
+    def _single_anchored(self, src, dst, fid, key, alive8, mode) -> Paths:
+        """Single-path walks to host destinations through their anchors' rows, in groups of
+        destinations whose anchors' rows fit the cache budget together."""
+        uniq = np.unique(dst)
+        deg = self._ptr[uniq + 1] - self._ptr[uniq]
+        pos = np.repeat(self._ptr[uniq] - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + \
+            np.arange(int(deg.sum()))
+        live = alive8[self._dl[pos] ^ 1].astype(bool)  # the anchor's link towards the host
+        a_of = np.repeat(np.arange(len(uniq)), deg)[live]
+        anchor = self._nbr[pos][live]
+        row_bytes = self._n * 4
+        per_chunk = max(1, self.cache_bytes // row_bytes)
+        order = np.argsort(dst, kind="stable")
+        sdst = dst[order]
+        parts = []
+        lo = 0
+        while lo < len(uniq):
+            # destinations lo..hi-1 whose anchors fit the budget (a destination's anchors at
+            # least: a host with more anchors than the budget rows still goes alone)
+            first = np.searchsorted(a_of, lo)
+            hi_e = first + per_chunk
+            hi = max(lo + 1, int(a_of[hi_e]) if hi_e < len(a_of) else len(uniq))
+            e0, e1 = first, np.searchsorted(a_of, hi)
+            anch_u, anch_inv = np.unique(anchor[e0:e1], return_inverse=True)
+            got = self._rows(anch_u.astype(np.int32), key, alive8)
+            if got is None:
+                rows = np.empty((len(anch_u), self._n), dtype=np.int32)
+                self._bfs(anch_u, alive8, rows)
+                row_idx = np.arange(len(anch_u), dtype=np.int64)
+            else:
+                rows, row_of = got
+                row_idx = row_of[anch_u]
+            # per destination of the chunk, its anchors' row indices (CSR)
+            d_ptr = np.zeros(hi - lo + 1, dtype=np.int64)
+            np.cumsum(np.bincount(a_of[e0:e1] - lo, minlength=hi - lo), out=d_ptr[1:])
+            d_row = row_idx[anch_inv]
+            f0 = np.searchsorted(sdst, uniq[lo], "left")
+            f1 = np.searchsorted(sdst, uniq[hi - 1], "right")
+            idx = order[f0:f1]
+            parts.append((idx, self._walk_anchored(src[idx], dst[idx], fid[idx], alive8, mode,
+                                                   rows, d_ptr, d_row,
+                                                   np.searchsorted(uniq[lo:hi], dst[idx]))))
+            lo = hi
+        return _merge(len(dst), parts)
+
+    def _walk_anchored(self, s, d, f, alive8, mode, rows, d_ptr, d_row, d_of) -> Paths:
+        s, d, f = (np.ascontiguousarray(a) for a in (s, d, f))
+        cnt = d_ptr[d_of + 1] - d_ptr[d_of]
+        aptr = np.zeros(len(s) + 1, dtype=np.int64)
+        np.cumsum(cnt, out=aptr[1:])
+        pos = np.repeat(d_ptr[d_of] - aptr[:-1], cnt) + np.arange(int(aptr[-1]))
+        arow = np.ascontiguousarray(d_row[pos], dtype=np.int64)
+        # hops: 1 + the nearest anchor's distance from the source (0 when s == d)
+        hops = np.full(len(s), -1, dtype=np.int32)
+        if arow.size:
+            x = rows[arow, np.repeat(s, cnt)].astype(np.int64)
+            x[x < 0] = np.iinfo(np.int64).max
+            has = cnt > 0
+            best = np.minimum.reduceat(x, aptr[:-1][has]) if has.any() else x[:0]
+            h = np.where(best == np.iinfo(np.int64).max, -1, best + 1)
+            hops[has] = h
+        hops[s == d] = 0
+        ptr = np.zeros(len(s) + 1, dtype=np.int64)
+        np.cumsum(np.maximum(hops, 0), out=ptr[1:])
+        link = np.empty(ptr[-1], dtype=np.int32)
+        lat = np.empty(len(s), dtype=np.float64)
+        stuck = _k.walk_anchored(self._ptr, self._nbr, self._dl, alive8, self.topology.n_hosts,
+                                 self._hosts_forward, self._dlat, rows, aptr, arow, s, d, f,
+                                 mode, self._seed64, ptr, link, lat)
+        if stuck:  # a bug, not bad input: the rows disagree with the graph
+            raise RuntimeError(f"routing: {stuck} anchored walks found no next hop")
+        return Paths(ptr, link, np.ones(len(link)), hops >= 0, lat, hops)
+
+    def _single_rows(self, src, dst, fid, key, alive8, mode) -> Paths:
         def fn(idx, rows, rof):
             s, d, f = (src, dst, fid) if idx is None else (src[idx], dst[idx], fid[idx])
             s, d, f = (np.ascontiguousarray(a) for a in (s, d, f))

@@ -84,6 +84,10 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     opts = check_options(options)
     _check_faults(topology, faults)
     compile_s = warm()
+    if schedule.has_members:
+        from netcore.flow.member_routing import MemberRouting
+
+        routing = MemberRouting(topology, routing, schedule, faults)
     return _run(topology, schedule, routing, faults, opts, compile_s)
 
 
@@ -108,6 +112,8 @@ def _check_faults(topology, faults):
 
 
 def _route(routing, st: FlowState, flows: np.ndarray, alive):
+    if hasattr(routing, "node_paths"):  # member sets (netcore/flow/member_routing.py)
+        return routing.node_paths(flows, alive)
     key = flows if st.flow_key is None else st.flow_key[flows]
     return routing.paths(st.src[flows], st.dst[flows], flow_id=key, alive=alive)
 
@@ -146,8 +152,34 @@ def _run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> R
             st.start_roots(0.0)
             started = True
     loop_s = time.perf_counter() - loop0
-    return _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s,
-                    time.perf_counter() - wall0)
+    folded = getattr(routing, "rep", None)
+    if folded is not None:
+        opts = dict(opts, record_paths=False)  # paths over representative links mean nothing
+    res = _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s,
+                   time.perf_counter() - wall0)
+    if folded is not None:
+        _unfold_links(res, routing)
+    return res
+
+
+def _unfold_links(res: Result, mr) -> None:
+    """Give every directed link its representative's figures (member_routing's classes)."""
+    rep = mr.rep
+    res.link_bytes = res.link_bytes[rep]
+    res.link_busy = res.link_busy[rep]
+    for k in ("utilization", "throughput_frac"):
+        if k in res.link_extra:
+            res.link_extra[k] = res.link_extra[k][rep]
+    if "series_ptr" in res.link_extra:
+        ptr = res.link_extra["series_ptr"]
+        cnt = np.diff(ptr)[rep]
+        new_ptr = np.concatenate([[0], np.cumsum(cnt)])
+        pos = np.repeat(ptr[rep] - new_ptr[:-1], cnt) + np.arange(int(new_ptr[-1]))
+        res.link_extra["series_ptr"] = new_ptr
+        res.link_extra["series_t"] = res.link_extra["series_t"][pos]
+        res.link_extra["series_rate"] = res.link_extra["series_rate"][pos]
+    res.info.update(link_classes=mr.n_classes, links_used=mr.n_used_links,
+                    member_sets=int(len(mr.used_sets)))
 
 
 def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> int:

@@ -23,6 +23,8 @@ class FlowState:
         self.src = schedule.src
         self.dst = schedule.dst
         self.payload = np.asarray(schedule.size, dtype=np.float64)
+        # serial transfers a node stands for (a collective stream pays its latency per step)
+        self.steps = np.asarray(schedule.steps, dtype=np.float64)
         self.NF = np.zeros((n, K.N_NF), dtype=np.float64)
         self.NI = np.zeros((n, K.N_NI), dtype=np.int64)
         NF, NI = self.NF, self.NI
@@ -146,6 +148,7 @@ class FlowState:
         self.src = grown(np.asarray(self.src), 0)
         self.dst = grown(np.asarray(self.dst), 0)
         self.payload = grown(self.payload, 0.0)
+        self.steps = grown(self.steps, 1.0)
         self.reroutes = grown(self.reroutes, 0)
         self.moved = grown(self.moved, False)
         if self.flow_key is not None:
@@ -197,16 +200,21 @@ class FlowState:
                 np.ascontiguousarray(self.payload[flows]), self.mtu - O.TCP_HEADER,
                 O.TCP_HEADER, O.PPP_HEADER, O.TCP_ACK_BYTES, O.TCP_SYN_BYTES, self.init_cwnd,
                 self.handshake, O.TCP_FIRST_WINDOW)
-            self.NF[flows, K.TAIL] = tail
-            self.NF[flows, K.HS] = hs
+            self.NF[flows, K.TAIL] = tail * self.steps[flows]
+            self.NF[flows, K.HS] = hs * self.steps[flows]
             self.NF[flows, K.RTT] = rtt
             self.NF[flows, K.CAP0] = cap0
             self.NF[flows, K.CAPF] = capf
             self.NF[flows, K.CAPMAX] = capmax
         else:
-            self.NF[flows, K.TAIL] = K.path_tails(
-                ptr, link, weight, self.bw, lat, hops,
-                np.ascontiguousarray(self.NF[flows, K.SIZE]), self.mtu)
+            per_step = np.ascontiguousarray(self.NF[flows, K.SIZE] / self.steps[flows])
+            tail = K.path_tails(ptr, link, weight, self.bw, lat, hops, per_step, self.mtu)
+            saf = getattr(paths, "saf", None)
+            if saf is not None:  # a member set: its slowest member's tail (member_routing)
+                has = np.isfinite(saf)
+                pkt = np.minimum(per_step, self.mtu) if self.mtu > 0 else np.zeros(len(flows))
+                tail = np.where(has, lat + pkt * np.where(has, saf, 0.0), tail)
+            self.NF[flows, K.TAIL] = tail * self.steps[flows]
         return flows[~reach]
 
     def fit_slots(self, slack: float = 1.0):

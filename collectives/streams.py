@@ -1,0 +1,79 @@
+"""Collectives as concurrent streams: the scalable form of a ring-like schedule.
+
+A ring reduce-scatter over g ranks is g-1 steps in which every rank sends one shard to its
+successor. The fluid engine gives each step's g transfers their max-min rates, then the next
+step starts; when every rank always sends on the same connection, the whole collective is the
+same as g concurrent streams (one per connection), each carrying everything its connection
+carries in all steps, with the path latency paid once per step, and moving in lock step
+(each step waits for the slowest connection). ``stream_of`` recognises such a template;
+``network_detail = "auto"`` turns it into one transfer over a member set (netcore.members), so a
+collective over 65,536 ranks costs one flow instead of 2^33 (docs/scale.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from netcore.schedule import DELAY, TRANSFER, Schedule
+
+
+@dataclass(frozen=True)
+class Stream:
+    src: np.ndarray  # int64 (c,) local rank of each connection's sender
+    dst: np.ndarray  # int64 (c,) its receiver
+    nbytes: int  # bytes the busiest connection carries over all steps
+    steps: int  # transfers each connection carries in series
+    delay_s: float  # per-step software latency (DELAY nodes before each transfer), summed
+
+
+def stream_of(template: Schedule) -> Stream | None:
+    """The stream form of ``template`` (over local ranks), or None when it has none: some rank
+    sends on two connections, or connections carry different numbers of steps (trees,
+    halving-doubling, all-to-all)."""
+    t = template.kind == TRANSFER
+    if not t.any():
+        return None
+    if ((template.kind != TRANSFER) & (template.kind != DELAY)).any():
+        return None
+    src, dst = template.src[t].astype(np.int64), template.dst[t].astype(np.int64)
+    g = int(max(src.max(), dst.max())) + 1
+    conn = src * g + dst
+    keys, count = np.unique(conn, return_counts=True)
+    csrc = keys // g
+    if len(np.unique(csrc)) != len(keys):  # a rank with two connections
+        return None
+    if (count != count[0]).any():
+        return None
+    nbytes = np.bincount(np.searchsorted(keys, conn), weights=template.size[t].astype(float),
+                         minlength=len(keys))
+    delays = template.duration[template.kind == DELAY]
+    per_step = float(delays.max()) if delays.size else 0.0
+    if delays.size and delays.size != t.sum():
+        return None  # step latencies that are not one per transfer: keep the full form
+    return Stream(csrc, keys % g, int(nbytes.max()), int(count[0]), per_step * int(count[0]))
+
+
+# ring-family algorithms whose stream form is known without building the template
+_RING = {("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather", "ring")}
+
+
+def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
+                step_latency_s: float = 0.0) -> Stream | None:
+    """The stream form of a ring all-reduce / reduce-scatter / all-gather over g ranks
+    computed from its block layout in O(g * chunks), as ``stream_of`` would find it in the
+    template (which has g(g-1) transfers per phase); None for other algorithms."""
+    from collectives._plan import chunked_layout
+
+    if (op, algorithm) not in _RING or g < 2 or nbytes <= 0:
+        return None
+    blocks = chunked_layout(int(nbytes), int(chunks), g).reshape(chunks, g)
+    chunk_total = blocks.sum(axis=1, keepdims=True)
+    # member p sends every shard but its own in reduce-scatter, every shard but p+1's in
+    # all-gather (collectives/_ring.py), chunk by chunk
+    rs = (chunk_total - blocks).sum(axis=0)
+    ag = (chunk_total - np.roll(blocks, -1, axis=1)).sum(axis=0)
+    sent = {"reduce_scatter": rs, "all_gather": ag, "all_reduce": rs + ag}[op]
+    steps = chunks * (g - 1) * (2 if op == "all_reduce" else 1)
+    p = np.arange(g)
+    return Stream(p, (p + 1) % g, int(sent.max()), steps, steps * float(step_latency_s))

@@ -1,0 +1,251 @@
+"""Routing for schedules whose transfers stand for member sets (``netcore.members``), with the
+links folded into equivalence classes so the engine's work does not grow with the members.
+
+Two reductions, both exact for the fluid model (docs/scale.md has the argument):
+
+* **A set is one flow.** Its members are routed once (each with its own path and hash key) and
+  their paths are summed: the flow's weight on a directed link is how many members cross it
+  (fractions under ``spray``). With one rate r for the set, link l carries ``r * weight``,
+  exactly the load of its members.
+* **Equivalent links are one link.** Two directed links with the same capacity that every set
+  (and every single transfer) crosses with the same weight carry the same load at every instant,
+  whatever the rates are. The engine keeps one representative per class; the others get its
+  bytes and busy time when results are collected. A link that has a fault event is always its
+  own class, and for every set whose path touches a faulted link the paths it would take after
+  each fault instant are part of the signature too, so re-routing never lands on a link that
+  stands for others it does not share the new load with.
+
+A set's path is a function of (set, alive mask): it is computed once per mask and reused by
+every node naming that set.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from netcore.flow import _kernels as K
+from netcore.schedule import TRANSFER
+from topo.faults import DOWN
+from topo.routing import Paths, _merge
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser, vectorised (uint64 arithmetic wraps, as intended)."""
+    with np.errstate(over="ignore"):
+        z = x.astype(np.uint64) + _M1
+        z = (z ^ (z >> np.uint64(30))) * _M2
+        z = (z ^ (z >> np.uint64(27))) * _M3
+        return z ^ (z >> np.uint64(31))
+
+
+def _alive_states(n_dlinks: int, faults) -> list[np.ndarray]:
+    """The alive masks the engine can route with: all up, then the mask after each fault
+    instant (in time order) that has some link down."""
+    states = []
+    factor = np.ones(n_dlinks)
+    t = np.asarray(faults.time, dtype=float)
+    i = 0
+    while i < len(t):
+        j = i
+        while j < len(t) and t[j] == t[i]:
+            factor[int(faults.dlink[j])] = float(faults.factor[j])
+            j += 1
+        alive = factor > 0
+        if not alive.all() and not any((alive == s).all() for s in states):
+            states.append(alive.copy())
+        i = j
+    return states
+
+
+class MemberRouting:
+    """Paths of schedule nodes (single transfers and member sets) over representative links.
+
+    ``node_paths(nodes, alive)`` is what the flow engine calls instead of ``Routing.paths``;
+    ``rep`` maps every directed link to the link whose figures it shares.
+    """
+
+    def __init__(self, topology, routing, schedule, faults):
+        self.routing = routing
+        self.topology = topology
+        self.L = topology.n_dlinks
+        self.sched = schedule
+        self.sets = schedule.sets
+        self.mset = schedule.mset
+        n = schedule.n
+        tr = np.flatnonzero(schedule.kind == TRANSFER)
+        self.single = tr[self.mset[tr] < 0]
+        used = np.unique(self.mset[tr][self.mset[tr] >= 0])
+        self.used_sets = used
+        # member hash keys: after the node ids (which single transfers keep as their keys)
+        self.key_base = n
+        self._cache: dict = {}
+        self.states = _alive_states(self.L, faults)
+        faulted = np.unique(np.asarray(faults.dlink, dtype=np.int64))
+        self.faulted = faulted
+        self.rep = np.arange(self.L, dtype=np.int64)
+        self.n_classes = self.n_used_links = 0
+        set_paths = self._build_quotient(used, faulted)
+        if set_paths is not None:
+            self._cache[None] = self._fold(set_paths)
+
+    # ------------------------------------------------------------------ raw routing
+    def _route_sets(self, sets: np.ndarray, alive) -> Paths:
+        """Summed member paths of ``sets`` (over the physical links)."""
+        ms = self.sets
+        cnt = ms.sizes[sets]
+        pos = np.repeat(ms.ptr[sets] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + \
+            np.arange(int(cnt.sum()))
+        p = self.routing.paths(ms.src[pos], ms.dst[pos], flow_id=self.key_base + pos,
+                               alive=alive)
+        # member -> set: concatenate each set's member rows, then merge duplicate links
+        owner_ptr = np.concatenate([[0], np.cumsum(cnt)])
+        eptr = p.ptr[owner_ptr]
+        ptr, link, weight = K.dedupe_entries(eptr - eptr[0], p.link[eptr[0]:].astype(np.int64),
+                                             np.asarray(p.weight[eptr[0]:], dtype=np.float64))
+        reach = np.logical_and.reduceat(p.reachable, owner_ptr[:-1]) if len(sets) else \
+            np.zeros(0, bool)
+        lat = np.maximum.reduceat(p.latency, owner_ptr[:-1]) if len(sets) else np.zeros(0)
+        hops = np.maximum.reduceat(p.hops, owner_ptr[:-1]) if len(sets) else \
+            np.zeros(0, np.int32)
+        cnt_l = np.diff(ptr)
+        reach = reach & (cnt_l > 0)
+        saf = np.maximum.reduceat(self._member_saf(p), owner_ptr[:-1]) if len(sets) else \
+            np.zeros(0)
+        return Paths(ptr, link.astype(np.int32), weight, reach, lat, hops.astype(np.int32), saf)
+
+    def _member_saf(self, p: Paths) -> np.ndarray:
+        """Per member path, seconds per packet byte of store-and-forward: 1/bandwidth summed
+        over the hops after the first (a split path: (hops - 1) at its slowest link), as the
+        engine's own tail computation for one transfer."""
+        bw = np.asarray(self.topology.dlink_bw, dtype=np.float64)
+        cnt = np.diff(p.ptr)
+        owner = np.repeat(np.arange(len(cnt)), cnt)
+        link = np.asarray(p.link, dtype=np.int64)
+        w = np.asarray(p.weight)
+        first = np.zeros(len(link), bool)
+        first[p.ptr[:-1][cnt > 0]] = True
+        inv = np.where(first, 0.0, 1.0 / bw[link])
+        single = np.bincount(owner, weights=inv, minlength=len(cnt))
+        split = np.bincount(owner, weights=(w != 1.0).astype(float), minlength=len(cnt)) > 0
+        if split.any():
+            bmin = np.full(len(cnt), np.inf)
+            np.minimum.at(bmin, owner, bw[link])
+            single = np.where(split, np.maximum(p.hops - 1, 0) / bmin, single)
+        return single
+
+    def _route_single(self, nodes: np.ndarray, alive) -> Paths:
+        return self.routing.paths(self.sched.src[nodes], self.sched.dst[nodes],
+                                  flow_id=nodes, alive=alive)
+
+    # ------------------------------------------------------------------ link classes
+    def _build_quotient(self, used: np.ndarray, faulted: np.ndarray):
+        """Signature of every directed link = (capacity, multiset of (user, weight)); links
+        with equal signatures share one representative."""
+        users, links, weights = [], [], []
+        uid = 0
+
+        def add(paths: Paths, first_uid: int):
+            cnt = np.diff(paths.ptr)
+            users.append(np.repeat(np.arange(first_uid, first_uid + len(cnt)), cnt))
+            links.append(np.asarray(paths.link, dtype=np.int64))
+            weights.append(np.asarray(paths.weight, dtype=np.float64))
+
+        set_paths = self._route_sets(used, None) if len(used) else None
+        single_paths = self._route_single(self.single, None) if len(self.single) else None
+        dead_any = np.zeros(self.L, bool)
+        dead_any[faulted] = True
+        for p, ids, route in ((set_paths, used, self._route_sets),
+                              (single_paths, self.single, self._route_single)):
+            if p is None:
+                continue
+            add(p, uid)
+            uid += len(ids)
+            if not len(self.states):
+                continue
+            # users whose path touches a faulted link: add every path they may take later
+            cnt = np.diff(p.ptr)
+            owner = np.repeat(np.arange(len(ids)), cnt)
+            hit = np.unique(owner[dead_any[np.asarray(p.link, dtype=np.int64)]])
+            if hit.size:
+                for alive in self.states:
+                    q = route(ids[hit], alive)
+                    add(q, uid)
+                    uid += len(hit)
+        # a faulted link is its own class: a user id of its own marks it
+        if faulted.size:
+            users.append(np.arange(uid, uid + faulted.size))
+            links.append(faulted)
+            weights.append(np.ones(faulted.size))
+            uid += faulted.size
+        if not users:
+            return set_paths
+        u = np.concatenate(users).astype(np.uint64)
+        lk = np.concatenate(links)
+        w = np.concatenate(weights).view(np.uint64)
+        h1 = _mix(_mix(u) ^ w)
+        h2 = _mix(h1 ^ _mix(u * np.uint64(3) + np.uint64(1)))
+        with np.errstate(over="ignore"):
+            s1 = np.zeros(self.L, dtype=np.uint64)
+            s2 = np.zeros(self.L, dtype=np.uint64)
+            order = np.argsort(lk, kind="stable")
+            lk_s = lk[order]
+            starts = np.flatnonzero(np.concatenate([[True], lk_s[1:] != lk_s[:-1]]))
+            s1[lk_s[starts]] = np.add.reduceat(h1[order], starts)
+            s2[lk_s[starts]] = np.add.reduceat(h2[order], starts)
+        usedl = np.zeros(self.L, bool)
+        usedl[lk] = True
+        ids = np.flatnonzero(usedl)
+        bw = np.asarray(self.topology.dlink_bw, dtype=np.float64)[ids].view(np.uint64)
+        o = np.lexsort((ids, bw, s2[ids], s1[ids]))
+        k1, k2, kb = s1[ids][o], s2[ids][o], bw[o]
+        new = np.concatenate([[True], (k1[1:] != k1[:-1]) | (k2[1:] != k2[:-1]) |
+                              (kb[1:] != kb[:-1])])
+        first = ids[o][np.flatnonzero(new)]
+        grp = np.cumsum(new) - 1
+        self.rep[ids[o]] = first[grp]
+        self.n_classes = int(new.sum())
+        self.n_used_links = int(ids.size)
+        return set_paths
+
+    def _fold(self, p: Paths) -> Paths:
+        """Map a path's links to representatives; one entry per (flow, representative), with
+        the weight of one of its links (all links of a class carry the same weight)."""
+        cnt = np.diff(p.ptr)
+        if not len(p.link):
+            return p
+        owner = np.repeat(np.arange(len(cnt)), cnt)
+        r = self.rep[np.asarray(p.link, dtype=np.int64)]
+        o = np.lexsort((r, owner))
+        keep = np.concatenate([[True], (owner[o][1:] != owner[o][:-1]) | (r[o][1:] != r[o][:-1])])
+        sel = o[keep]
+        sel.sort(kind="stable")  # back to hop order within each flow
+        new_cnt = np.bincount(owner[sel], minlength=len(cnt))
+        ptr = np.concatenate([[0], np.cumsum(new_cnt)])
+        return Paths(ptr, r[sel].astype(np.int32), np.asarray(p.weight)[sel], p.reachable,
+                     p.latency, p.hops)
+
+    # ------------------------------------------------------------------ engine interface
+    def node_paths(self, nodes: np.ndarray, alive) -> Paths:
+        nodes = np.asarray(nodes, dtype=np.int64)
+        ms = self.mset[nodes]
+        akey = None if alive is None or np.asarray(alive).all() else \
+            np.packbits(np.asarray(alive, dtype=bool)).tobytes()
+        parts = []
+        single = np.flatnonzero(ms < 0)
+        if single.size:
+            parts.append((single, self._fold(self._route_single(nodes[single], alive))))
+        grouped = np.flatnonzero(ms >= 0)
+        if grouped.size:
+            table = self._cache.get(akey)
+            if table is None:  # every used set at once: one routing call per alive mask
+                table = self._cache[akey] = self._fold(self._route_sets(self.used_sets, alive))
+            row = np.searchsorted(self.used_sets, ms[grouped])
+            parts.append((grouped, table.take(row)))
+        return _merge(len(nodes), parts)
+
+    def expand_links(self, arr: np.ndarray) -> np.ndarray:
+        """A per-directed-link result with every link given its representative's value."""
+        return arr[self.rep]
