@@ -77,3 +77,26 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
     steps = chunks * (g - 1) * (2 if op == "all_reduce" else 1)
     p = np.arange(g)
     return Stream(p, (p + 1) % g, int(sent.max()), steps, steps * float(step_latency_s))
+
+
+def stream_schedule(ranks, st: Stream, label: str) -> Schedule:
+    """A collective in stream form over host ids ``ranks``: (the summed per-step latency as a
+    delay, then) one transfer standing for every connection, ``st.steps`` steps each."""
+    from netcore.members import MemberSets
+
+    ranks = np.asarray(ranks, dtype=np.int64)
+    src, dst = ranks[st.src], ranks[st.dst]
+    sets = MemberSets(np.array([0, len(src)]), src, dst)
+    lat = st.delay_s > 0
+    n = 2 if lat else 1
+    kind = [DELAY, TRANSFER] if lat else [TRANSFER]
+    labels = [label, "step_latency"] if lat else [label]
+    return Schedule(kind=np.array(kind), src=np.r_[src[:1], src[:1]][:n],
+                    dst=np.r_[[-1], dst[:1]] if lat else dst[:1],
+                    size=np.r_[[0], [st.nbytes]] if lat else [st.nbytes],
+                    duration=np.r_[[st.delay_s], [0.0]] if lat else [0.0], start=np.zeros(n),
+                    dep_ptr=np.array([0, 0, 1]) if lat else np.array([0, 0]),
+                    dep_idx=np.array([0]) if lat else np.zeros(0),
+                    label=np.array([1, 0]) if lat else np.array([0]), labels=labels,
+                    mset=np.array([-1, 0]) if lat else np.array([0]),
+                    steps=np.array([1, st.steps]) if lat else np.array([st.steps]), sets=sets)

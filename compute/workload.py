@@ -20,7 +20,7 @@ from compute.training import build_step
 from topo.errors import InputError
 
 KEYS = ("model", "gpu", "parallel", "placement", "tp_comm", "symmetry", "granularity",
-        "algorithm", "check_memory")
+        "algorithm", "check_memory", "network_detail")
 
 
 class MemoryInfeasible(InputError):
@@ -64,8 +64,9 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         comm.algorithms(spec.get("algorithm"))  # up front, before memory and the build
     except InputError as e:
         raise InputError(f"{where}.{e}") from None
-    from netcosim.workloads import scenario_faults
+    from netcosim.workloads import network_detail, scenario_engine, scenario_faults
 
+    detail = network_detail(spec, where)
     faults = scenario_faults()
     has_faults = faults is not None and len(faults) > 0
     n_gpus = par.n_gpus if par.dp else topology.n_hosts
@@ -74,11 +75,29 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         mem = None
         if check:
             mem = check_memory(m, par, spec["gpu"], n_gpus, where)
-        sched = build_step(m, par, spec["gpu"], topology, placement=spec.get("placement", "packed"),
-                           tp_comm=spec.get("tp_comm", "auto"),
-                           symmetry=spec.get("symmetry", "auto"),
-                           granularity=spec.get("granularity", "segment"),
-                           algorithm=spec.get("algorithm"), faults=has_faults)
+        def build_as(how):
+            return build_step(m, par, spec["gpu"], topology,
+                              placement=spec.get("placement", "packed"),
+                              tp_comm=spec.get("tp_comm", "auto"),
+                              symmetry=spec.get("symmetry", "auto"),
+                              granularity=spec.get("granularity", "segment"),
+                              algorithm=spec.get("algorithm"), faults=has_faults,
+                              network_detail=how)
+
+        sched = build_as("auto")
+        if detail == "full":
+            # the scalable form counts the transfers of the full one: refuse before building
+            # what cannot fit (netcosim/memory_guard.py)
+            from netcosim.memory_guard import check_transfers
+
+            hint = ("use fewer GPUs" + ("" if spec.get("network_detail") == "full" and
+                                        scenario_engine() in (None, "flow") else
+                                        " (the packet engine runs every transfer)")
+                    + (", or network_detail = \"auto\" with the flow engine"
+                       if spec.get("network_detail") == "full" else ""))
+            check_transfers(sched.n_member_transfers, where,
+                            f"the full training step on {n_gpus:,} GPUs", hint)
+            sched = build_as("full")
     except MemoryInfeasible:
         raise
     except InputError as e:

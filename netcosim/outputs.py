@@ -161,6 +161,13 @@ def flows_table(schedule, result, topology=None) -> tuple[list, list]:
     if len(schedule.labels) > 1:
         header.append("label")
         cols.append(Labels(schedule.label[t], schedule.labels))
+    if schedule.has_members or (schedule.steps[t] > 1).any():
+        # a row stands for `members` transfers of `bytes` each, `steps` times in series
+        m = np.ones(len(t), dtype=np.int64)
+        has = schedule.mset[t] >= 0
+        m[has] = schedule.sets.sizes[schedule.mset[t][has]]
+        header += ["members", "steps"]
+        cols += [_ints(m), _ints(schedule.steps[t])]
     n = schedule.n
     for name in sorted(result.node_extra):
         if name.startswith("path_") or name in header:  # paths: the `path` column below
@@ -248,9 +255,14 @@ def summary(scenario, prepared, result, workload_figures: dict) -> dict:
         "nodes": sched.n,
         "transfers": int(t.sum()),
         "transfers_finished": int((t & finished).sum()),
+        # network_detail (docs/scale.md): the representation that ran, the flows the engine
+        # carried and the point-to-point transfers they stand for
+        "network_detail_used": sched.meta.get("network_detail_used", "full"),
+        "engine_flows": int(t.sum()),
+        "transfers_represented": sched.n_member_transfers,
         "stranded": int(np.count_nonzero(np.asarray(result.stranded, dtype=bool) & t)),
         "unfinished": int((~finished).sum()),
-        "bytes": int(sched.size[t].sum()),
+        "bytes": sched.total_bytes,
         "fault_events": len(prepared.faults),
         "events": int(result.events),
         "wall_s": float(result.wall_s),

@@ -281,7 +281,8 @@ class Scenario:
                              "\"flows\", ...)")
         base = Path(self.source).resolve().parent if self.source else None
         return workloads.build_workload(topology, self.workload, where="workload",
-                                        seed=self.seed, base_dir=base, faults=faults)
+                                        seed=self.seed, base_dir=base, faults=faults,
+                                        engine=self.engine_kind)
 
     def engine_options(self) -> dict:
         """The engine's options, checked and completed with defaults by the engine itself."""

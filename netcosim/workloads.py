@@ -102,7 +102,7 @@ def check_keys(spec: dict, where: str = "workload") -> None:
 # symmetry must not when faults break it). A context variable, so concurrent builds do not see
 # each other's.
 _CONTEXT: contextvars.ContextVar = contextvars.ContextVar("workload_context",
-                                                          default=(None, None))
+                                                          default=(None, None, None))
 
 
 def scenario_dir():
@@ -115,11 +115,32 @@ def scenario_faults():
     return _CONTEXT.get()[1]
 
 
+def scenario_engine():
+    """The engine the scenario runs on (``flow``, ``packet``; None if unknown): only the flow
+    engine carries the scalable representation of ``network_detail = "auto"``."""
+    return _CONTEXT.get()[2]
+
+
+NETWORK_DETAILS = ("auto", "full")
+
+
+def network_detail(spec: dict, where: str = "workload") -> str:
+    """The ``network_detail`` a builder may use: ``auto`` (the default) becomes ``full`` when
+    the engine cannot carry the scalable form (docs/scale.md)."""
+    v = spec.get("network_detail", "auto")
+    if not isinstance(v, str) or v not in NETWORK_DETAILS:
+        raise InputError(f"{where}.network_detail = {v!r}: expected one of "
+                         f"{', '.join(NETWORK_DETAILS)}")
+    if v == "auto" and scenario_engine() not in (None, "flow"):
+        return "full"
+    return v
+
+
 def build_workload(topology, spec: dict, where: str = "workload", seed: int = 0,
-                   base_dir=None, faults=None):
+                   base_dir=None, faults=None, engine: str | None = None):
     check_keys(spec, where)
     wk = get(spec["kind"], where)
-    token = _CONTEXT.set((base_dir, faults))
+    token = _CONTEXT.set((base_dir, faults, engine))
     try:
         schedule = wk.builder(topology, spec, where, seed)
     finally:
@@ -204,7 +225,7 @@ def build_flows(topology, spec: dict, where: str, seed: int):
 
 # =========================================================================== collective
 COLLECTIVE_KEYS = ("op", "algorithm", "bytes", "bytes_matrix", "ranks", "chunks", "step_latency_us",
-                   "options")
+                   "options", "network_detail")
 
 
 def build_collective(topology, spec: dict, where: str, seed: int):
@@ -262,6 +283,9 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         if order is not None and "ranks" not in spec and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
     _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where)
+    sched = _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where)
+    if sched is not None:
+        return _collective_meta(sched, op, algorithm, nbytes, ranks, "auto")
     try:
         sched = collectives.build(op, algorithm, ranks, nbytes, **opts)
     except TypeError as e:
@@ -275,12 +299,46 @@ def build_collective(topology, spec: dict, where: str, seed: int):
     except InputError as e:
         msg = str(e)
         raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+    return _collective_meta(sched, op, algorithm, nbytes, ranks, "full")
+
+
+def _collective_meta(sched, op, algorithm, nbytes, ranks, detail: str):
     sched.meta.setdefault("op", op)
     sched.meta.setdefault("algorithm", algorithm)
     sched.meta.setdefault("bytes", nbytes if op != "all_to_all_v"
                           else int(nbytes.sum(axis=1).max()))  # the largest send buffer
     sched.meta.setdefault("n_ranks", len(ranks))
+    sched.meta["network_detail_used"] = detail
     return sched
+
+
+def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where):
+    """The collective in stream form when ``network_detail`` allows it and the algorithm has
+    one (ring all-reduce, reduce-scatter, all-gather); None for the full schedule, which is
+    then checked against the memory there is before it is built."""
+    from collectives.streams import ring_stream, stream_schedule
+    from netcosim.memory_guard import check_transfers, collective_transfers
+
+    detail = network_detail(spec, where)
+    try:
+        op_c, algo = collectives.resolve(op, algorithm)
+    except InputError as e:
+        raise InputError(f"{where}: {e}") from None
+    chunks = opts.get("chunks", 1)
+    if detail == "auto" and op != "all_to_all_v" and set(opts) <= {"chunks", "step_latency_s"}:
+        st = ring_stream(op_c, algo, len(ranks), nbytes, chunks, opts.get("step_latency_s", 0.0))
+        if st is not None:
+            return stream_schedule(ranks, st, op_c)
+    count = collective_transfers(op_c, algo, len(ranks), chunks)
+    if opts.get("step_latency_s", 0.0) > 0:
+        count *= 2  # a delay node before every transfer
+    streamable = ring_stream(op_c, "ring", 4, 1 << 20) is not None
+    hint = ("use fewer ranks or chunks" +
+            (", or algorithm = \"ring\" with network_detail = \"auto\" (one stream)"
+             if streamable and (algo != "ring" or detail == "full") else "") +
+            (" (the packet engine runs every transfer)" if detail == "auto" else ""))
+    check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks", hint)
+    return None
 
 
 def _bytes_matrix(spec: dict, n: int, field: str) -> np.ndarray:
