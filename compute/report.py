@@ -31,6 +31,31 @@ def _union_len(s: np.ndarray, e: np.ndarray) -> float:
     return float((be - bs).sum())
 
 
+def _member_touch(schedule: Schedule, sel: np.ndarray, hosts: np.ndarray) -> dict:
+    """host -> ids of the aggregated transfers (``sel`` & member set) that have a member
+    sending from or receiving at that host, for the few ``hosts`` asked about."""
+    ms = schedule.sets
+    owner = np.repeat(np.arange(ms.n_sets), ms.sizes)
+    pairs = []
+    for end in (ms.src, ms.dst):
+        hit = np.isin(end, hosts)
+        pairs.append(np.stack([owner[hit], end[hit].astype(np.int64)], axis=1))
+    pairs = np.unique(np.concatenate(pairs), axis=0)  # (set, host)
+    nodes = np.flatnonzero(sel & (schedule.mset >= 0))
+    out: dict = {}
+    if not len(nodes) or not len(pairs):
+        return out
+    o = np.argsort(schedule.mset[nodes], kind="stable")
+    nodes = nodes[o]
+    nset = schedule.mset[nodes]
+    lo = np.searchsorted(nset, pairs[:, 0], "left")
+    hi = np.searchsorted(nset, pairs[:, 0], "right")
+    for (s_, h), a, b in zip(pairs.tolist(), lo.tolist(), hi.tolist()):
+        if b > a:
+            out.setdefault(int(h), []).append(nodes[a:b])
+    return {h: np.unique(np.concatenate(v)) for h, v in out.items()}
+
+
 def summarize(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> dict:
     meta = schedule.meta
     ok = np.isfinite(end)
@@ -60,6 +85,11 @@ def summarize(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> dict:
     # transfers touching a host: as sender and as receiver
     t_src, t_dst = by(schedule.src, tr), by(schedule.dst, tr)
     empty = np.zeros(0, np.int64)
+    if schedule.has_members:
+        # an aggregated transfer (network_detail auto) touches every member's hosts
+        hosts = np.unique(schedule.src[comp])
+        for h, ids in _member_touch(schedule, tr, hosts).items():
+            t_src[h] = np.union1d(t_src.get(h, empty), ids)
     for r in sim_ranks:
         cm = comp_of[int(r)]
         h = int(schedule.src[cm[0]])

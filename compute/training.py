@@ -301,18 +301,31 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         wait for ``ready`` nodes (k, g) and ``done`` nodes (k, g) wait for the transfers."""
         k, g = groups.shape
         if agg:
+            # groups that wait for the same nodes are copies of one collective (folded by
+            # symmetry): each such family becomes one aggregated collective
+            _, fam = np.unique(ready, axis=0, return_inverse=True)
+            fam = fam.reshape(-1)
+            order = np.argsort(fam, kind="stable")
+            cuts = np.flatnonzero(np.diff(fam[order])) + 1
             st = comm.stream(op, g, int(nbytes), algos.get(op))
-            if st is not None:
-                return stamp_stream(op, st, groups, ready, done, ckind, tag, lab)
+            tpl = None
+            if st is None:
+                tpl = comm.template(op, g, int(nbytes), algos.get(op))
+                if tpl.n == 0:
+                    acc.edges(done, ready)
+                    return
+                st = stream_of(tpl)
+            for rows in np.split(order, cuts):
+                if st is not None:
+                    stamp_stream(op, st, groups[rows], ready[rows], done[rows], ckind, tag, lab)
+                else:
+                    stamp_classes(op, tpl, groups[rows], ready[rows], done[rows], ckind, tag,
+                                  lab)
+            return
         tpl = comm.template(op, g, int(nbytes), algos.get(op))
         if tpl.n == 0:
             acc.edges(done, ready)
             return
-        if agg:
-            st = stream_of(tpl)
-            if st is not None:
-                return stamp_stream(op, st, groups, ready, done, ckind, tag, lab)
-            return stamp_classes(op, tpl, groups, ready, done, ckind, tag, lab)
         n = tpl.n
         hosts = host[groups]
         base = acc.n
@@ -429,14 +442,20 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         for s_other in np.unique(s2):
             k = np.flatnonzero(s2 == s_other)
             send = grid[s_other, coords[1], coords[2], coords[3]]
-            sid = acc.sets.add(host[send], host[recv])
-            ids = acc.add(len(k), kind=TRANSFER, src=host[send[0]], dst=host[recv[0]],
-                          size=act_bytes, tag=mb[sel[k]], label=pp_lab, rank=send[0],
-                          ckind=CKIND["pp"], stream=1, mset=sid)
-            producers = np.unique(chain_base[rep[send]])
-            acc.edges(ids[:, None], producers[None, :] + q_send[k][:, None])
-            consumers = np.unique(chain_base[rep[recv[live]]])
-            acc.edges(consumers[None, :] + q_recv[k][:, None], ids[:, None])
+            # one aggregated send per producing chain: replicas folded onto one chain move
+            # together, a replica simulated on its own keeps its own sends
+            prod = chain_base[rep[send]]
+            for p in np.unique(prod):
+                mem = np.flatnonzero(prod == p)
+                sid = acc.sets.add(host[send[mem]], host[recv[mem]])
+                ids = acc.add(len(k), kind=TRANSFER, src=host[send[mem[0]]],
+                              dst=host[recv[mem[0]]], size=act_bytes, tag=mb[sel[k]],
+                              label=pp_lab, rank=send[mem[0]], ckind=CKIND["pp"], stream=1,
+                              mset=sid)
+                acc.edges(ids, p + q_send[k])
+                rl = recv[mem][live[mem]]
+                consumers = np.unique(chain_base[rep[rl]])
+                acc.edges(consumers[None, :] + q_recv[k][:, None], ids[:, None])
 
     # ---- pipeline send/recv between positions
     act_bytes = par.micro_batch * (m.seq // C) * m.hidden * lm.dt // T  # scatter/gather over TP

@@ -84,11 +84,18 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     opts = check_options(options)
     _check_faults(topology, faults)
     compile_s = warm()
-    if schedule.has_members:
-        from netcore.flow.member_routing import MemberRouting
+    if not schedule.has_members:
+        return _run(topology, schedule, routing, faults, opts, compile_s)
+    from netcore.flow import fault_split
+    from netcore.flow.member_routing import MemberRouting
 
-        routing = MemberRouting(topology, routing, schedule, faults)
-    return _run(topology, schedule, routing, faults, opts, compile_s)
+    n0, origin = schedule.n, None
+    affected = fault_split.affected_members(schedule, routing, faults)
+    if affected is not None:  # members behind a fault move on their own
+        schedule, origin = fault_split.split(schedule, affected)
+    res = _run(topology, schedule, MemberRouting(topology, routing, schedule, faults), faults,
+               opts, compile_s)
+    return res if origin is None else fault_split.fold_back(res, origin, n0)
 
 
 def _check_faults(topology, faults):

@@ -1,0 +1,151 @@
+"""Where a fault breaks a member set's symmetry, its affected members move on their own.
+
+A member set moves in lock step: one rate for all members. That is exact while every member
+sees the same contention, which a fault breaks: a member behind a degraded or failed link is
+slowed (or re-routed) while the others are not, and in lock step the whole set would wait for
+it at every instant instead of only at the end. So before a run with faults, every aggregated
+transfer whose set has members whose path touches a faulted link is split: the unaffected
+members keep one (smaller) set, and each affected member becomes a transfer of its own with the
+same dependencies (same parents; every child waits for all the pieces). The rest of the job
+keeps the scalable form. After the run the pieces' times are folded back onto the original node
+(start = earliest piece, end = latest), so callers see their own schedule.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from netcore.members import MemberSets
+from netcore.schedule import TRANSFER, Schedule
+
+
+def affected_members(schedule: Schedule, routing, faults) -> np.ndarray | None:
+    """bool per member of ``schedule.sets``: its initial path touches a link that has a fault
+    event. None when there is nothing to split."""
+    if not len(faults) or not schedule.has_members:
+        return None
+    ms = schedule.sets
+    t = schedule.kind == TRANSFER
+    used = np.unique(schedule.mset[t & (schedule.mset >= 0)])
+    cnt = ms.sizes[used]
+    pos = np.repeat(ms.ptr[used] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + \
+        np.arange(int(cnt.sum()))
+    p = routing.paths(ms.src[pos], ms.dst[pos], flow_id=schedule.n + pos)
+    faulted = np.zeros(routing.topology.n_dlinks, bool)
+    faulted[np.asarray(faults.dlink, dtype=np.int64)] = True
+    owner = np.repeat(np.arange(len(pos)), np.diff(p.ptr))
+    hit = np.zeros(len(pos), bool)
+    hit[owner[faulted[np.asarray(p.link, dtype=np.int64)]]] = True
+    out = np.zeros(ms.n_members, bool)
+    out[pos[hit]] = True
+    return out if out.any() else None
+
+
+def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarray]:
+    """The schedule with affected members split off (module docstring), and ``origin``: for
+    every node of the new schedule, the original node it is a piece of."""
+    ms = schedule.sets
+    n = schedule.n
+    owner = np.repeat(np.arange(ms.n_sets), ms.sizes)
+    hit_sets = np.unique(owner[affected])
+    # per hit set: the unaffected members as a new set (or none), the affected ones listed
+    new_ptr, new_src, new_dst = [ms.ptr], [ms.src], [ms.dst]
+    keep_set = np.arange(ms.n_sets, dtype=np.int64)  # the set a node of set s keeps
+    first_alone = np.full(ms.n_sets, -1, dtype=np.int64)  # s empties: the node takes member
+    alone_of: dict[int, np.ndarray] = {}
+    m_total = ms.n_members
+    s_total = ms.n_sets
+    for s in hit_sets.tolist():
+        a, b = ms.ptr[s], ms.ptr[s + 1]
+        mem = np.arange(a, b)
+        bad = mem[affected[a:b]]
+        good = mem[~affected[a:b]]
+        if good.size:
+            new_src.append(ms.src[good])
+            new_dst.append(ms.dst[good])
+            new_ptr.append(np.array([m_total + good.size]))
+            keep_set[s] = s_total
+            s_total += 1
+            m_total += good.size
+            alone_of[s] = bad
+        else:
+            keep_set[s] = -1
+            first_alone[s] = bad[0]
+            alone_of[s] = bad[1:]
+    sets = MemberSets(np.concatenate(new_ptr), np.concatenate(new_src), np.concatenate(new_dst))
+    t = schedule.kind == TRANSFER
+    nodes = np.flatnonzero(t & np.isin(schedule.mset, hit_sets))
+    mset = schedule.mset.copy()
+    src, dst = schedule.src.copy(), schedule.dst.copy()
+    s_of = schedule.mset[nodes]
+    mset[nodes] = keep_set[s_of]
+    lone = first_alone[s_of] >= 0
+    src[nodes[lone]] = ms.src[first_alone[s_of[lone]]]
+    dst[nodes[lone]] = ms.dst[first_alone[s_of[lone]]]
+    # pieces: one new node per (node, affected member still to place)
+    k = np.array([len(alone_of[s]) for s in s_of.tolist()], dtype=np.int64)
+    orig = np.repeat(nodes, k)
+    mem = np.concatenate([alone_of[s] for s in s_of.tolist()]) if k.sum() else \
+        np.zeros(0, np.int64)
+    c = len(orig)
+    origin = np.concatenate([np.arange(n), orig])
+
+    def grow(a, fill=None):
+        return np.concatenate([a, a[orig] if fill is None else np.full(c, fill, a.dtype)])
+
+    # edges: the pieces wait for their original's parents; its children wait for the pieces
+    child = np.repeat(np.arange(n), np.diff(schedule.dep_ptr))
+    parent = schedule.dep_idx
+    piece_id = n + np.arange(c)
+    deg = np.diff(schedule.dep_ptr)[orig]
+    pc = np.repeat(piece_id, deg)
+    pp = schedule.dep_idx[np.repeat(schedule.dep_ptr[orig], deg) +
+                          np.arange(int(deg.sum())) -
+                          np.repeat(np.concatenate([[0], np.cumsum(deg)[:-1]]), deg)]
+    cptr, cidx = schedule.children()
+    nch = np.diff(cptr)[orig]
+    cc = cidx[np.repeat(cptr[orig], nch) + np.arange(int(nch.sum())) -
+              np.repeat(np.concatenate([[0], np.cumsum(nch)[:-1]]), nch)]
+    cp = np.repeat(piece_id, nch)
+    ch = np.concatenate([child, pc, cc])
+    pa = np.concatenate([parent, pp, cp])
+    o = np.lexsort((pa, ch))
+    ch, pa = ch[o], pa[o]
+    dep_ptr = np.zeros(n + c + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ch, minlength=n + c), out=dep_ptr[1:])
+    out = Schedule(kind=grow(schedule.kind), src=np.concatenate([src, ms.src[mem]]),
+                   dst=np.concatenate([dst, ms.dst[mem]]), size=grow(schedule.size),
+                   duration=grow(schedule.duration), start=grow(schedule.start),
+                   dep_ptr=dep_ptr, dep_idx=pa, tag=grow(schedule.tag),
+                   label=grow(schedule.label), labels=list(schedule.labels),
+                   extra={k_: grow(v) for k_, v in schedule.extra.items()},
+                   meta=dict(schedule.meta), mset=np.concatenate([mset, np.full(c, -1)]),
+                   steps=grow(schedule.steps), sets=sets)
+    return out, origin
+
+
+def fold_back(res, origin: np.ndarray, n: int):
+    """Result of the split schedule -> result of the original: a node started with its
+    earliest piece and ended with its latest (unfinished if any piece is)."""
+    pieces = origin[n:]
+    start, end = res.start[:n].copy(), res.end[:n].copy()
+    if len(pieces):
+        np.fmin.at(start, pieces, res.start[n:])
+        late = res.end[n:]
+        np.maximum.at(end, pieces, np.where(np.isnan(late), np.inf, late))
+        end[np.isinf(end)] = np.nan
+    stranded = np.asarray(res.stranded[:n], dtype=bool).copy()
+    np.logical_or.at(stranded, pieces, np.asarray(res.stranded[n:], dtype=bool))
+    res.start, res.end, res.stranded = start, end, stranded
+    for k, v in list(res.node_extra.items()):
+        v = np.asarray(v)
+        if v.ndim == 1 and len(v) == n + len(pieces):
+            if v.dtype == bool:
+                w = v[:n].copy()
+                np.logical_or.at(w, pieces, v[n:])
+            else:
+                w = v[:n].copy()
+                if np.issubdtype(v.dtype, np.number):
+                    np.add.at(w, pieces, v[n:])
+            res.node_extra[k] = w
+    res.info["split_pieces"] = int(len(pieces))
+    return res
