@@ -60,7 +60,9 @@ def evaluate(schedule: Schedule, bandwidth_Bps: float = np.inf, latency_s: float
     """(start, end) per node, in seconds."""
     dur = schedule.duration.copy()
     t = schedule.kind == TRANSFER
-    dur[t] = latency_s + (schedule.size[t] / bandwidth_Bps if np.isfinite(bandwidth_Bps) else 0.0)
+    # a stream standing for k serial steps (network_detail auto) pays the latency k times
+    dur[t] = latency_s * schedule.steps[t] + (schedule.size[t] / bandwidth_Bps
+                                              if np.isfinite(bandwidth_Bps) else 0.0)
     start, end, done = _longest_path(schedule.dep_ptr, schedule.dep_idx, dur, schedule.start.copy())
     if done != schedule.n:
         raise ScheduleError(f"dependency cycle: {schedule.n - done} nodes can never start")

@@ -252,6 +252,16 @@ class Scenario:
         data["engine"] = {**self.engine, "kind": kind}
         return Scenario.from_dict(data, self.source, self.name)
 
+    def with_full_detail(self) -> "Scenario":
+        """The same scenario with every transfer generated (``network_detail = "full"``), for
+        consumers that need each point-to-point transfer: ns-3, Chakra export."""
+        if not isinstance(self.workload, dict) or "network_detail" not in \
+                _workload_keys(self.workload):
+            return self
+        data = dict(self.data)
+        data["workload"] = {**self.workload, "network_detail": "full"}
+        return Scenario.from_dict(data, self.source, self.name)
+
     def build_topology(self):
         params = {k: v for k, v in self.topology.items() if k != "kind"}
         return _build_topology(self.topology["kind"], params)
@@ -446,3 +456,12 @@ def _prefixed(e: InputError, prefix: str, label: str) -> InputError:
 
 def is_finite_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _workload_keys(spec: dict) -> frozenset:
+    from netcosim import workloads
+
+    try:
+        return workloads.get(spec.get("kind")).keys
+    except InputError:
+        return frozenset()

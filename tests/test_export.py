@@ -58,7 +58,7 @@ def test_export_command_writes_fabric_and_chakra_trace(tmp_path):
     scen = EXAMPLES / "ring_allreduce_fat_tree.toml"
     sc = load_scenario(scen, ["workload.bytes=1MiB"])
     topo = sc.build_topology()
-    orig = sc.build_schedule(topo)
+    orig = sc.with_full_detail().build_schedule(topo)  # a trace has every transfer
     out = tmp_path / "trace"
     rc = main(["export", str(scen), "--set", "workload.bytes=1MiB", "--graphml",
                str(tmp_path / "f.graphml"), "--json", str(tmp_path / "f.json"),

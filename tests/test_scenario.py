@@ -318,11 +318,17 @@ def test_all_to_all_v_from_a_scenario_matrix():
 
 
 def test_collective_workload_builds_over_all_hosts_by_default():
-    s = prepare(mutated(["workload"], dict(COLL))).schedule
+    s = prepare(mutated(["workload"], {**COLL, "network_detail": "full"})).schedule
     # ring all-reduce: 2(n-1) steps of n transfers over the 4 hosts
     assert s.n_transfers == 2 * 3 * 4
     assert set(s.src[s.kind == 0]) == {0, 1, 2, 3}
-    s = prepare(mutated(["workload"], {**COLL, "ranks": [1, 3]})).schedule
+    # the default (auto) runs the ring as one stream standing for the same transfers
+    a = prepare(mutated(["workload"], dict(COLL))).schedule
+    assert a.n_transfers == 1 and a.n_member_transfers == 2 * 3 * 4
+    assert a.total_bytes == s.total_bytes
+    assert a.meta["network_detail_used"] == "auto"
+    s = prepare(mutated(["workload"], {**COLL, "ranks": [1, 3],
+                                       "network_detail": "full"})).schedule
     assert set(s.src[s.kind == 0]) | set(s.dst[s.kind == 0]) == {1, 3}
 
 

@@ -89,7 +89,7 @@ def run_scenario(path: Path) -> dict:
     from validation.ns3.support import check_options
 
     scenario = load_scenario(path)
-    prepared = scenario.prepare(check_engine=False)
+    prepared = scenario.with_full_detail().prepare(check_engine=False)
     sched = prepared.schedule
     t = sched.kind == TRANSFER
     row = {"scenario": scenario.name, "transfers": int(t.sum()),

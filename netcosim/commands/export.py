@@ -39,7 +39,7 @@ def run(args) -> int:
     if args.chakra:
         from netcosim.interop.chakra_writer import write_schedule
 
-        schedule = scenario.build_schedule(topology)
+        schedule = scenario.with_full_detail().build_schedule(topology)  # one op per transfer
         paths = write_schedule(schedule, args.chakra, prefix=args.prefix,
                                n_ranks=topology.n_hosts, compress=args.gzip)
         print(f"workload ({schedule.n} nodes) -> {len(paths)} Chakra files in {args.chakra}")

@@ -44,7 +44,7 @@ def run(args) -> int:
     # refuse what ns-3 cannot reproduce before the (slow) ns-3 import
     check_policy(scenario.policy)
     opts = check_options(scenario_engine_options(scenario))
-    prepared = scenario.prepare(check_engine=False)
+    prepared = scenario.with_full_detail().prepare(check_engine=False)  # ns-3 runs every transfer
     if not available():
         raise InputError("ns-3 is not installed: pip install -e '.[ns3]'")
     result = run_ns3(prepared.topology, prepared.schedule, prepared.routing, prepared.faults,

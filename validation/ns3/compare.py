@@ -24,7 +24,7 @@ def run_both(path, trace_links=None, trace_cwnd=None, packet_overrides=None):
     from validation.ns3_suite import _engine_options
 
     sc = load_scenario(path)
-    prep = sc.prepare(check_engine=False)
+    prep = sc.with_full_detail().prepare(check_engine=False)
     opts = check_options(scenario_engine_options(sc))
     ns3 = run_ns3(prep.topology, prep.schedule, prep.routing, prep.faults, seed=sc.seed,
                   trace_links=trace_links, trace_cwnd=trace_cwnd, **opts)
