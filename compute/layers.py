@@ -164,13 +164,18 @@ class LayerModel:
     def head(self) -> list[Item]:
         """Final norm, vocabulary-parallel logits GEMM and cross-entropy (forward)."""
         m, t = self.m, self.p.tp
+        v = m.padded_vocab(t) // t  # this rank's vocabulary shard, padding rows included
         norm = self._mem("final_norm", 2 * self.Tsp * m.hidden * self.dt)
-        logits = ops.gemm("logits", self.T, m.vocab // t, m.hidden, self.spec, self.prec)
-        xent = self._mem("cross_entropy", 3 * self.T * (m.vocab // t) * 4)
+        logits = ops.gemm("logits", self.T, v, m.hidden, self.spec, self.prec)
+        xent = self._mem("cross_entropy", 3 * self.T * v * 4)
         items = [self._c(norm)]
         if self.p.sp:
             items += self._tp("all_gather")
-        return items + [self._c(logits), self._c(xent)]
+        # the padding rows take time but are not model FLOPs: count the real vocabulary's share
+        lg = self._c(logits)
+        if v * t != m.vocab:
+            lg = replace(lg, flops=2.0 * self.T * m.hidden * m.vocab / t)
+        return items + [lg, self._c(xent)]
 
     def optimizer_seconds(self, params_local: float) -> float:
         """Adam step: reads grad, master weight, two moments (fp32) and writes them back plus the
