@@ -94,14 +94,17 @@ class LayerModel:
         items.append(self._c(norm))
         if gather_op:
             items += self._tp(gather_op)
-        if cp > 1:  # gather the other context ranks' keys and values
-            kv_bytes = b * m.seq * 2 * kvh * d * dt
-            items.append(Item(COMM_NET, label="cp", group="cp", op="all_gather", nbytes=kv_bytes))
         qkv = g("qkv", T, m.qkv_out // t, h, sp, self.prec)
         core = ops.attention_core(b, m.seq // cp, m.seq, heads, kvh, d, sp, self.prec,
                                   flash=p.flash_attention)
         proj = g("attn_proj", T, h, h // t, sp, self.prec)
         items.append(self._c(qkv))
+        if cp > 1:
+            # context parallelism as Llama 3 runs it (arXiv:2407.21783, section 3.3.2): all-gather
+            # the keys and values the QKV GEMM produced (this rank's KV heads, the whole
+            # sequence), then attend with the local queries; the backward reduce-scatters dK, dV
+            kv_bytes = b * m.seq * 2 * kvh * d * dt
+            items.append(Item(COMM_NET, label="cp", group="cp", op="all_gather", nbytes=kv_bytes))
         items += [self._c(c, attn=True) for c in core]
         items.append(self._c(proj))
         items += self._tp(reduce_op)
