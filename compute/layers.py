@@ -94,14 +94,17 @@ class LayerModel:
         items.append(self._c(norm))
         if gather_op:
             items += self._tp(gather_op)
-        if cp > 1:  # gather the other context ranks' keys and values
-            kv_bytes = b * m.seq * 2 * kvh * d * dt
-            items.append(Item(COMM_NET, label="cp", group="cp", op="all_gather", nbytes=kv_bytes))
         qkv = g("qkv", T, m.qkv_out // t, h, sp, self.prec)
         core = ops.attention_core(b, m.seq // cp, m.seq, heads, kvh, d, sp, self.prec,
                                   flash=p.flash_attention)
         proj = g("attn_proj", T, h, h // t, sp, self.prec)
         items.append(self._c(qkv))
+        if cp > 1:
+            # context parallelism as Llama 3 runs it (arXiv:2407.21783, section 3.3.2): all-gather
+            # the keys and values the QKV GEMM produced (this rank's KV heads, the whole
+            # sequence), then attend with the local queries; the backward reduce-scatters dK, dV
+            kv_bytes = b * m.seq * 2 * kvh * d * dt
+            items.append(Item(COMM_NET, label="cp", group="cp", op="all_gather", nbytes=kv_bytes))
         items += [self._c(c, attn=True) for c in core]
         items.append(self._c(proj))
         items += self._tp(reduce_op)
@@ -164,13 +167,18 @@ class LayerModel:
     def head(self) -> list[Item]:
         """Final norm, vocabulary-parallel logits GEMM and cross-entropy (forward)."""
         m, t = self.m, self.p.tp
+        v = m.padded_vocab(t) // t  # this rank's vocabulary shard, padding rows included
         norm = self._mem("final_norm", 2 * self.Tsp * m.hidden * self.dt)
-        logits = ops.gemm("logits", self.T, m.vocab // t, m.hidden, self.spec, self.prec)
-        xent = self._mem("cross_entropy", 3 * self.T * (m.vocab // t) * 4)
+        logits = ops.gemm("logits", self.T, v, m.hidden, self.spec, self.prec)
+        xent = self._mem("cross_entropy", 3 * self.T * v * 4)
         items = [self._c(norm)]
         if self.p.sp:
             items += self._tp("all_gather")
-        return items + [self._c(logits), self._c(xent)]
+        # the padding rows take time but are not model FLOPs: count the real vocabulary's share
+        lg = self._c(logits)
+        if v * t != m.vocab:
+            lg = replace(lg, flops=2.0 * self.T * m.hidden * m.vocab / t)
+        return items + [lg, self._c(xent)]
 
     def optimizer_seconds(self, params_local: float) -> float:
         """Adam step: reads grad, master weight, two moments (fp32) and writes them back plus the

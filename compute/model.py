@@ -18,10 +18,15 @@ class TransformerConfig:
     experts: int = 0  # 0: dense MLP; >0: mixture of experts with ``top_k`` routing
     top_k: int = 1
     gated_mlp: bool = False  # SwiGLU-style MLP with three matrices
+    tied_embeddings: bool = True  # false: a separate output-layer matrix (Llama 3)
+    # the vocabulary is padded to a multiple of vocab_multiple x TP for the vocabulary-parallel
+    # embedding and logits (Megatron-LM's --make-vocab-size-divisible-by, default 128 there;
+    # 1 here: pad only to a multiple of TP, so a vocabulary TP divides is used as given)
+    vocab_multiple: int = 1
     name: str = ""
 
     def __post_init__(self):
-        for k in ("layers", "hidden", "heads", "seq", "vocab"):
+        for k in ("layers", "hidden", "heads", "seq", "vocab", "vocab_multiple"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"model.{k} = {v!r}: expected a positive integer")
@@ -36,8 +41,9 @@ class TransformerConfig:
         if self.experts and not 1 <= self.top_k <= self.experts:
             raise InputError(f"model.top_k = {self.top_k}: expected 1..experts ({self.experts})")
         # a string such as "no" must not silently turn the gated MLP on
-        if not isinstance(self.gated_mlp, bool):
-            raise InputError(f"model.gated_mlp = {self.gated_mlp!r}: expected true or false")
+        for k in ("gated_mlp", "tied_embeddings"):
+            if not isinstance(getattr(self, k), bool):
+                raise InputError(f"model.{k} = {getattr(self, k)!r}: expected true or false")
         if not isinstance(self.name, str):
             raise InputError(f"model.name = {self.name!r}: expected a string")
 
@@ -91,11 +97,24 @@ class TransformerConfig:
 
     @property
     def embedding_params(self) -> int:
+        """The input embedding (vocab x hidden; the real vocabulary, no padding)."""
         return self.vocab * self.hidden
 
     @property
+    def output_params(self) -> int:
+        """The output layer's own matrix: 0 when it shares the input embedding."""
+        return 0 if self.tied_embeddings else self.vocab * self.hidden
+
+    @property
     def params(self) -> int:
-        return self.layers * self.layer_params + self.embedding_params
+        return self.layers * self.layer_params + self.embedding_params + self.output_params
+
+    def padded_vocab(self, tp: int) -> int:
+        """Vocabulary rows actually allocated and multiplied with ``tp``-way vocabulary
+        parallelism: the vocabulary rounded up to a multiple of vocab_multiple x tp (Megatron-LM
+        pads the same way, with ``make_vocab_size_divisible_by`` = 128 by default)."""
+        q = self.vocab_multiple * tp
+        return -(-self.vocab // q) * q
 
     # ------------------------------------------------------------------ FLOPs (per sequence)
     def attn_core_flops(self) -> float:
@@ -130,6 +149,21 @@ PRESETS = {
     "gpt3-175b": dict(layers=96, hidden=12288, heads=96),
     "mt-nlg-530b": dict(layers=105, hidden=20480, heads=128),
     "1t": dict(layers=128, hidden=25600, heads=160),
+    # Llama 3 (Llama Team, AI @ Meta, "The Llama 3 Herd of Models", arXiv:2407.21783, Table 3):
+    # grouped-query attention with 8 key/value heads, SwiGLU MLP, untied input and output
+    # embeddings, 8K pre-training context. Table 3 gives a vocabulary of 128,000 for all three;
+    # the released configurations (Hugging Face config.json, "vocab_size") have 128,256 (256
+    # reserved special tokens). The 405B preset keeps the paper's 128,000 (Meta's config:
+    # 128,256), the 8B and 70B presets the released 128,256. vocab_multiple = 128 pads like
+    # Megatron-LM: 128,256 -> 129,024 rows at TP 8 (128,000 needs no padding up to TP 8).
+    # Parameters: 8.03e9, 70.56e9, 405.85e9 (tests/test_compute_llama.py).
+    "llama3-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256,
+                      seq=8192, gated_mlp=True, tied_embeddings=False, vocab_multiple=128),
+    "llama3-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256,
+                       seq=8192, gated_mlp=True, tied_embeddings=False, vocab_multiple=128),
+    "llama3-405b": dict(layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248,
+                        vocab=128000, seq=8192, gated_mlp=True, tied_embeddings=False,
+                        vocab_multiple=128),
 }
 
 

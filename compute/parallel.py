@@ -5,6 +5,18 @@ pipeline): rank = tp + TP * (cp + CP * (dp + DP * pp)). Expert parallelism is ca
 data-parallel dimension (EP consecutive DP ranks form an expert group). Placement maps ranks to
 hosts; the default packs consecutive ranks into the same scale-up domain (``host_group``), so
 tensor-parallel groups sit inside one domain when it is large enough.
+
+Pipeline layer split (``layer_split``): pipeline position c * pp + s (model chunk c of stage s)
+holds ``stage_layers[c * pp + s]`` transformer layers. Given explicitly, the list has pp x vp
+entries summing to model.layers, each >= 1, except the first and the last position, which may
+hold 0 (they still run the embedding and the output layer, like Megatron-LM's layouts with an
+embedding-only or loss-only stage). Not given: an even split when pp x vp divides the layers;
+otherwise every position gets floor(L / (pp vp)) and the L mod (pp vp) remaining layers go one
+each to the middle positions 1, 2, ..., then to the first, then to the last, so the first and the
+last position, which also run the embedding and the output layer, hold the fewest. Llama 3 405B
+(126 layers) on 16 stages: 7, 8 x 14, 7, the layout of the Llama 3 paper (section 3.3.2: one
+layer fewer on the first and on the last stage); on 16 x 8 virtual stages: 0, 1 x 126, 0 (the
+first chunk only the embedding, the last only the output layer and loss).
 """
 from __future__ import annotations
 
@@ -40,6 +52,9 @@ class ParallelConfig:
     grad_bytes: int = 4  # gradient element size in the data-parallel reduction (fp32 main grads)
     bucket_mb: float = 40.0  # data-parallel gradient bucket, MB of gradient
     overlap_grad_reduce: bool = True
+    # layers per pipeline position (model chunk c of stage s is position c * pp + s); empty:
+    # derived by ``layer_split`` (even, or Megatron-style lighter first and last positions)
+    stage_layers: tuple = ()
 
     def __post_init__(self):
         # Types first, so nothing downstream (n_gpus, memory, placement) ever computes with a
@@ -61,6 +76,15 @@ class ParallelConfig:
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) \
                 or b <= 0:
             raise InputError(f"parallel.bucket_mb = {b!r}: expected a finite number > 0")
+        sl = self.stage_layers
+        if not isinstance(sl, (list, tuple)):
+            raise InputError(f"parallel.stage_layers = {sl!r}: expected a list of layer counts, "
+                             f"one per pipeline position")
+        for i, n in enumerate(sl):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise InputError(f"parallel.stage_layers[{i}] = {n!r}: expected an integer >= 0")
+        if not isinstance(sl, tuple):  # hashable, and a caller's list cannot change it later
+            object.__setattr__(self, "stage_layers", tuple(sl))
 
     @classmethod
     def from_dict(cls, d: dict) -> "ParallelConfig":
@@ -101,11 +125,8 @@ def validate(model: TransformerConfig, par: ParallelConfig, n_gpus: int | None =
         raise InputError(f"parallel.tp = {par.tp}: incompatible with model.kv_heads = {model.g}")
     if model.f % par.tp:
         raise InputError(f"parallel.tp = {par.tp}: does not divide the FFN size {model.f}")
-    if model.vocab % par.tp:
-        raise InputError(f"parallel.tp = {par.tp}: does not divide model.vocab = {model.vocab}")
-    if model.layers % (par.pp * par.vp):
-        raise InputError(f"parallel: pp x vp = {par.pp} x {par.vp} does not divide model.layers = "
-                         f"{model.layers}")
+    # the vocabulary needs no check: it is padded to a multiple of TP (model.padded_vocab)
+    layer_split(model, par)
     if model.seq % par.cp:
         raise InputError(f"parallel.cp = {par.cp}: does not divide model.seq = {model.seq}")
     if par.sp and model.seq % (par.tp * par.cp):
@@ -128,6 +149,39 @@ def validate(model: TransformerConfig, par: ParallelConfig, n_gpus: int | None =
             raise InputError(f"parallel.vp = {par.vp}: interleaved 1F1B needs the micro-batch count "
                              f"({m}) to be a multiple of pp = {par.pp}")
     return replace(par, dp=dp)
+
+
+def layer_split(model: TransformerConfig, par: ParallelConfig) -> tuple[int, ...]:
+    """Transformer layers of every pipeline position (pp x vp entries, position c * pp + s);
+    ``parallel.stage_layers`` when given, else the default split (module docstring)."""
+    npos, L = par.pp * par.vp, model.layers
+    where = f"pp x vp = {par.pp} x {par.vp} = {npos} pipeline positions"
+    sl = par.stage_layers
+    if sl:
+        if len(sl) != npos:
+            raise InputError(f"parallel.stage_layers: {len(sl)} entries, but {where} need one each")
+        for i, n in enumerate(sl):
+            if n < 1 and not (npos > 1 and i in (0, npos - 1)):
+                raise InputError(f"parallel.stage_layers[{i}] = {n}: expected >= 1 (only the first "
+                                 f"and the last position may hold no layer)")
+        if sum(sl) != L:
+            raise InputError(f"parallel.stage_layers: the entries sum to {sum(sl)}, but "
+                             f"model.layers = {L}")
+        return tuple(int(n) for n in sl)
+    base, extra = divmod(L, npos)
+    if base == 0 and extra < npos - 2:
+        raise InputError(f"parallel: {where}, but model.layers = {L}: too few layers for one on "
+                         f"every position but the first and the last")
+    split = [base] * npos
+    for i in (list(range(1, npos - 1)) + [0, npos - 1])[:extra]:
+        split[i] += 1
+    return tuple(split)
+
+
+def stage_layer_counts(model: TransformerConfig, par: ParallelConfig) -> list[int]:
+    """Transformer layers held by every pipeline stage (all its model chunks)."""
+    lay = layer_split(model, par)
+    return [sum(lay[c * par.pp + s] for c in range(par.vp)) for s in range(par.pp)]
 
 
 def rank_grid(par: ParallelConfig) -> np.ndarray:

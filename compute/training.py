@@ -28,7 +28,7 @@ from compute import comm, pipeline
 from compute.hardware import GPUSpec, get_gpu
 from compute.layers import CKIND, CKIND_NAMES, COMM_LOCAL, COMM_NET, COMPUTE, Item, LayerModel
 from compute.model import get_model
-from compute.parallel import ParallelConfig, place, rank_grid, validate
+from compute.parallel import ParallelConfig, layer_split, place, rank_grid, validate
 from collectives.streams import stream_of
 from netcore.members import SetBuilder
 from netcore.schedule import DELAY, TRANSFER, Schedule
@@ -219,14 +219,14 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
 
     lm = LayerModel(m, par, spec, tp_local)
     acc = _Acc()
-    Lc = m.layers // (P * V)
+    lay = layer_split(m, par)  # transformer layers of every pipeline position
     npos = P * V
 
-    # ---- templates: (phase, first position, last position, keep layer ends)
+    # ---- templates: (phase, first position, last position, keep layer ends, layers)
     fwd_layer = lm.forward()
     bwd_layer = lm.backward(fwd_layer)
 
-    def unit_items(phase, first, last, keep_layers):
+    def unit_items(phase, first, last, keep_layers, Lc):
         items: list[Item] = []
         if phase == pipeline.FWD:
             if first:
@@ -252,7 +252,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     tpl_cache: dict = {}
 
     def template(phase, pos, keep):
-        key = (phase, pos == 0, pos == npos - 1, keep)
+        key = (phase, pos == 0, pos == npos - 1, keep, lay[pos])
         if key not in tpl_cache:
             tpl_cache[key] = _Template(unit_items(*key), acc)
         return tpl_cache[key]
@@ -508,7 +508,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             qs = lo + np.flatnonzero(c["layer_end"][lo:hi] >= 0)  # layer ends, backward order
             # the output layer's (tied) embedding gradient is ready first on the last position,
             # the input embedding's last on the first position
-            acc_b = emb_grad if (pos == npos - 1 and npos > 1) else 0.0
+            acc_b = emb_grad if (pos == npos - 1 and (npos > 1 or not m.tied_embeddings)) else 0.0
             last_q = hi - 1
             for q in qs:
                 acc_b += layer_grad
@@ -540,7 +540,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                   CKIND["dp"], tag=bi, lab="comm:dp:" + op)
             prev_done = done
         # optimizer on the local (possibly sharded) parameters
-        n_local = (m.layer_params * Lc * V + (m.embedding_params if s in (0, P - 1) else 0)) / T
+        n_local = (m.layer_params * sum(lay[ck * P + s] for ck in range(V)) + m.embedding_params
+                   * ((s == 0) + (s == P - 1 and (P > 1 or not m.tied_embeddings)))) / T
         if par.dist_opt:
             n_local /= D
         opt = acc.add(len(ranks), kind=K_COMPUTE, src=host[ranks], rank=ranks, ckind=0,
@@ -577,7 +578,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         workload="training", model=m.name or "custom", gpu=spec.name, precision=par.precision,
         n_gpus=par.n_gpus, tp=T, pp=P, dp=D, cp=C, ep=par.ep, vp=V, sp=par.sp,
         micro_batch=par.micro_batch, global_batch=par.global_batch, micro_batches=M,
-        recompute=par.recompute, dist_opt=par.dist_opt, tokens_per_step=tokens,
+        recompute=par.recompute, dist_opt=par.dist_opt, stage_layers=list(lay),
+        tokens_per_step=tokens,
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops,
         peak_flops=spec.peak_flops(par.precision), peak_flops_total=spec.peak_flops(par.precision) * par.n_gpus,
         tp_comm="local" if tp_local else ("network" if T > 1 else "none"),

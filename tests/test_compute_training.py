@@ -159,8 +159,17 @@ def test_tp_placement_inside_the_scaleup_domain():
 
 @pytest.mark.parametrize("par,n,msg", [
     (dict(tp=3, global_batch=4), 6, "parallel.tp = 3: does not divide model.heads"),
-    (dict(pp=3, global_batch=4), 6, r"pp x vp = 3 x 1 does not divide model.layers"),
-    (dict(pp=2, vp=3, global_batch=4), 4, r"pp x vp = 2 x 3"),
+    # 8 layers on 16 positions: not every middle position can hold one
+    (dict(pp=8, vp=2, global_batch=16), 16, r"pp x vp = 8 x 2 = 16 pipeline positions, but "
+                                            r"model.layers = 8: too few layers"),
+    (dict(pp=2, stage_layers=[3, 3, 2], global_batch=4), 4,
+     r"parallel.stage_layers: 3 entries, but pp x vp = 2 x 1 = 2 pipeline positions"),
+    (dict(pp=4, stage_layers=[3, 0, 3, 2], global_batch=4), 4, r"parallel.stage_layers\[1\] = 0"),
+    (dict(pp=2, stage_layers=[5, 4], global_batch=4), 4,
+     "parallel.stage_layers: the entries sum to 9, but model.layers = 8"),
+    (dict(pp=2, stage_layers=[9, -1], global_batch=4), 4, r"parallel.stage_layers\[1\] = -1"),
+    (dict(pp=2, stage_layers=[4.0, 4], global_batch=4), 4, r"parallel.stage_layers\[0\] = 4.0"),
+    (dict(pp=2, stage_layers="4,4", global_batch=4), 4, "parallel.stage_layers = '4,4'"),
     (dict(tp=2, pp=2, global_batch=3), 8, "global_batch = 3: not divisible by micro_batch x dp"),
     (dict(tp=4, pp=2, global_batch=4), 12, "does not divide the GPU count 12"),
     (dict(tp=2, dp=3, global_batch=6), 4, "6 GPUs needed but the topology has 4 hosts"),

@@ -130,11 +130,12 @@ ANY = st.one_of(st.none(), st.booleans(), st.integers(-3, 40),
 FIELDS = ([["model"], ["gpu"], ["parallel"], ["placement"], ["tp_comm"], ["symmetry"],
            ["granularity"], ["algorithm"], ["check_memory"]]
           + [["model", k] for k in ("layers", "hidden", "heads", "seq", "vocab", "kv_heads",
-                                    "ffn", "experts", "top_k", "gated_mlp", "name", "preset")]
+                                    "ffn", "experts", "top_k", "gated_mlp", "name", "preset",
+                                    "tied_embeddings", "vocab_multiple")]
           + [["parallel", k] for k in ("tp", "pp", "dp", "cp", "ep", "vp", "sp", "micro_batch",
                                        "global_batch", "recompute", "dist_opt", "precision",
                                        "flash_attention", "grad_bytes", "bucket_mb",
-                                       "overlap_grad_reduce")]
+                                       "overlap_grad_reduce", "stage_layers")]
           + [["gpu", k] for k in GPU_TABLE] + [["gpu", "sources"], ["gpu", "efficiency"]])
 
 
