@@ -311,7 +311,19 @@ class Scenario:
             if check_engine:
                 raise
             options = None
+        if options is not None and self.engine_kind == "packet":
+            self._check_packet_limits(topology, schedule, faults, options)
         return Prepared(self, topology, routing, faults, schedule, self.engine_kind, options)
+
+    def _check_packet_limits(self, topology, schedule, faults, options) -> None:
+        """The packet engine's integer ranges (netcore.packet.limits), refused with the
+        scenario field the offending time or size came from."""
+        from netcore.packet import limits
+
+        try:
+            limits.check(topology, schedule, faults, options)
+        except limits.PacketLimit as e:
+            raise InputError(_limit_message(e, self, schedule)) from None
 
 
 @dataclass
@@ -394,6 +406,39 @@ def check_reachable(topology, routing, faults, schedule) -> None:
     down = "" if alive.all() else " with the links that are down from time 0"
     raise InputError(f"{who}: host {int(ps[j])} cannot reach host {int(pd[j])}{down} "
                      f"(routing.policy = {routing_policy_name(routing)!r})")
+
+
+def _limit_message(e, scenario, schedule) -> str:
+    """A packet-engine range error (netcore.packet.limits.PacketLimit) in scenario terms."""
+    from netcore.packet.limits import TIME_LIMIT_US
+
+    msg = str(e)
+    if e.fault is not None:  # the first record at or past the clock's end
+        for i, rec in enumerate(scenario.faults):
+            at = rec.get("at_us", 0.0) if isinstance(rec, dict) else 0.0
+            if is_finite_number(at) and at >= TIME_LIMIT_US:
+                return f"faults[{i}].at_us = {at!r}: {msg}"
+        return f"faults: {msg}"
+    if e.node is not None:
+        i = e.node
+        rest = re.sub(r"^node \d+: ", "", msg)
+        field = schedule.meta.get("node_field")
+        if field and e.what in ("start", "bytes"):
+            key = "start_us" if e.what == "start" else "bytes"
+            value = (f"{float(schedule.start[i]) * 1e6!r}" if e.what == "start"
+                     else f"{int(schedule.size[i])}")
+            return f"{field}[{i}].{key} = {value}: {rest}"
+        wl = scenario.workload or {}
+        who = (f"transfer {i} (host {int(schedule.src[i])} -> host {int(schedule.dst[i])})"
+               if e.what == "bytes" else f"node {i}")
+        if e.what == "bytes" and "bytes" in wl:
+            return f"workload.bytes = {short_repr(wl['bytes'])}: {who}: {rest}"
+        return f"{field}[{i}]: {rest}" if field else f"workload: {who}: {rest}"
+    if e.option is not None:
+        return msg
+    if e.what == "link":
+        return f"topology: {msg}"
+    return f"engine.kind = 'packet': {msg}"
 
 
 def routing_policy_name(routing) -> str:

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from netcore.packet import limits
 from netcore.packet.options import L3L4_HEADER, check_options
 from netcore.result import Result
 from netcore.schedule import TRANSFER, Schedule
@@ -119,6 +120,7 @@ def run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options)
     from netcore import _packet
 
     opts = check_options(options)
+    limits.check(topology, schedule, faults, opts)  # what the core's integers can represent
     policy = getattr(routing, "policy", "ecmp")
     per_hop = policy in ("spray", "adaptive")
     cfg = _config(opts, per_hop, policy == "adaptive")
@@ -142,12 +144,15 @@ def run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options)
     reroutes = 0
     t0 = time.perf_counter()
     route_s = 0.0
-    while sim.run() == 1:  # a reroute is due: ask routing for paths over the surviving links
-        r0 = time.perf_counter()
-        alive = sim.alive().astype(bool)
-        router.push(sim, sim.dead_transfers(), alive)
-        route_s += time.perf_counter() - r0
-        reroutes += 1
+    try:
+        while sim.run() == 1:  # a reroute is due: ask routing for paths over surviving links
+            r0 = time.perf_counter()
+            alive = sim.alive().astype(bool)
+            router.push(sim, sim.dead_transfers(), alive)
+            route_s += time.perf_counter() - r0
+            reroutes += 1
+    except OverflowError as e:  # the core's own range guards (clock, event numbers)
+        raise (limits.from_core(e) or e) from None
     sim.finish()
     wall = time.perf_counter() - t0
     return _collect(sim, topology, schedule, opts, wall, route_s, reroutes)
