@@ -209,3 +209,63 @@ def test_packet_incremental_refuses_what_it_cannot_represent():
     inc.add_transfers([0], [5], [1000])
     t, done = inc.advance(float("inf"))
     assert done.tolist() == [0] and 0 < t < 1e-3
+
+
+# =========================================================================== Chakra
+def _comp_trace(tmp_path, **attr):
+    from netcosim.interop import chakra_pb2 as pb
+    from netcosim.interop.chakra_reader import frame
+
+    d = tmp_path / "trace"
+    d.mkdir()
+    attrs = []
+    for name, v in attr.items():
+        attrs.append(pb.AttributeProto(name=name, double_val=v) if isinstance(v, float)
+                     else pb.AttributeProto(name=name, int64_val=v))
+    for r in (0, 1):
+        node = pb.Node(id=1, name="gemm", type=pb.COMP_NODE, attr=attrs if r == 0 else [])
+        (d / f"t.{r}.et").write_bytes(frame([pb.GlobalMetadata(version="0.0.4"), node]))
+    return d
+
+
+CHAKRA = """
+[topology]
+kind = "fat_tree"
+k = 2
+[workload]
+kind = "chakra"
+path = "trace"
+"""
+
+
+@pytest.mark.parametrize("value", [float("nan"), -1.0, float("inf")])
+def test_chakra_comp_duration_must_be_finite_and_not_negative(tmp_path, capsys, value):
+    _comp_trace(tmp_path, duration_s=value)
+    s = write(tmp_path, CHAKRA)
+    refused(capsys, "run", s, "--out", tmp_path / "o", has=("node id 1", "duration_s = "))
+    assert not (tmp_path / "o").exists()
+
+
+def test_chakra_comp_duration_is_exact_when_valid(tmp_path, capsys):
+    _comp_trace(tmp_path, duration_s=2.5e-3)
+    s = write(tmp_path, CHAKRA)
+    rc, _, err = cli(capsys, "run", s, "--out", tmp_path / "o")
+    assert rc == 0, err
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["makespan_us"] == 2500.0
+
+
+def test_chakra_comp_num_ops_nan_refused(tmp_path, capsys):
+    _comp_trace(tmp_path, num_ops=float("nan"))
+    s = write(tmp_path, CHAKRA + 'gpu = "h100_sxm"\n')
+    refused(capsys, "validate", s, has=("num_ops = nan",))
+
+
+@pytest.mark.parametrize("extra, has", [
+    ('algorithms = {bogus_op = "ring"}', "workload.algorithms.bogus_op = 'ring'"),
+    ('algorithms = {all_reduce = "bogus"}', "workload.algorithms.all_reduce = 'bogus'"),
+    ('precision = "fp3"', "workload.precision = 'fp3'"),
+])
+def test_chakra_options_are_checked(tmp_path, capsys, extra, has):
+    _comp_trace(tmp_path, duration_s=1e-3)
+    s = write(tmp_path, CHAKRA + extra + "\n")
+    refused(capsys, "validate", s, has=(has,))
