@@ -269,3 +269,57 @@ def test_chakra_options_are_checked(tmp_path, capsys, extra, has):
     _comp_trace(tmp_path, duration_s=1e-3)
     s = write(tmp_path, CHAKRA + extra + "\n")
     refused(capsys, "validate", s, has=(has,))
+
+
+# =========================================================================== fault studies
+STUDY = """
+name = "study"
+[topology]
+kind = "fat_tree"
+k = 4
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 5, bytes = 100000}]
+[faults_study]
+trials = 1
+fraction = 0.1
+"""
+
+
+def test_fault_study_case_labels_that_share_a_directory_are_refused(tmp_path, capsys):
+    s = write(tmp_path, STUDY + """
+[[faults_study.case]]
+label = "a b"
+"topology.k" = 4
+[[faults_study.case]]
+label = "a/b"
+"topology.k" = 6
+""")
+    out = tmp_path / "o"
+    refused(capsys, "faults", s, "--out", out, "-j", "1",
+            has=("'a b'", "'a/b'", "a_b-down"))
+    assert not out.exists()
+
+
+def test_fault_study_case_without_label_is_refused(tmp_path, capsys):
+    s = write(tmp_path, STUDY + """
+[[faults_study.case]]
+"topology.k" = 4
+""")
+    refused(capsys, "faults", s, "--out", tmp_path / "o", "-j", "1",
+            has=("faults_study.case[0].label: missing",))
+
+
+@pytest.mark.parametrize("argv, has", [
+    (["--single-samples", "0"], "--single-samples = 0"),
+    (["--max-single", "-1"], "--max-single = -1"),
+    (["--trials", "0"], "--trials = 0"),
+    (["--at-fraction", "1.5"], "--at-fraction = 1.5"),
+    (["--set", "faults_study.single_samples=0"], "faults_study.single_samples = 0"),
+    (["--set", "faults_study.single=1"], "faults_study.single = 1"),
+])
+def test_fault_study_options_are_checked_before_running(tmp_path, capsys, argv, has):
+    s = write(tmp_path, STUDY)
+    out = tmp_path / "o"
+    refused(capsys, "faults", s, "--out", out, "-j", "1", *argv, has=(has,))
+    assert not out.exists()
