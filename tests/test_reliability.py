@@ -323,3 +323,246 @@ def test_fault_study_options_are_checked_before_running(tmp_path, capsys, argv, 
     out = tmp_path / "o"
     refused(capsys, "faults", s, "--out", out, "-j", "1", *argv, has=(has,))
     assert not out.exists()
+
+
+# =========================================================================== output places
+SMALL = """
+name = "small"
+[topology]
+kind = "fat_tree"
+k = 2
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 1, bytes = 1000}]
+"""
+
+UNWRITABLE = "/proc/netcosim-test"  # nothing can be created there, not even by root
+
+
+def _no_leftovers(folder: Path):
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")], \
+        list(folder.iterdir())
+
+
+@pytest.mark.parametrize("where, has", [
+    ("parent_is_file", "is a file, not a directory"),
+    ("proc", "cannot write in '/proc'"),
+    ("flows_csv_is_dir", "flows.csv' is a directory"),
+    ("out_is_file", "exists and is not a directory"),
+])
+def test_run_refuses_output_places_it_cannot_write(tmp_path, capsys, where, has):
+    s = write(tmp_path, SMALL)
+    f = tmp_path / "afile"
+    f.write_text("x")
+    out = {"parent_is_file": f / "x", "proc": Path(UNWRITABLE) / "x",
+           "flows_csv_is_dir": tmp_path / "d", "out_is_file": f}[where]
+    if where == "flows_csv_is_dir":
+        (out / "flows.csv").mkdir(parents=True)
+        (out / "summary.json").write_text("old")
+    refused(capsys, "run", s, "--out", out, has=(has,))
+    if where == "flows_csv_is_dir":
+        assert (out / "summary.json").read_text() == "old"  # nothing replaced
+    _no_leftovers(tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permissions")
+def test_run_refuses_a_read_only_directory(tmp_path, capsys):
+    s = write(tmp_path, SMALL)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        refused(capsys, "run", s, "--out", ro / "x", has=("cannot write in",))
+    finally:
+        ro.chmod(0o755)
+
+
+def test_run_refuses_a_name_too_long_for_the_default_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = write(tmp_path, SMALL.replace('name = "small"', f'name = "{"n" * 300}"'))
+    refused(capsys, "run", s, has=("name = 'nnnn", "300 characters", "--out"))
+    assert not (tmp_path / "out").exists()
+    refused(capsys, "run", s, "--out", tmp_path / ("m" * 300), has=("at most",))
+
+
+def test_run_output_write_failure_after_the_run_is_one_line_exit_1(tmp_path, capsys,
+                                                                   monkeypatch):
+    import netcosim.outputs as outputs
+
+    s = write(tmp_path, SMALL)
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(outputs, "_write_csv", full)
+    rc, _, err = cli(capsys, "run", s, "--out", tmp_path / "o")
+    assert rc == 1 and "Traceback" not in err
+    assert err.strip() == (f"netcosim: error: --out '{tmp_path / 'o'}': cannot write the "
+                           f"results (No space left on device)")
+    assert not (tmp_path / "o").exists()
+    _no_leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("flag, value, has", [
+    ("--csv", "DIR", "is a directory"),
+    ("--csv", "/proc/netcosim-x.csv", "cannot write in"),
+    ("--plot", "DIR", "is a directory"),
+    ("--plot", "/proc/netcosim-x.png", "cannot write in"),
+    ("--plot", "out.xyz", "unknown file type '.xyz'"),
+    ("--csv", "missing/x.csv", "does not exist"),
+])
+def test_collective_refuses_output_places_before_running(tmp_path, capsys, monkeypatch, flag,
+                                                         value, has):
+    monkeypatch.chdir(tmp_path)
+    value = str(tmp_path) if value == "DIR" else value
+    refused(capsys, "collective", "--topo", "fat_tree:k=2", "--op", "all_reduce",
+            "--sizes", "1KiB..4KiB", flag, value, has=(f"{flag} ", has))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_collective_writes_csv_and_plot_whole(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    rc, _, err = cli(capsys, "collective", "--topo", "fat_tree:k=2", "--op", "all_reduce",
+                     "--sizes", "1KiB..4KiB", "--csv", tmp_path / "c.csv", "--plot",
+                     tmp_path / "p.svg")
+    assert rc == 0, err
+    assert (tmp_path / "c.csv").read_text().startswith("bytes,time_us")
+    assert (tmp_path / "p.svg").read_text().lstrip().startswith("<?xml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.csv", "p.svg"]
+
+
+TRAIN = """
+name = "train"
+[topology]
+kind = "two_tier"
+nodes = 2
+gpus_per_node = 2
+[workload]
+kind = "training"
+gpu = "H100-SXM"
+model = { layers = 2, hidden = 256, heads = 4, seq = 128, vocab = 1000 }
+[workload.parallel]
+tp = 2
+pp = 1
+micro_batch = 1
+global_batch = 4
+"""
+
+
+@pytest.mark.parametrize("flag, value, has", [
+    ("--trace", "DIR", "is a directory"),
+    ("--trace", "/proc/netcosim-t.json", "cannot write in"),
+    ("--out", "FILE/x", "is a file, not a directory"),
+])
+def test_train_refuses_output_places_before_running(tmp_path, capsys, flag, value, has):
+    s = write(tmp_path, TRAIN)
+    (tmp_path / "FILE").write_text("x")
+    value = {"DIR": str(tmp_path), "FILE/x": str(tmp_path / "FILE" / "x")}.get(value, value)
+    refused(capsys, "train", s, "--engine", "ideal", flag, value, has=(has,))
+
+
+def test_train_gpu_spec_file_malformed_is_one_line(tmp_path, capsys):
+    (tmp_path / "gpu.toml").write_text('name = "x"\n[[[')
+    s = write(tmp_path, TRAIN)
+    refused(capsys, "train", s, "--engine", "ideal", "--set",
+            f"workload.gpu=\"{tmp_path / 'gpu.toml'}\"", has=("gpu", "malformed TOML"))
+
+
+def test_train_writes_trace_and_summary(tmp_path, capsys):
+    s = write(tmp_path, TRAIN)
+    rc, _, err = cli(capsys, "train", s, "--engine", "ideal", "--trace", tmp_path / "t.json",
+                     "--out", tmp_path / "o" / "p")
+    assert rc == 0, err
+    assert "traceEvents" in json.loads((tmp_path / "t.json").read_text())
+    assert "step_time_s" in json.loads((tmp_path / "o" / "p" / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("prefix", ["../../evil", "/abs", ".hidden", "a/b", "", "a b"])
+def test_export_prefix_must_be_a_plain_stem(tmp_path, capsys, prefix):
+    s = write(tmp_path, SMALL)
+    out = tmp_path / "deep" / "er"
+    refused(capsys, "export", s, "--chakra", out, "--prefix", prefix,
+            has=("--prefix = ", "file-name stem"))
+    assert not (tmp_path / "deep").exists() and not (tmp_path.parent / "evil.0.et").exists()
+
+
+def test_export_refuses_unwritable_places_before_building(tmp_path, capsys):
+    s = write(tmp_path, SMALL)
+    refused(capsys, "export", s, "--json", tmp_path, has=("--json", "is a directory"))
+    refused(capsys, "export", s, "--chakra", UNWRITABLE + "/t", has=("--chakra", "cannot write"))
+    rc, _, err = cli(capsys, "export", s, "--chakra", tmp_path / "t", "--prefix", "ok.v1")
+    assert rc == 0, err
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == ["ok.v1.0.et", "ok.v1.1.et"]
+
+
+def test_import_astra_refuses_duplicate_keys_and_deep_nesting(tmp_path, capsys):
+    y = tmp_path / "n.yml"
+    y.write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\n"
+                 "latency: [ 500.0 ]\ntopology: [ Switch ]\n")
+    refused(capsys, "import-astra", y, has=("key 'topology' appears twice", "line 5"))
+    y.write_text("[" * 50_000)
+    refused(capsys, "import-astra", y, has=("n.yml",))
+    y.write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\n"
+                 "latency: [ 500.0 ]\n")
+    refused(capsys, "import-astra", y, "--toml", tmp_path, has=("--toml", "is a directory"))
+    rc, _, err = cli(capsys, "import-astra", y, "--toml", tmp_path / "t.toml")
+    assert rc == 0, err and (tmp_path / "t.toml").exists()
+
+
+# =========================================================================== netcosim plot
+def _sweep_dir(tmp_path, meta=None, csv_text="point,point_id,status,topology.k,makespan_us\n"
+                                              "0,a,ok,2,10.0\n1,b,ok,4,20.0\n"):
+    d = tmp_path / "sw"
+    d.mkdir()
+    (d / "sweep.csv").write_text(csv_text)
+    if meta is not None:
+        (d / "sweep_meta.json").write_text(meta if isinstance(meta, str) else json.dumps(meta))
+    return d
+
+
+@pytest.mark.parametrize("meta, has", [
+    ("{not json", "sweep_meta.json: not valid JSON"),
+    ("[1, 2]", "expected a JSON object"),
+    ({"kind": 3}, "kind = 3"),
+    ({"params": "topology.k"}, "params"),
+    ({"plots": [{"x": "topology.k"}]}, "plot[0].y: missing"),
+    ({"plots": [{"x": "topology.k", "y": "bogus"}]}, "plot[0].y = 'bogus'"),
+    ({"plots": [{"x": "topology.k", "y": "makespan_us", "name": "../x"}]}, "plot[0].name"),
+    ({"kind": "fault_cases", "dirs": ["../../etc"]}, "dirs"),
+    ("[" * 100_000, "sweep_meta.json"),
+])
+def test_plot_refuses_a_corrupt_meta_file(tmp_path, capsys, meta, has):
+    pytest.importorskip("matplotlib")
+    d = _sweep_dir(tmp_path, meta)
+    refused(capsys, "plot", d, has=(has,))
+
+
+@pytest.mark.parametrize("text, has", [("", "sweep.csv is empty"),
+                                       ("a,a\n1,2\n", "a column twice")])
+def test_plot_refuses_an_empty_or_malformed_table(tmp_path, capsys, text, has):
+    pytest.importorskip("matplotlib")
+    d = _sweep_dir(tmp_path, {"kind": "sweep", "params": ["topology.k"]}, csv_text=text)
+    refused(capsys, "plot", d, has=(has,))
+
+
+@pytest.mark.parametrize("text", ["point,study,fraction,slowdown\n0,random,x,y\n",
+                                  "point,study\n0,random\n1,single\n",
+                                  "study,fraction,slowdown,failed_links\nrandom,0.1,,\n"])
+def test_plot_of_a_fault_table_of_the_wrong_shape_never_crashes(tmp_path, capsys, text):
+    pytest.importorskip("matplotlib")
+    d = _sweep_dir(tmp_path, {"kind": "faults"}, csv_text=text)
+    rc, _, err = cli(capsys, "plot", d)
+    assert rc in (0, 2) and "Traceback" not in err and "internal error" not in err, err
+
+
+def test_sweep_plot_naming_a_column_that_is_not_swept_is_refused(tmp_path, capsys):
+    s = write(tmp_path, SMALL + """
+[sweep]
+"topology.k" = [2, 4]
+[[plot]]
+x = "topology.kk"
+y = "makespan_us"
+""")
+    refused(capsys, "sweep", s, "--out", tmp_path / "o", "-j", "1",
+            has=("plot[0].x = 'topology.kk'", "topology.k"))
+    assert not (tmp_path / "o").exists()
