@@ -57,10 +57,36 @@ def read_file(path) -> dict:
         raise InputError(f"scenario file {str(path)!r}: not UTF-8 text (byte {e.start})") from None
     if suffix == ".toml":
         try:
-            return tomllib.loads(text)
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise InputError(f"scenario file {str(path)!r}: malformed TOML: {e}") from None
+        except RecursionError:
+            raise InputError(f"scenario file {str(path)!r}: nested too deeply (more than "
+                             f"{MAX_DEPTH} levels of tables and arrays)") from None
+        check_depth(data, f"scenario file {str(path)!r}")
+        return data
     return parse_json(text, str(path))
+
+
+MAX_DEPTH = 64  # levels of tables/arrays in a scenario: far beyond any real one
+
+
+def check_depth(value, where: str) -> None:
+    """Refuse tables/arrays nested more than MAX_DEPTH deep (later steps copy and walk the
+    table recursively); iterative, so any depth is safe to check."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            items = v.values()
+        elif isinstance(v, list):
+            items = v
+        else:
+            continue
+        if d >= MAX_DEPTH:
+            raise InputError(f"{where}: nested too deeply (more than {MAX_DEPTH} levels of "
+                             f"tables and arrays)")
+        stack.extend((x, d + 1) for x in items)
 
 
 def parse_json(text: str, where: str = "<json>") -> dict:
@@ -82,6 +108,7 @@ def parse_json(text: str, where: str = "<json>") -> dict:
                          f"column {e.colno}") from None
     except RecursionError:
         raise InputError(f"scenario file {where!r}: nested too deeply") from None
+    check_depth(data, f"scenario file {where!r}")
     if not isinstance(data, dict):
         raise InputError(f"scenario file {where!r}: the top level must be an object (a table), "
                          f"not {_type_name(data)}")
@@ -111,16 +138,21 @@ def parse_override(text: str) -> tuple[list, object]:
         raise InputError(f"--set {text!r}: a key cannot start with an index")
     if raw == "":
         raise InputError(f"--set {text!r}: no value after '='")
+    if len(path) > MAX_DEPTH:
+        raise InputError(f"--set {short_repr(text)}: more than {MAX_DEPTH} keys")
     try:
         parsed = tomllib.loads(f"v = {raw}")
         if set(parsed) != {"v"}:  # "1\nx = 2" smuggles in another key
             raise tomllib.TOMLDecodeError("more than one value")
         value = parsed["v"]
+    except RecursionError:
+        raise InputError(f"--set {short_repr(text)}: the value is nested too deeply") from None
     except tomllib.TOMLDecodeError:
         if not _BARE.match(raw):
             raise InputError(f"--set {text!r}: {raw!r} is not a TOML value (quote strings: "
                              f"key='\"text\"')") from None
         value = raw
+    check_depth(value, f"--set {short_repr(text)}")
     return path, value
 
 

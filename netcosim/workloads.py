@@ -257,7 +257,10 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         if not hasattr(collectives, "choose"):
             raise InputError(f"{where}.algorithm: missing (automatic choice is not available "
                              f"in this build)")
-        algorithm, order = _chosen(collectives.choose(topology, op, nbytes))
+        try:
+            algorithm, order = _chosen(collectives.choose(topology, op, nbytes))
+        except InputError as e:
+            raise _in(e, where) from None
         # a matrix's rows are the ranks in the order given: never reorder them
         if order is not None and "ranks" not in spec and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
@@ -273,14 +276,24 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         raise InputError(f"{where}.{shown if shown in spec else 'options.' + shown}: not an "
                          f"option of {op} {algorithm}") from None
     except InputError as e:
-        msg = str(e)
-        raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+        raise _in(e, where) from None
     sched.meta.setdefault("op", op)
     sched.meta.setdefault("algorithm", algorithm)
     sched.meta.setdefault("bytes", nbytes if op != "all_to_all_v"
                           else int(nbytes.sum(axis=1).max()))  # the largest send buffer
     sched.meta.setdefault("n_ranks", len(ranks))
     return sched
+
+
+def _in(e: InputError, where: str) -> InputError:
+    """The collectives library's error inside [workload]: its "op = ..." / "algorithm = ..."
+    become ``workload.op = ...`` / ``workload.algorithm = ...``."""
+    msg = str(e)
+    if msg.startswith(where):
+        return InputError(msg)
+    if msg.startswith(("op = ", "algorithm = ")):
+        return InputError(f"{where}.{msg}")
+    return InputError(f"{where}: {msg}")
 
 
 def _bytes_matrix(spec: dict, n: int, field: str) -> np.ndarray:
@@ -333,7 +346,7 @@ def _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where) -
     try:
         op, algorithm = collectives.resolve(op, algorithm)
     except InputError as e:
-        raise InputError(f"{where}: {e}") from None
+        raise _in(e, where) from None
     params = inspect.signature(collectives.ALGORITHMS[op][algorithm]).parameters
     if ("dims" in params and "dims" not in opts and "dims" in topology.params
             and ranks == list(range(topology.n_hosts))):

@@ -566,3 +566,180 @@ y = "makespan_us"
     refused(capsys, "sweep", s, "--out", tmp_path / "o", "-j", "1",
             has=("plot[0].x = 'topology.kk'", "topology.k"))
     assert not (tmp_path / "o").exists()
+
+
+# =========================================================================== misc. item 9
+def test_topo_spec_with_a_key_twice_is_refused(capsys):
+    refused(capsys, "collective", "--topo", "fat_tree:k=4,k=6", "--op", "all_reduce",
+            has=("--topo = 'fat_tree:k=4,k=6'", "'k' is given twice"))
+
+
+@pytest.mark.parametrize("kv, has", [("workload.op=bogus", "workload.op = 'bogus'"),
+                                     ("workload.algorithm=bogus",
+                                      "workload.algorithm = 'bogus'")])
+def test_collective_op_and_algorithm_errors_use_dotted_paths(capsys, kv, has):
+    refused(capsys, "validate", EXAMPLES / "ring_allreduce_fat_tree.toml", "--set", kv,
+            has=(has,))
+
+
+def test_collective_command_op_and_algo_errors_name_the_flags(capsys):
+    refused(capsys, "collective", "--topo", "fat_tree:k=2", "--op", "bogus",
+            has=("--op = 'bogus'",))
+    refused(capsys, "collective", "--topo", "fat_tree:k=2", "--op", "all_reduce", "--algo",
+            "bogus", has=("--algo = 'bogus'",))
+
+
+@pytest.mark.parametrize("text", [
+    "a = " + "[" * 5000 + "]" * 5000,
+    "a = " + "{b = " * 3000 + "1" + "}" * 3000,
+    "".join("[[" + ".".join(["a"] * (i + 1)) + "]]\n" for i in range(300)),
+])
+def test_deeply_nested_toml_is_one_line(tmp_path, capsys, text):
+    s = write(tmp_path, text)
+    refused(capsys, "validate", s, has=("nested too deeply",))
+
+
+def test_deeply_nested_set_value_is_one_line(capsys):
+    refused(capsys, "validate", EXAMPLES / "incast_flows.toml", "--set",
+            "workload.x=" + "[" * 5000 + "]" * 5000, has=("nested too deeply",))
+
+
+# =========================================================================== CLI fuzz
+# Mutations of the bundled examples' values (as --set TOML literals, NaN and infinities
+# included) and keys (deleted, renamed, added); every run must end with exit 0 or 2, one line
+# and no traceback, within a time limit. Each run is a forked child of this process (the
+# modules and compiled kernels are loaded once), killed when it overruns.
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FUZZ_BASES = ["custom_pipeline.toml", "incast_flows.toml", "fault_core_link.toml",
+              "torus_allreduce.toml", "chakra_ring.toml", "two_tier_allreduce.toml"]
+SMALL_BASES = FUZZ_BASES[:2]  # also run with the packet engine
+LITERALS = ["nan", "inf", "-inf", "0", "-1", "1", "2", "3", "0.5", "-0.0", "1e300", "1e15",
+            "9223372036854775807", "18446744073709551616", '""', '"x"', '"1e15B"', '"1PiB"',
+            '"0.3B"', '"-5KiB"', "[]", "{}", "true", "[1, 2]", "[0, 0]", "[-1, 1]", '"packet"',
+            '"flow"', "{a = 1}", '"ecmp"', '"spray"', '"dor"', '"up"', '"degrade"',
+            '"all_to_all"', '"nan"', '"10us"', '"-10us"']
+# keys where huge numbers are not memory tests of the fabric or schedule size (another
+# issue's guard)
+HUGE_OK = {"bytes", "start_us", "at_us", "seed", "latency_us", "link_gbps", "factor",
+           "step_latency_us", "name", "description", "mtu", "buffer_packets",
+           "reroute_delay_us", "max_time_s", "min_rto_s", "max_rto_s"}
+HUGE = {"1e300", "1e15", "9223372036854775807", "18446744073709551616", '"1e15B"', '"1PiB"'}
+TIMEOUT_S = 60.0
+
+
+def _fuzz_paths(v, prefix=()):
+    if prefix:
+        yield prefix
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from _fuzz_paths(x, prefix + (k,))
+    elif isinstance(v, list):
+        for i, x in enumerate(v[:3]):
+            yield from _fuzz_paths(x, prefix + (i,))
+
+
+def _run_forked(argv, cwd):
+    """(exit status, stderr) of main(argv) in a forked child; fails the test on overrun."""
+    import contextlib
+    import io
+    import multiprocessing
+    import traceback
+
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+
+    def child():
+        err = io.StringIO()
+        try:
+            os.chdir(cwd)
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                rc = main([str(a) for a in argv])
+        except BaseException:  # noqa: BLE001 - whatever escapes main is the finding
+            rc = "escaped"
+            err.write(traceback.format_exc())
+        send.send((rc, err.getvalue()))
+        os._exit(0)
+
+    p = ctx.Process(target=child)
+    p.start()
+    try:
+        if not recv.poll(TIMEOUT_S):
+            pytest.fail(f"no answer within {TIMEOUT_S} s (a hang?): netcosim "
+                        f"{' '.join(map(str, argv))}")
+        return recv.recv()
+    finally:
+        p.kill()
+        p.join()
+
+
+def _mutated(data, draw):
+    import copy
+
+    d = copy.deepcopy(data)
+    for _ in range(draw(st.integers(0, 2))):
+        paths = list(_fuzz_paths(d))
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        node = d
+        for seg in path[:-1]:
+            node = node[seg]
+        last = path[-1]
+        op = draw(st.sampled_from(["delete", "rename", "add", "type"]))
+        if op == "delete":
+            del node[last]
+        elif op == "rename" and isinstance(node, dict):
+            node[f"{last}x"] = node.pop(last)
+        elif op == "add" and isinstance(node[last], dict):
+            node[last][draw(st.sampled_from(["colour", "kind", "k", "bytes", "at_us"]))] = 1
+        elif op == "add" and isinstance(node[last], list):
+            node[last].append(copy.deepcopy(node[last][0]) if node[last] else 0)
+        else:
+            node[last] = draw(st.sampled_from([[], {}, "x", -1, 0.5, True, None and 0]))
+    sets = []
+    for _ in range(draw(st.integers(0, 3))):
+        paths = [p for p in _fuzz_paths(d) if all(isinstance(s, (str, int)) for s in p)
+                 and all(isinstance(s, int) or (s and "." not in s and "=" not in s)
+                         for s in p)]
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        lit = draw(st.sampled_from(LITERALS))
+        if lit in HUGE and path[-1] not in HUGE_OK:
+            lit = "-1"
+        sets += ["--set", ".".join(map(str, path)) + "=" + lit]
+    return d, sets
+
+
+@settings(max_examples=int(os.environ.get("NETCOSIM_FUZZ_EXAMPLES", "40")), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzz_cli_run_exits_0_or_2_with_one_line(tmp_path, data):
+    from netcosim.scenario import read_file
+
+    base = data.draw(st.sampled_from(FUZZ_BASES))
+    scen = read_file(EXAMPLES / base)
+    if scen.get("workload", {}).get("path"):  # a trace: its path relative to the example
+        scen["workload"]["path"] = str(EXAMPLES / scen["workload"]["path"])
+    mutated, sets = _mutated(scen, data.draw)
+    engine = data.draw(st.sampled_from(["flow", "packet"] if base in SMALL_BASES
+                                       else ["flow"]))
+    import tempfile
+
+    here = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example (tmp_path is shared)
+    f = here / "fuzz.json"
+    f.write_text(json.dumps(mutated))
+    out = here / "out"
+    argv = ["run", f, "--out", out, "--engine", engine, *sets]
+    rc, err = _run_forked(argv, here)
+    shown = f"netcosim {' '.join(map(str, argv))}\n{err}"
+    assert rc in (0, 2), shown
+    assert "Traceback" not in err and "internal error" not in err, shown
+    if rc == 2:
+        assert err.strip().splitlines()[-1].startswith("netcosim: error: "), shown
+        assert not out.exists(), shown
+    else:
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["makespan_us"] is None or summary["makespan_us"] >= 0, shown

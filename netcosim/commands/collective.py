@@ -49,6 +49,8 @@ def parse_topo_spec(spec: str) -> tuple[str, dict]:
         key, eq, val = item.partition("=")
         if not eq or not key.strip():
             raise InputError(f"--topo = {spec!r}: {item!r} is not key=value")
+        if key.strip() in params:
+            raise InputError(f"--topo = {spec!r}: {key.strip()!r} is given twice")
         params[key.strip()] = _value(val.strip())
     return kind.strip(), params
 
@@ -159,8 +161,15 @@ def run(args) -> int:
     if any(s <= 0 for s in sizes):
         raise InputError(f"--sizes = {args.sizes!r}: sizes must be > 0")
     ranks = _parse_ranks(args.ranks, topology.n_hosts)
-    rows = sweep(topology, args.op, args.algo, sizes, args.engine, ranks, args.chunks,
-                 args.step_latency_us * 1e-6, args.group_size, args.routing)
+    try:
+        rows = sweep(topology, args.op, args.algo, sizes, args.engine, ranks, args.chunks,
+                     args.step_latency_us * 1e-6, args.group_size, args.routing)
+    except InputError as e:  # the library's "op = ..." / "algorithm = ...": the flags
+        msg = str(e)
+        for key, flag in (("op = ", "--op = "), ("algorithm = ", "--algo = ")):
+            if msg.startswith(key):
+                msg = flag + msg[len(key):]
+        raise InputError(msg) from None
     n = len(ranks) if ranks else topology.n_hosts
     algos = sorted({r["algorithm"] for r in rows})
     print(table(rows, f"{args.op} on {args.topo} ({n} ranks), algorithm {'/'.join(algos)}, "
