@@ -608,7 +608,8 @@ def test_deeply_nested_set_value_is_one_line(capsys):
 # Mutations of the bundled examples' values (as --set TOML literals, NaN and infinities
 # included) and keys (deleted, renamed, added); every run must end with exit 0 or 2, one line
 # and no traceback, within a time limit. Each run is a forked child of this process (the
-# modules and compiled kernels are loaded once), killed when it overruns.
+# modules and compiled kernels are loaded once), killed when it overruns. 40 examples by
+# default (about 10 s); NETCOSIM_FUZZ_EXAMPLES=500 for a longer search.
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -713,7 +714,9 @@ def _mutated(data, draw):
     return d, sets
 
 
-@settings(max_examples=int(os.environ.get("NETCOSIM_FUZZ_EXAMPLES", "40")), deadline=None, database=None,
+@pytest.mark.skipif(sys.platform != "linux", reason="forks the test process")
+@settings(max_examples=int(os.environ.get("NETCOSIM_FUZZ_EXAMPLES", "40")), deadline=None,
+          database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_fuzz_cli_run_exits_0_or_2_with_one_line(tmp_path, data):
@@ -743,3 +746,19 @@ def test_fuzz_cli_run_exits_0_or_2_with_one_line(tmp_path, data):
     else:
         summary = json.loads((out / "summary.json").read_text())
         assert summary["makespan_us"] is None or summary["makespan_us"] >= 0, shown
+
+
+def test_packet_incremental_warm_connection_past_its_segments_stops_with_the_limit():
+    # each call is within the limit; the connection both share is not (the core's guard)
+    from netcore.packet import PacketIncremental
+    from netcore.packet.limits import PacketLimit
+    from topo.builders import fat_tree
+    from topo.routing import Routing
+
+    fabric = fat_tree(4)
+    inc = PacketIncremental(fabric, Routing(fabric, "ecmp"), warm_connections=True,
+                            max_time_s=1e-3)
+    inc.add_transfers([0], [5], [12_000_000_000_000])
+    inc.add_transfers([0], [5], [12_000_000_000_000])
+    with pytest.raises(PacketLimit, match="segments"):
+        inc.advance(1e-4)

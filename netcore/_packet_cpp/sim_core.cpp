@@ -27,6 +27,8 @@ Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t see
     eager = (cfg.transport == T_TCP || cfg.transport == T_DCTCP) && !cfg.ns3_ties;
     if (dsrc.size() >= (size_t(1) << EventQueue::LINK_BITS))
         throw std::invalid_argument("packet engine: at most 2^23 directed links");
+    if (kind.size() >= (size_t)std::numeric_limits<int32_t>::max())  // node ids are int32
+        throw std::overflow_error("packet engine: at most 2^31 - 1 schedule nodes");
     links.resize(dsrc.size());
     for (size_t l = 0; l < dsrc.size(); ++l) {
         Link& L = links[l];
@@ -98,6 +100,8 @@ int32_t Sim::add_transfers(const std::vector<int32_t>& src, const std::vector<in
                            const std::vector<uint8_t>& reach) {
     const int32_t first = (int32_t)kind.size();
     const size_t k = src.size();
+    if (kind.size() + k >= (size_t)std::numeric_limits<int32_t>::max())
+        throw std::overflow_error("packet engine: at most 2^31 - 1 schedule nodes");
     const int64_t cp = child_ptr.empty() ? 0 : child_ptr.back();
     if (child_ptr.empty()) child_ptr.push_back(0);
     check_path_room(lk.size());
@@ -765,6 +769,8 @@ void Sim::start_transfer(int32_t node) {
         if (w >= 0 && !conns[w].dead) { c = w; fresh = false; }
     }
     if (c < 0) {
+        if (conns.size() >= (size_t)std::numeric_limits<int32_t>::max())  // ids are int32
+            throw std::overflow_error("packet engine: more than 2^31 - 1 connections");
         c = (int32_t)conns.size();
         conns.emplace_back();
         Conn& C = conns.back();

@@ -117,6 +117,13 @@ class _Router:
 
 
 def run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options) -> Result:
+    try:
+        return _run(topology, schedule, routing, faults, seed, **options)
+    except OverflowError as e:  # the core's own range guards (clock, event numbers, ids)
+        raise (limits.from_core(e) or e) from None
+
+
+def _run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options) -> Result:
     from netcore import _packet
 
     opts = check_options(options)
@@ -144,15 +151,12 @@ def run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options)
     reroutes = 0
     t0 = time.perf_counter()
     route_s = 0.0
-    try:
-        while sim.run() == 1:  # a reroute is due: ask routing for paths over surviving links
-            r0 = time.perf_counter()
-            alive = sim.alive().astype(bool)
-            router.push(sim, sim.dead_transfers(), alive)
-            route_s += time.perf_counter() - r0
-            reroutes += 1
-    except OverflowError as e:  # the core's own range guards (clock, event numbers)
-        raise (limits.from_core(e) or e) from None
+    while sim.run() == 1:  # a reroute is due: ask routing for paths over the surviving links
+        r0 = time.perf_counter()
+        alive = sim.alive().astype(bool)
+        router.push(sim, sim.dead_transfers(), alive)
+        route_s += time.perf_counter() - r0
+        reroutes += 1
     sim.finish()
     wall = time.perf_counter() - t0
     return _collect(sim, topology, schedule, opts, wall, route_s, reroutes)

@@ -147,8 +147,8 @@ class PacketIncremental:
             np.asarray(flow_ids, np.int64), (n,)).copy()
         src32, dst32 = src.astype(np.int32), dst.astype(np.int32)
         ptr, links, reach = self._paths(src32, dst32, flow, self._alive)
-        got = self._sim.add_transfers(src32, dst32, size.astype(np.int64), st, ptr, links,
-                                      reach.astype(np.uint8))
+        got = _core(self._sim.add_transfers, src32, dst32, size.astype(np.int64), st, ptr,
+                    links, reach.astype(np.uint8))
         assert got == first
         self._src = np.concatenate([self._src, src32])
         self._dst = np.concatenate([self._dst, dst32])
