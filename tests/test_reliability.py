@@ -140,6 +140,16 @@ def test_packet_time_options_beyond_the_clock_refused(tmp_path, capsys, option):
             has=(f"engine.{option.split('=')[0]} = ", "2^60 ps"))
 
 
+@pytest.mark.parametrize("option", ["alpha_timer_us=1e-9", "rate_timer_us=1e-7",
+                                    "sample_queues_us=1e-9"])
+def test_packet_periods_too_short_to_move_the_clock_are_refused(tmp_path, capsys, option):
+    # an alpha timer of 1e-9 us rounded to 0 ps and re-armed itself forever (a hang)
+    s = _packet(tmp_path, extra="")
+    refused(capsys, "run", s, "--out", tmp_path / "o", "--set", "engine.transport=dcqcn",
+            "--set", f"engine.{option}", has=(f"engine.{option.split('=')[0]} = ",
+                                              "below 1000 ps"))
+
+
 def test_packet_clock_passing_its_end_stops_with_one_line(tmp_path, capsys):
     # 1 GB over a 1 kbit/s link takes 93 days: the clock would pass 2^62 ps while running
     s = write(tmp_path, """
@@ -628,6 +638,13 @@ HUGE_OK = {"bytes", "start_us", "at_us", "seed", "latency_us", "link_gbps", "fac
            "reroute_delay_us", "max_time_s", "min_rto_s", "max_rto_s"}
 HUGE = {"1e300", "1e15", "9223372036854775807", "18446744073709551616", '"1e15B"', '"1PiB"'}
 TIMEOUT_S = 60.0
+PACKET_OPTIONS = ["transport", "alpha_timer_us", "rate_timer_us", "sample_queues_us",
+                  "min_rto_s", "max_rto_s", "conn_timeout_s", "delack_timeout_s",
+                  "reroute_delay_us", "max_time_s", "loss_rate", "init_cwnd", "handshake",
+                  "warm_connections", "delayed_ack", "syn_retries", "data_retries", "ecn_k",
+                  "pmax", "cnp_interval_us", "min_rate_gbps", "buffer_packets", "ns3_ties"]
+PACKET_LITERALS = ["1e-9", "0", "-1", "nan", "inf", "1e300", "0.5", "1", "2", "true",
+                   '"dcqcn"', '"ideal"', '"dctcp"', '"tcp"']
 
 
 def _fuzz_paths(v, prefix=()):
@@ -732,6 +749,10 @@ def test_fuzz_cli_run_exits_0_or_2_with_one_line(tmp_path, data):
     import tempfile
 
     here = Path(tempfile.mkdtemp(dir=tmp_path))  # one per example (tmp_path is shared)
+    if engine == "packet":  # its options, which the examples leave at their defaults
+        for _ in range(data.draw(st.integers(0, 2))):
+            sets += ["--set", f"engine.{data.draw(st.sampled_from(PACKET_OPTIONS))}="
+                              f"{data.draw(st.sampled_from(PACKET_LITERALS))}"]
     f = here / "fuzz.json"
     f.write_text(json.dumps(mutated))
     out = here / "out"

@@ -33,6 +33,11 @@ _TIME_OPTIONS = {"min_rto_s": 1e12, "init_rto_s": 1e12, "max_rto_s": 1e12,
                  "cnp_interval_us": 1e6, "reroute_delay_us": 1e6, "sample_queues_us": 1e6}
 
 
+# options that are periods of a timer that re-arms itself (0 = off, where allowed)
+_PERIODS = ("alpha_timer_us", "rate_timer_us", "sample_queues_us")
+MIN_PERIOD_PS = 1000  # 1 ns
+
+
 class PacketLimit(InputError):
     """An input the packet engine cannot represent. ``node``/``fault``/``option`` say which."""
 
@@ -51,6 +56,14 @@ def check_options(opts: dict) -> None:
             raise PacketLimit(f"engine.{key} = {v!r}: the packet engine's timers reach at "
                               f"most {DELAY_LIMIT_PS / scale:.4g} {key.rsplit('_', 1)[-1]} "
                               f"(2^60 ps)", option=key)
+    # periodic timers re-arm themselves: a period that rounds to 0 ps never lets the clock
+    # move (a hang), and one of a few picoseconds is one in all but name
+    for key in _PERIODS:
+        v = opts.get(key)
+        if v and float(v) * _TIME_OPTIONS[key] < MIN_PERIOD_PS:
+            raise PacketLimit(f"engine.{key} = {v!r}: a period below {MIN_PERIOD_PS} ps "
+                              f"({MIN_PERIOD_PS / 1e6:g} us); the timer would fire without "
+                              f"letting the clock move on", option=key)
     frame = opts["mtu"] + opts["l2_header_bytes"]
     if frame * 8 * PS / (opts["min_rate_gbps"] * 1e9) > DELAY_LIMIT_PS:
         raise PacketLimit(f"engine.min_rate_gbps = {opts['min_rate_gbps']!r}: one "
