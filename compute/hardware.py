@@ -160,8 +160,19 @@ def get_gpu(gpu) -> GPUSpec:
         p = Path(gpu)
         if not p.exists():
             raise InputError(f"gpu = {gpu!r}: file not found")
-        with open(p, "rb") as f:
-            return spec_from_dict(tomllib.load(f), where=p.name)
+        try:
+            data = tomllib.loads(p.read_bytes().decode("utf-8"))
+        except IsADirectoryError:
+            raise InputError(f"gpu = {gpu!r}: is a directory, expected a TOML file") from None
+        except OSError as e:
+            raise InputError(f"gpu = {gpu!r}: cannot be read ({e.strerror})") from None
+        except UnicodeDecodeError as e:
+            raise InputError(f"gpu = {gpu!r}: not UTF-8 text (byte {e.start})") from None
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(f"gpu = {gpu!r}: malformed TOML: {e}") from None
+        except RecursionError:
+            raise InputError(f"gpu = {gpu!r}: nested too deeply") from None
+        return spec_from_dict(data, where=p.name)
     _REG = _REG or _registry()
     key = gpu.lower()
     if key not in _REG:

@@ -4,12 +4,16 @@ Subcommands live in netcosim/commands/, one module each; a module that defines
 ``register(subparsers)`` is picked up automatically, so adding a command means adding a file.
 
 Errors: bad input (``InputError``) prints one line ``netcosim: error: <message>`` on stderr and
-exits with status 2, without a traceback. Anything else is a bug and keeps its traceback.
+exits with status 2, without a traceback. A result that cannot be written once the run has
+started (``netcosim.outpaths.OutputError``) is one line and status 1. Anything else is a bug:
+one line naming the command and the exception, status 1; ``--debug`` (anywhere on the command
+line) or ``NETCOSIM_DEBUG=1`` shows the full traceback instead.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 import traceback
@@ -47,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Network co-simulator for AI-cluster fabrics: how long does this "
                     "communication take on this fabric, with these faults?")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an unexpected error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     import netcosim.commands as commands
 
@@ -60,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         if hasattr(mod, "register"):
             mod.register(sub)
+    for p in sub.choices.values():  # --debug after the command too (netcosim run S --debug)
+        if "--debug" not in p._option_string_actions:
+            p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                           help="show the full traceback of an unexpected error")
     return parser
 
 
@@ -83,7 +93,14 @@ def _one_line(msg: str) -> str:
     return " ".join(part.strip() for part in str(msg).splitlines() if part.strip())
 
 
+def _debug(args) -> bool:
+    return bool(getattr(args, "debug", False)) or os.environ.get("NETCOSIM_DEBUG", "") not in (
+        "", "0")
+
+
 def main(argv=None) -> int:
+    from netcosim.outpaths import OutputError
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -94,11 +111,23 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
         return 2
+    except OutputError as e:  # after the run started: the result could not be written
+        print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `netcosim topo x | head`
         return 0
+    except Exception as e:  # a bug (or a limit nobody checked): one line unless --debug
+        if _debug(args):
+            raise
+        what = _one_line(e) or "(no message)"
+        if len(what) > 500:
+            what = what[:497] + "..."
+        print(f"{PROG} {args.command}: internal error: {type(e).__name__}: {what} (run again "
+              f"with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

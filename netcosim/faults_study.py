@@ -326,9 +326,47 @@ def split_study(data: dict, source=None):
         c = raw["case"]
         if not isinstance(c, list) or not c or not all(isinstance(x, dict) for x in c):
             raise InputError("faults_study.case: expected [[faults_study.case]] tables")
+        for i, t in enumerate(c):  # a case's label names its output directory
+            if "label" not in t:
+                raise InputError(f"faults_study.case[{i}].label: missing (each case needs a "
+                                 f"label; it names the case's output directory)")
         axis = _bundle("case", c, "faults_study.case", "case")
         cases = list(zip(map(str, axis.values), axis.settings))
     return base, opts, cases
+
+
+# option -> (command-line flag, check, what it expects)
+_OPTION_CHECKS = {
+    "trials": ("--trials", lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "max_single": ("--max-single", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "single_samples": ("--single-samples", lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "single": (None, lambda v: isinstance(v, bool), "true or false"),
+    "layer": ("--layer", lambda v: isinstance(v, str) and bool(v), "a layer name or any"),
+    "at_us": ("--at-us", lambda v: v is None or (_is_num(v) and v >= 0), "a time >= 0"),
+    "at_fraction": ("--at-fraction", lambda v: v is None or (_is_num(v) and 0 <= v < 1),
+                    "a fraction of the fault-free makespan in [0, 1)"),
+}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_options(opts: dict, from_cli: dict) -> None:
+    """Every study option, named as the user gave it (``--single-samples`` or
+    ``faults_study.single_samples``), before anything runs."""
+    for key, (flag, ok, what) in _OPTION_CHECKS.items():
+        v = opts[key]
+        if not ok(v):
+            name = flag if flag and from_cli.get(key) is not None else f"faults_study.{key}"
+            raise InputError(f"{name} = {v!r}: expected {what}")
+    if opts["at_us"] is not None and opts["at_fraction"] is not None:
+        raise InputError(f"faults_study: at_us = {opts['at_us']!r} and at_fraction = "
+                         f"{opts['at_fraction']!r}: give one of them, not both")
 
 
 def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, source=None,
@@ -341,6 +379,7 @@ def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, so
 
     base, file_opts, cases = split_study(data, source)
     opts = {**DEFAULTS, **file_opts, **{k: v for k, v in options.items() if v is not None}}
+    check_options(opts, options)
     kinds = opts["kind"] if isinstance(opts["kind"], list) else [opts["kind"]]
     if not kinds:
         raise InputError("faults_study.kind = []: no fault kind")
@@ -357,6 +396,12 @@ def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, so
         for k in kinds:
             sub = out if len(cases) == 1 and len(kinds) == 1 else \
                 out / safe_dir_name(f"{label}-{k}" if label else k)
+            for other, ok, _, osub in jobs:  # one directory per study, never shared
+                if osub == sub:
+                    raise InputError(f"faults_study.case: labels {other!r} ({ok}) and "
+                                     f"{label!r} ({k}) both give the directory "
+                                     f"{sub.name!r}; use labels that differ in letters, digits, "
+                                     f"'.', '_' or '-'")
             jobs.append((label, k, sc, sub))
     for sc in {id(j[2]): j[2] for j in jobs}.values():
         sc.prepare()  # every case checked before the first study runs

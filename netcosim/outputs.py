@@ -275,16 +275,38 @@ def summary(scenario, prepared, result, workload_figures: dict) -> dict:
 
 
 # =========================================================================== writing
-def write_outputs(out_dir, summary_dict: dict, flows, links, series=None) -> Path:
+def write_outputs(out_dir, summary_dict: dict, flows, links, series=None,
+                  label: str | None = None) -> Path:
     """Write the files atomically into ``out_dir`` (created if needed).
 
     ``flows``/``links``/``series`` are (header, columns) pairs. Files of an earlier run in the
-    same directory are replaced; other files there are left alone.
+    same directory are replaced; other files there are left alone. An ``OSError`` on the way
+    (the destination was checked with ``check_out_dir`` before the run) is an
+    ``outpaths.OutputError`` naming ``label``; nothing half-written is left behind.
     """
+    from netcosim.outpaths import OutputError
+
     out = Path(out_dir)
+    label = label or f"--out {str(out)!r}"
+    try:
+        return _write_outputs(out, summary_dict, flows, links, series)
+    except OSError as e:
+        raise OutputError(f"{label}: cannot write the results "
+                          f"({e.strerror or type(e).__name__})") from None
+
+
+def check_out_dir(out_dir, label: str | None = None) -> Path:
+    """Refuse (InputError) an output directory ``write_outputs`` could not write, before the
+    run: see ``netcosim.outpaths.check_dir``."""
+    from netcosim.outpaths import check_dir
+
+    return check_dir(out_dir, label or f"--out {str(out_dir)!r}", OUTPUT_FILES)
+
+
+def _write_outputs(out: Path, summary_dict: dict, flows, links, series) -> Path:
     parent = out.parent if str(out.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name[:60]}.tmp-", dir=parent))
     try:
         umask = os.umask(0)  # mkdtemp makes 0700; the final directory gets the usual mode
         os.umask(umask)
@@ -303,6 +325,9 @@ def write_outputs(out_dir, summary_dict: dict, flows, links, series=None) -> Pat
             from topo.errors import InputError
 
             raise InputError(f"--out {str(out)!r}: exists and is not a directory")
+        for name in OUTPUT_FILES:  # replace nothing unless every file can be replaced
+            if (out / name).is_dir():
+                raise IsADirectoryError(21, "Is a directory", str(out / name))
         for name in OUTPUT_FILES:  # stale file from an earlier run with other options
             if not (tmp / name).exists() and (out / name).exists():
                 (out / name).unlink()
@@ -321,9 +346,28 @@ def safe_dir_name(name: str) -> str:
     return s or "scenario"
 
 
+MAX_DIR_NAME = 200  # bytes of a default directory name (file systems take 255)
+
+
 def command_out_dir(given, name: str, suffix: str = "") -> Path:
-    """``--out`` when given, else ``out/<name><suffix>`` (the commands' default)."""
-    return Path(given) if given else Path("out") / (safe_dir_name(name) + suffix)
+    """``--out`` when given, else ``out/<name><suffix>`` (the commands' default); a name too
+    long for a directory is refused naming ``name`` (give --out)."""
+    if given:
+        return Path(given)
+    d = safe_dir_name(name) + suffix
+    if len(d.encode()) > MAX_DIR_NAME:
+        from netcosim.units import short_repr
+        from topo.errors import InputError
+
+        raise InputError(f"name = {short_repr(name, 40)} ({len(name)} characters): too long "
+                         f"for the default output directory out/<name> (at most "
+                         f"{MAX_DIR_NAME} bytes); shorten it or give --out DIR")
+    return Path("out") / d
+
+
+def out_label(given, out) -> str:
+    """How a command's messages name its output directory."""
+    return f"--out {str(given)!r}" if given else f"output directory {str(out)!r}"
 
 
 def table_name(data: dict, path) -> str:

@@ -103,24 +103,121 @@ def _log_if_wide(ax, values, axis="x", col="") -> None:
 
 # =========================================================================== entry point
 def plot_dir(out_dir) -> list[Path]:
+    """The plots of DIR. A sweep_meta.json or sweep.csv that netcosim did not write (corrupt
+    JSON, wrong types, an empty table, missing columns) is an InputError naming the file."""
+    from topo.errors import InputError
+
     out = Path(out_dir)
-    meta_path = out / "sweep_meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta = read_meta(out)
     csv_path = out / table.CSV_NAME
     if not csv_path.exists() and meta.get("kind") != "fault_cases":
-        from topo.errors import InputError
-
         raise InputError(f"plot {str(out)!r}: no {table.CSV_NAME} here (run netcosim sweep or "
                          f"netcosim faults with --out {out} first)")
     if meta.get("kind") == "fault_cases":
-        return fault_case_plots(out, meta)
-    cols, rows = table.read_table(csv_path)
+        return _drawing(out, "study_summary.csv", fault_case_plots, out, meta)
+    cols, rows = read_csv(csv_path, f"plot {str(out)!r}")
     if meta.get("kind") == "faults":
-        return fault_plots(out, rows, meta)
+        return _drawing(out, table.CSV_NAME, fault_plots, out, rows, meta)
     params = meta.get("params") or [c for c in cols if c not in table.LEAD]
     if meta.get("plots"):
-        return spec_plots(out, rows, params, meta["plots"], meta.get("name") or "")
-    return sweep_plots(out, rows, params, meta.get("name") or "")
+        check_plot_columns(meta["plots"], cols, f"plot {str(out)!r}: sweep_meta.json")
+        return _drawing(out, table.CSV_NAME, spec_plots, out, rows, params, meta["plots"],
+                        meta.get("name") or "")
+    return _drawing(out, table.CSV_NAME, sweep_plots, out, rows, params, meta.get("name") or "")
+
+
+# sweep_meta.json keys the plots read, and the types netcosim writes
+_META_TYPES = {"kind": str, "name": str, "scenario": str, "layer": str, "fault_kind": str,
+               "factor": (int, float), "params": list, "plots": list, "dirs": list}
+
+
+def read_meta(out: Path) -> dict:
+    """DIR/sweep_meta.json ({} when absent), checked: an object with the types netcosim
+    writes, [[plot]] specs as the sweep loader accepts them, case directories as plain names."""
+    from topo.errors import InputError
+
+    path = out / "sweep_meta.json"
+    if not path.exists():
+        return {}
+    at = f"plot {str(out)!r}: sweep_meta.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{at}: cannot be read ({e})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{at}: not valid JSON ({e.msg} at line {e.lineno} column "
+                         f"{e.colno})") from None
+    except RecursionError:
+        raise InputError(f"{at}: nested too deeply") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{at}: expected a JSON object, got {type(meta).__name__}")
+    for key, typ in _META_TYPES.items():
+        v = meta.get(key)
+        if v is not None and (not isinstance(v, typ) or isinstance(v, bool)):
+            raise InputError(f"{at}: {key} = {json.dumps(v)[:60]}: expected "
+                             f"{'a number' if key == 'factor' else 'a ' + getattr(typ, '__name__', 'value')}")
+    if not all(isinstance(p, str) for p in meta.get("params") or []):
+        raise InputError(f"{at}: params: expected a list of column names")
+    for d in meta.get("dirs") or []:
+        if not isinstance(d, str) or not d or d in (".", "..") or "/" in d or "\\" in d:
+            raise InputError(f"{at}: dirs: {d!r} is not a directory name in {str(out)!r}")
+    if meta.get("plots"):
+        from netcosim.sweep.spec import parse_plots
+
+        try:
+            meta["plots"] = parse_plots(meta["plots"])
+        except InputError as e:
+            raise InputError(f"{at}: {e}") from None
+    return meta
+
+
+def read_csv(path: Path, at: str):
+    """(columns, rows) of a table netcosim wrote; an empty or unreadable one is an
+    InputError naming it."""
+    import csv
+
+    from topo.errors import InputError
+
+    try:
+        cols, rows = table.read_table(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise InputError(f"{at}: {path.name} cannot be read ({e})") from None
+    if not cols:
+        raise InputError(f"{at}: {path.name} is empty (no header, no rows); run the sweep "
+                         f"again")
+    if len(set(cols)) != len(cols):
+        raise InputError(f"{at}: {path.name} has a column twice")
+    return cols, rows
+
+
+def check_plot_columns(specs, cols, at: str) -> None:
+    """Every column a [[plot]] names is in the table."""
+    from topo.errors import InputError
+
+    have = set(cols)
+    for i, sp in enumerate(specs):
+        named = [("x", sp.get("x")), ("hue", sp.get("hue")), ("facet", sp.get("facet"))]
+        if sp.get("kind") == "heatmap":
+            named += [("y", sp.get("y")), ("metric", sp.get("metric"))]
+        else:
+            named += [("y", y) for y in sp.get("y") or []]
+        named += [("where", c) for c in (sp.get("where") or {})]
+        for key, c in named:
+            if c is not None and c not in have:
+                shown = ", ".join(c for c in cols if c not in ("scenario", "error"))
+                raise InputError(f"{at}: plot[{i}].{key} = {c!r}: {table.CSV_NAME} has no such "
+                                 f"column (columns: {shown})")
+
+
+def _drawing(out: Path, name: str, fn, *args) -> list[Path]:
+    """Draw; a table whose rows do not have the shape netcosim writes is an InputError."""
+    from topo.errors import InputError
+
+    try:
+        return fn(*args)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise InputError(f"plot {str(out)!r}: {name} does not hold what netcosim writes "
+                         f"({type(e).__name__}: {e})") from None
 
 
 def spec_plots(out: Path, rows, params, specs, title: str = "") -> list[Path]:
@@ -316,7 +413,7 @@ def fault_plots(out: Path, rows, meta: dict) -> list[Path]:
         written += _slowdown_cdf(out, rand, title)
     cpath = out / "costliest_links.csv"
     if cpath.exists():
-        _, costly = table.read_table(cpath)
+        _, costly = read_csv(cpath, f"plot {str(out)!r}")
         if costly:
             written += _costliest_bars(out, costly, title)
     return written
@@ -407,10 +504,10 @@ def fault_case_plots(out: Path, meta: dict) -> list[Path]:
     """A study file with several cases and kinds: each sub-study's own plots, plus median
     slowdown against fraction with one line (and p10-p90 band) per case, a panel per kind."""
     written = []
-    for d in meta.get("dirs", []):
+    for d in meta.get("dirs") or []:
         if (out / d / table.CSV_NAME).exists():
             written += plot_dir(out / d)
-    _, rows = table.read_table(out / "study_summary.csv")
+    _, rows = read_csv(out / "study_summary.csv", f"plot {str(out)!r}")
     rows = [r for r in rows if _num(r.get("median"))]
     if not rows:
         return written

@@ -57,10 +57,36 @@ def read_file(path) -> dict:
         raise InputError(f"scenario file {str(path)!r}: not UTF-8 text (byte {e.start})") from None
     if suffix == ".toml":
         try:
-            return tomllib.loads(text)
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise InputError(f"scenario file {str(path)!r}: malformed TOML: {e}") from None
+        except RecursionError:
+            raise InputError(f"scenario file {str(path)!r}: nested too deeply (more than "
+                             f"{MAX_DEPTH} levels of tables and arrays)") from None
+        check_depth(data, f"scenario file {str(path)!r}")
+        return data
     return parse_json(text, str(path))
+
+
+MAX_DEPTH = 64  # levels of tables/arrays in a scenario: far beyond any real one
+
+
+def check_depth(value, where: str) -> None:
+    """Refuse tables/arrays nested more than MAX_DEPTH deep (later steps copy and walk the
+    table recursively); iterative, so any depth is safe to check."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            items = v.values()
+        elif isinstance(v, list):
+            items = v
+        else:
+            continue
+        if d >= MAX_DEPTH:
+            raise InputError(f"{where}: nested too deeply (more than {MAX_DEPTH} levels of "
+                             f"tables and arrays)")
+        stack.extend((x, d + 1) for x in items)
 
 
 def parse_json(text: str, where: str = "<json>") -> dict:
@@ -82,6 +108,7 @@ def parse_json(text: str, where: str = "<json>") -> dict:
                          f"column {e.colno}") from None
     except RecursionError:
         raise InputError(f"scenario file {where!r}: nested too deeply") from None
+    check_depth(data, f"scenario file {where!r}")
     if not isinstance(data, dict):
         raise InputError(f"scenario file {where!r}: the top level must be an object (a table), "
                          f"not {_type_name(data)}")
@@ -111,16 +138,21 @@ def parse_override(text: str) -> tuple[list, object]:
         raise InputError(f"--set {text!r}: a key cannot start with an index")
     if raw == "":
         raise InputError(f"--set {text!r}: no value after '='")
+    if len(path) > MAX_DEPTH:
+        raise InputError(f"--set {short_repr(text)}: more than {MAX_DEPTH} keys")
     try:
         parsed = tomllib.loads(f"v = {raw}")
         if set(parsed) != {"v"}:  # "1\nx = 2" smuggles in another key
             raise tomllib.TOMLDecodeError("more than one value")
         value = parsed["v"]
+    except RecursionError:
+        raise InputError(f"--set {short_repr(text)}: the value is nested too deeply") from None
     except tomllib.TOMLDecodeError:
         if not _BARE.match(raw):
             raise InputError(f"--set {text!r}: {raw!r} is not a TOML value (quote strings: "
                              f"key='\"text\"')") from None
         value = raw
+    check_depth(value, f"--set {short_repr(text)}")
     return path, value
 
 
@@ -322,7 +354,19 @@ class Scenario:
             if check_engine:
                 raise
             options = None
+        if options is not None and self.engine_kind == "packet":
+            self._check_packet_limits(topology, schedule, faults, options)
         return Prepared(self, topology, routing, faults, schedule, self.engine_kind, options)
+
+    def _check_packet_limits(self, topology, schedule, faults, options) -> None:
+        """The packet engine's integer ranges (netcore.packet.limits), refused with the
+        scenario field the offending time or size came from."""
+        from netcore.packet import limits
+
+        try:
+            limits.check(topology, schedule, faults, options)
+        except limits.PacketLimit as e:
+            raise InputError(_limit_message(e, self, schedule)) from None
 
 
 @dataclass
@@ -405,6 +449,39 @@ def check_reachable(topology, routing, faults, schedule) -> None:
     down = "" if alive.all() else " with the links that are down from time 0"
     raise InputError(f"{who}: host {int(ps[j])} cannot reach host {int(pd[j])}{down} "
                      f"(routing.policy = {routing_policy_name(routing)!r})")
+
+
+def _limit_message(e, scenario, schedule) -> str:
+    """A packet-engine range error (netcore.packet.limits.PacketLimit) in scenario terms."""
+    from netcore.packet.limits import TIME_LIMIT_US
+
+    msg = str(e)
+    if e.fault is not None:  # the first record at or past the clock's end
+        for i, rec in enumerate(scenario.faults):
+            at = rec.get("at_us", 0.0) if isinstance(rec, dict) else 0.0
+            if is_finite_number(at) and at >= TIME_LIMIT_US:
+                return f"faults[{i}].at_us = {at!r}: {msg}"
+        return f"faults: {msg}"
+    if e.node is not None:
+        i = e.node
+        rest = re.sub(r"^node \d+: ", "", msg)
+        field = schedule.meta.get("node_field")
+        if field and e.what in ("start", "bytes"):
+            key = "start_us" if e.what == "start" else "bytes"
+            value = (f"{float(schedule.start[i]) * 1e6!r}" if e.what == "start"
+                     else f"{int(schedule.size[i])}")
+            return f"{field}[{i}].{key} = {value}: {rest}"
+        wl = scenario.workload or {}
+        who = (f"transfer {i} (host {int(schedule.src[i])} -> host {int(schedule.dst[i])})"
+               if e.what == "bytes" else f"node {i}")
+        if e.what == "bytes" and "bytes" in wl:
+            return f"workload.bytes = {short_repr(wl['bytes'])}: {who}: {rest}"
+        return f"{field}[{i}]: {rest}" if field else f"workload: {who}: {rest}"
+    if e.option is not None:
+        return msg
+    if e.what == "link":
+        return f"topology: {msg}"
+    return f"engine.kind = 'packet': {msg}"
 
 
 def routing_policy_name(routing) -> str:

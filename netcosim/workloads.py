@@ -278,7 +278,10 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         if not hasattr(collectives, "choose"):
             raise InputError(f"{where}.algorithm: missing (automatic choice is not available "
                              f"in this build)")
-        algorithm, order = _chosen(collectives.choose(topology, op, nbytes))
+        try:
+            algorithm, order = _chosen(collectives.choose(topology, op, nbytes))
+        except InputError as e:
+            raise _in(e, where) from None
         # a matrix's rows are the ranks in the order given: never reorder them
         if order is not None and "ranks" not in spec and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
@@ -297,8 +300,7 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         raise InputError(f"{where}.{shown if shown in spec else 'options.' + shown}: not an "
                          f"option of {op} {algorithm}") from None
     except InputError as e:
-        msg = str(e)
-        raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+        raise _in(e, where) from None
     return _collective_meta(sched, op, algorithm, nbytes, ranks, "full")
 
 
@@ -323,7 +325,7 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     try:
         op_c, algo = collectives.resolve(op, algorithm)
     except InputError as e:
-        raise InputError(f"{where}: {e}") from None
+        raise _in(e, where) from None
     chunks = opts.get("chunks", 1)
     if detail == "auto" and op != "all_to_all_v" and set(opts) <= {"chunks", "step_latency_s"}:
         st = ring_stream(op_c, algo, len(ranks), nbytes, chunks, opts.get("step_latency_s", 0.0))
@@ -339,6 +341,17 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
             (" (the packet engine runs every transfer)" if detail == "auto" else ""))
     check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks", hint)
     return None
+
+
+def _in(e: InputError, where: str) -> InputError:
+    """The collectives library's error inside [workload]: its "op = ..." / "algorithm = ..."
+    become ``workload.op = ...`` / ``workload.algorithm = ...``."""
+    msg = str(e)
+    if msg.startswith(where):
+        return InputError(msg)
+    if msg.startswith(("op = ", "algorithm = ")):
+        return InputError(f"{where}.{msg}")
+    return InputError(f"{where}: {msg}")
 
 
 def _bytes_matrix(spec: dict, n: int, field: str) -> np.ndarray:
@@ -391,7 +404,7 @@ def _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where) -
     try:
         op, algorithm = collectives.resolve(op, algorithm)
     except InputError as e:
-        raise InputError(f"{where}: {e}") from None
+        raise _in(e, where) from None
     params = inspect.signature(collectives.ALGORITHMS[op][algorithm]).parameters
     if ("dims" in params and "dims" not in opts and "dims" in topology.params
             and ranks == list(range(topology.n_hosts))):

@@ -168,12 +168,23 @@ def test_default_out_dir_and_overwrite(tmp_path, capsys, fake_engine, monkeypatc
     assert not [x for x in (tmp_path / "out").iterdir() if x.name.startswith(".")]
 
 
-def test_engine_crash_keeps_traceback_and_writes_nothing(tmp_path, capsys, fake_engine,
-                                                         monkeypatch):
+def test_engine_crash_is_one_line_and_writes_nothing(tmp_path, capsys, fake_engine,
+                                                     monkeypatch):
+    """A bug is one line naming the command and the exception, exit 1; --debug (before or
+    after the command) or NETCOSIM_DEBUG=1 gives the traceback."""
     def boom(*a, **k):
         raise RuntimeError("engine bug")
 
     monkeypatch.setattr(sys.modules["_netcosim_test_engine"], "run", boom)
+    rc, _, err = cli(capsys, "run", scenario(tmp_path), "--out", tmp_path / "o")
+    assert rc == 1 and "Traceback" not in err
+    assert err.strip() == ("netcosim run: internal error: RuntimeError: engine bug (run again "
+                           "with --debug for the traceback)")
+    for argv in (["--debug", "run", str(scenario(tmp_path))],
+                 ["run", str(scenario(tmp_path)), "--debug"]):
+        with pytest.raises(RuntimeError, match="engine bug"):
+            main(argv + ["--out", str(tmp_path / "o")])
+    monkeypatch.setenv("NETCOSIM_DEBUG", "1")
     with pytest.raises(RuntimeError, match="engine bug"):
         main(["run", str(scenario(tmp_path)), "--out", str(tmp_path / "o")])
     assert not (tmp_path / "o").exists()

@@ -74,7 +74,7 @@ def test_export_command_writes_fabric_and_chakra_trace(tmp_path):
 
 def test_unwritable_target_is_an_input_error_naming_the_option(tmp_path):
     t = _fabric()
-    with pytest.raises(InputError, match=r"--graphml = '/proc/x.graphml': cannot write"):
+    with pytest.raises(InputError, match=r"--graphml '/proc/x.graphml': cannot write"):
         write_graphml(t, "/proc/x.graphml")
-    with pytest.raises(InputError, match=r"--json = '/proc/x.json': cannot write"):
+    with pytest.raises(InputError, match=r"--json '/proc/x.json': cannot write"):
         write_json(t, "/proc/x.json")

@@ -111,10 +111,14 @@ def load_json(path, where: str = "topology") -> Topology:
         text = Path(path).read_text()
     except OSError as e:
         raise InputError(f"{where}: cannot read {str(path)!r}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{where}: {str(path)!r} is not UTF-8 text (byte {e.start})") from None
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{where}: {str(path)!r} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise InputError(f"{where}: {str(path)!r} is nested too deeply") from None
     return from_dict(d, where)
 
 

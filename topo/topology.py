@@ -86,11 +86,13 @@ class Topology:
         bad = np.flatnonzero(~(self.link_bw > 0) | ~np.isfinite(self.link_bw))
         if bad.size:
             i = int(bad[0])
-            raise TopologyError(f"links[{i}]: bandwidth {self.link_bw[i] * 8 / 1e9:g} Gbps must be > 0")
+            raise TopologyError(f"links[{i}]: bandwidth {self.link_bw[i] * 8 / 1e9:g} Gbps: "
+                                f"must be a finite number > 0 (bytes/s in floating point)")
         bad = np.flatnonzero(~(self.link_lat >= 0) | ~np.isfinite(self.link_lat))
         if bad.size:
             i = int(bad[0])
-            raise TopologyError(f"links[{i}]: latency {self.link_lat[i] * 1e6:g} us must be >= 0")
+            raise TopologyError(f"links[{i}]: latency {self.link_lat[i] * 1e6:g} us: must be a "
+                                f"finite number >= 0")
         a = np.minimum(self.link_u, self.link_v).astype(np.int64)
         b = np.maximum(self.link_u, self.link_v).astype(np.int64)
         key = a * n + b

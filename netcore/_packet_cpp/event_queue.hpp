@@ -177,7 +177,9 @@ public:
     uint64_t take_seq() { return next_seq_++; }
     void push_seq(ps_t t, uint64_t seq, int32_t type, int32_t a, int64_t b = 0) {
         if (type < N_HOT_TYPES) {
-            if (seq >= MAX_SEQ) throw std::runtime_error("packet engine: more than 2^40 events");
+            if (seq >= MAX_SEQ)
+                throw std::overflow_error("packet engine: more than 2^40 events (1.1e12) in one "
+                                          "run, the most it numbers");
             hot_.push(HotEv{(uint64_t)t, seq << 24 | (uint64_t)a << 1 | (uint64_t)type});
         } else {
             cold_.push(Event{t, seq, type, a, b});

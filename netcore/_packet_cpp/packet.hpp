@@ -3,6 +3,8 @@
 // the flat path array, or -1 when the next hop is chosen per hop) and its position on it.
 #pragma once
 #include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "huge_alloc.hpp"
@@ -60,6 +62,8 @@ class PacketPool {
 public:
     int32_t alloc() {
         if (free_.empty()) {
+            if (pkts_.size() >= (size_t)std::numeric_limits<int32_t>::max())  // ids are int32
+                throw std::overflow_error("packet engine: more than 2^31 - 1 packets in flight");
             pkts_.emplace_back();
             return static_cast<int32_t>(pkts_.size() - 1);
         }

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "config.hpp"
@@ -16,6 +17,16 @@
 namespace pk {
 
 constexpr ps_t NEVER = std::numeric_limits<ps_t>::max();
+// Integer ranges (netcore/packet/limits.py checks the inputs against the same figures, so a
+// scenario beyond them is refused before it runs; these are the core's own guards):
+// * the clock: no event is run past TIME_LIMIT (2^62 ps, 53.4 days). Every delay added to a
+//   time is at most 2^60 ps (options, latencies, one frame's serialisation: limits.py; the
+//   SYN timeout is capped at TIME_LIMIT), so `now + delay` cannot wrap before the guard sees
+//   it. Start times, fault times and compute durations are at most TIME_LIMIT (limits.py).
+// * a connection's stream is numbered in int32 segments (Conn::nseg, Pkt::seq), and INT32_MAX
+//   marks "no transfer pending" at the receiver (Conn::rx_end): at most MAX_SEGMENTS.
+constexpr ps_t TIME_LIMIT = ps_t(1) << 62;
+constexpr int64_t MAX_SEGMENTS = std::numeric_limits<int32_t>::max() - 1;
 
 // std::llround for x >= 0 without the libm call (same result: halves round up; x - trunc(x)
 // is exact in double for every x below 2^52, and larger doubles are integers already)
@@ -278,6 +289,12 @@ private:
         if (p.path_off < 0 || p.hop >= p.path_len) return -1;
         return (p.flags & F_REV) ? (path_links[p.path_off + p.path_len - 1 - p.hop] ^ 1)
                                  : path_links[p.path_off + p.hop];
+    }
+    // path offsets are int32 (npath_off, Pkt::path_off): the flat path array stays below 2^31
+    void check_path_room(size_t more) const {
+        if (path_links.size() + more > (size_t)std::numeric_limits<int32_t>::max())
+            throw std::overflow_error("packet engine: more than 2^31 path entries (links of "
+                                      "every transfer's path, and of every reroute)");
     }
     void drain_node(int32_t u) {  // every output port of node u
         for (int64_t j = adj_ptr[u]; j < adj_ptr[u + 1]; ++j) drain(links[adj_link[j]], now - 1);

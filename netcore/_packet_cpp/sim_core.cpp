@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "sim.hpp"
 
@@ -26,6 +27,8 @@ Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t see
     eager = (cfg.transport == T_TCP || cfg.transport == T_DCTCP) && !cfg.ns3_ties;
     if (dsrc.size() >= (size_t(1) << EventQueue::LINK_BITS))
         throw std::invalid_argument("packet engine: at most 2^23 directed links");
+    if (kind.size() >= (size_t)std::numeric_limits<int32_t>::max())  // node ids are int32
+        throw std::overflow_error("packet engine: at most 2^31 - 1 schedule nodes");
     links.resize(dsrc.size());
     for (size_t l = 0; l < dsrc.size(); ++l) {
         Link& L = links[l];
@@ -61,12 +64,20 @@ int Sim::run() { return advance(NEVER, false); }
 // (returns 2; the completions are in done_log). Returns 1 when a reroute is due, 0 otherwise.
 int Sim::advance(ps_t limit, bool stop_on_done) {
     stop_for_reroute = false;
+    const ps_t stop = std::min(limit, TIME_LIMIT);  // one comparison per event for both
     while (!eq.empty()) {
         // all work done and nothing on the wire: what is left are stale timers
         if (n_unfinished == 0 && pool.in_use() == 0) break;
         const ps_t t = eq.top_time();
         if (cfg.max_time > 0 && t > cfg.max_time) break;
-        if (t > limit) break;
+        if (t > stop) {
+            if (t > TIME_LIMIT && limit > TIME_LIMIT)
+                throw std::overflow_error(
+                    "packet engine: the simulated clock would pass 2^62 ps (4.61e12 us, 53 "
+                    "days), the longest time it represents; the run does not finish within "
+                    "it (set engine.max_time_s to stop earlier, or use the flow engine)");
+            break;
+        }
         if (stop_on_done && !done_log.empty() && t > now) return 2;
         Event e = eq.pop();
         now = e.t;
@@ -89,8 +100,11 @@ int32_t Sim::add_transfers(const std::vector<int32_t>& src, const std::vector<in
                            const std::vector<uint8_t>& reach) {
     const int32_t first = (int32_t)kind.size();
     const size_t k = src.size();
+    if (kind.size() + k >= (size_t)std::numeric_limits<int32_t>::max())
+        throw std::overflow_error("packet engine: at most 2^31 - 1 schedule nodes");
     const int64_t cp = child_ptr.empty() ? 0 : child_ptr.back();
     if (child_ptr.empty()) child_ptr.push_back(0);
+    check_path_room(lk.size());
     const int32_t base = (int32_t)path_links.size();
     path_links.insert(path_links.end(), lk.begin(), lk.end());
     for (size_t i = 0; i < k; ++i) {
@@ -654,6 +668,7 @@ std::vector<int32_t> Sim::dead_transfers() const {
 
 void Sim::set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t>& ptr,
                     const std::vector<int32_t>& lk, const std::vector<uint8_t>& reach) {
+    check_path_room(lk.size());
     const int32_t base = (int32_t)path_links.size();
     path_links.insert(path_links.end(), lk.begin(), lk.end());
     for (size_t k = 0; k < nodes.size(); ++k) {
@@ -754,6 +769,8 @@ void Sim::start_transfer(int32_t node) {
         if (w >= 0 && !conns[w].dead) { c = w; fresh = false; }
     }
     if (c < 0) {
+        if (conns.size() >= (size_t)std::numeric_limits<int32_t>::max())  // ids are int32
+            throw std::overflow_error("packet engine: more than 2^31 - 1 connections");
         c = (int32_t)conns.size();
         conns.emplace_back();
         Conn& C = conns.back();
@@ -766,8 +783,16 @@ void Sim::start_transfer(int32_t node) {
         if (tcp && cfg.warm_connections) warm[(size_t)s * n_hosts + d] = c;
     }
     Conn& C = conns[c];
+    // segments of this transfer (no `size + mss - 1`: it could wrap near 2^63)
+    const int64_t segs = size[node] / C.mss + (size[node] % C.mss != 0);
+    if (segs > MAX_SEGMENTS - C.nseg)
+        throw std::overflow_error(
+            "packet engine: transfer " + std::to_string(node) + " (" +
+            std::to_string(size[node]) + " bytes) takes its connection past " +
+            std::to_string(MAX_SEGMENTS) + " segments of " + std::to_string(C.mss) +
+            " bytes, the most a connection numbers");
     C.xfer.push_back(node);
-    C.nseg += (int32_t)((size[node] + C.mss - 1) / C.mss);
+    C.nseg += (int32_t)segs;
     C.xend.push_back(C.nseg);
     C.xbytes.push_back(size[node]);
     if (C.xfer.size() == 1) C.full_below = C.nseg - 1;

@@ -33,8 +33,12 @@ void Sim::tcp_send_syn(int32_t c) {
     C.syn_ts = now;
     send_packet(pid);
     Conn& C2 = conns[c];
-    // ns-3 ConnTimeout, doubled on every retry
-    C2.rto_deadline = now + (cfg.conn_timeout << std::min(C2.syn_tries, 20));
+    // ns-3 ConnTimeout, doubled on every retry; at most TIME_LIMIT, so that `now + wait`
+    // (now <= TIME_LIMIT) cannot wrap
+    const int shift = std::min(C2.syn_tries, 20);
+    const ps_t wait = cfg.conn_timeout > (TIME_LIMIT >> shift) ? TIME_LIMIT
+                                                               : cfg.conn_timeout << shift;
+    C2.rto_deadline = now + wait;
     if (!C2.rto_pending) { eq.push(C2.rto_deadline, EV_RTO, c); C2.rto_pending = true; }
 }
 

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from netcore.packet import limits
 from netcore.packet.options import L3L4_HEADER, check_options
 from netcore.result import Result
 from netcore.schedule import TRANSFER, Schedule
@@ -116,9 +117,17 @@ class _Router:
 
 
 def run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options) -> Result:
+    try:
+        return _run(topology, schedule, routing, faults, seed, **options)
+    except OverflowError as e:  # the core's own range guards (clock, event numbers, ids)
+        raise (limits.from_core(e) or e) from None
+
+
+def _run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options) -> Result:
     from netcore import _packet
 
     opts = check_options(options)
+    limits.check(topology, schedule, faults, opts)  # what the core's integers can represent
     policy = getattr(routing, "policy", "ecmp")
     per_hop = policy in ("spray", "adaptive")
     cfg = _config(opts, per_hop, policy == "adaptive")

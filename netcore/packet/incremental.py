@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from netcore.packet import limits
 from netcore.packet.engine import PS, _collect, _config
 from netcore.packet.options import check_options
 from netcore.incremental_input import check_new_transfers
@@ -33,6 +34,14 @@ def _ps_scalar(seconds: float) -> int:
     return int(round(float(seconds) * PS))
 
 
+def _core(fn, *args):
+    """A call into the core, with its range guards (clock, event numbers) as PacketLimit."""
+    try:
+        return fn(*args)
+    except OverflowError as e:
+        raise (limits.from_core(e) or e) from None
+
+
 class PacketIncremental:
     """The packet engine driven step by step: `add_transfers`, `advance`, `now`, `pending`,
     `result`. Options are the packet engine's (`netcore.packet.options`)."""
@@ -43,6 +52,8 @@ class PacketIncremental:
         self.topology = topology
         self.routing = routing
         self.opts = check_options(options)
+        limits.check_fabric(topology, self.opts)
+        limits.check_faults(topology, faults)
         policy = getattr(routing, "policy", "ecmp")
         self.per_hop = policy in ("spray", "adaptive")
         cfg = _config(self.opts, self.per_hop, policy == "adaptive")
@@ -122,6 +133,12 @@ class PacketIncremental:
         src, dst, size, start = check_new_transfers(self.topology.n_hosts, now / PS, src, dst,
                                                     size, start_s)
         n = len(src)
+        late = np.flatnonzero(~(start * PS < limits.TIME_LIMIT_PS))
+        if len(late):
+            raise limits.PacketLimit(f"start_s = {float(start[late[0]])!r}: beyond the packet "
+                                     f"engine's clock, which ends at {limits.TIME_LIMIT_TEXT}")
+        limits.check_segments(self.topology, src, dst, np.asarray(size, np.int64),
+                              np.arange(n), self.opts)
         # picoseconds; a start at now() must stay exactly now (no rounding below it)
         st = np.maximum(np.rint(start * PS).astype(np.int64), now)
         first = len(self._src)
@@ -130,8 +147,8 @@ class PacketIncremental:
             np.asarray(flow_ids, np.int64), (n,)).copy()
         src32, dst32 = src.astype(np.int32), dst.astype(np.int32)
         ptr, links, reach = self._paths(src32, dst32, flow, self._alive)
-        got = self._sim.add_transfers(src32, dst32, size.astype(np.int64), st, ptr, links,
-                                      reach.astype(np.uint8))
+        got = _core(self._sim.add_transfers, src32, dst32, size.astype(np.int64), st, ptr,
+                    links, reach.astype(np.uint8))
         assert got == first
         self._src = np.concatenate([self._src, src32])
         self._dst = np.concatenate([self._dst, dst32])
@@ -142,16 +159,18 @@ class PacketIncremental:
         """Runs events until t_limit (seconds; None: no limit) or until the first time stamp at
         which transfers complete, whichever is first. Returns (t, ids): that time stamp and every
         transfer completing at it (in completion order), or (t_limit, empty) if none did."""
-        if t_limit is None:
+        if t_limit is not None and not float(t_limit) <= float("inf"):
+            raise InputError(f"t_limit must be a time in seconds; got {t_limit!r}")
+        if t_limit is None or float(t_limit) == float("inf"):
             limit = _NEVER
         else:
-            limit = _ps_scalar(t_limit)
+            limit = min(_ps_scalar(t_limit), _NEVER)  # beyond the clock: no limit
             if limit < int(self._sim.now):
                 raise InputError(f"t_limit must be >= now() = {self.now()!r} s; got {t_limit!r}")
         t0 = time.perf_counter()
         try:
             while True:
-                code = self._sim.advance(limit, True)
+                code = _core(self._sim.advance, limit, True)
                 if code == 1:  # a link failed reroute_delay ago: new paths over what survives
                     self._reroute()
                     continue
@@ -167,7 +186,7 @@ class PacketIncremental:
         Packets still in flight (ACKs of the last segments) are drained first, as `run` does;
         call it once, at the end."""
         t0 = time.perf_counter()
-        while self._sim.run() == 1:
+        while _core(self._sim.run) == 1:
             self._reroute()
         self._wall += time.perf_counter() - t0
         self._sim.finish()

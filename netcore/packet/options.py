@@ -167,4 +167,7 @@ def check_options(opts: dict) -> dict:
     xon = out["pfc_xon_bytes"]
     _need(_int(xon) and 0 <= xon < xoff, "pfc_xon_bytes", xon,
           f"expected an integer with 0 <= xon < engine.pfc_xoff_bytes = {xoff}")
+    from netcore.packet.limits import check_options as check_ranges
+
+    check_ranges(out)  # times the core's picosecond clock can add without wrapping
     return out

@@ -49,6 +49,8 @@ def parse_topo_spec(spec: str) -> tuple[str, dict]:
         key, eq, val = item.partition("=")
         if not eq or not key.strip():
             raise InputError(f"--topo = {spec!r}: {item!r} is not key=value")
+        if key.strip() in params:
+            raise InputError(f"--topo = {spec!r}: {key.strip()!r} is given twice")
         params[key.strip()] = _value(val.strip())
     return kind.strip(), params
 
@@ -129,11 +131,29 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
     return rows
 
 
+def _image_types() -> set:
+    """File extensions matplotlib can save (png, svg, pdf, ...)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise InputError("--plot needs matplotlib (pip install -e '.[plot]')") from None
+    return set(FigureCanvasBase.get_supported_filetypes())
+
+
 def run(args) -> int:
     from collectives.report import table
+    from netcosim import outpaths
     from netcosim.units import parse_size_range
     from topo.builders import build
 
+    # where the results go, checked before anything runs
+    if args.csv:
+        outpaths.check_file(args.csv, f"--csv {args.csv!r}")
+    if args.plot:
+        outpaths.check_file(args.plot, f"--plot {args.plot!r}", _image_types())
     kind, params = parse_topo_spec(args.topo)
     topology = build(kind, params, where="--topo")
     sizes = parse_size_range(args.sizes.split(",") if "," in args.sizes else args.sizes,
@@ -141,27 +161,33 @@ def run(args) -> int:
     if any(s <= 0 for s in sizes):
         raise InputError(f"--sizes = {args.sizes!r}: sizes must be > 0")
     ranks = _parse_ranks(args.ranks, topology.n_hosts)
-    rows = sweep(topology, args.op, args.algo, sizes, args.engine, ranks, args.chunks,
-                 args.step_latency_us * 1e-6, args.group_size, args.routing)
+    try:
+        rows = sweep(topology, args.op, args.algo, sizes, args.engine, ranks, args.chunks,
+                     args.step_latency_us * 1e-6, args.group_size, args.routing)
+    except InputError as e:  # the library's "op = ..." / "algorithm = ...": the flags
+        msg = str(e)
+        for key, flag in (("op = ", "--op = "), ("algorithm = ", "--algo = ")):
+            if msg.startswith(key):
+                msg = flag + msg[len(key):]
+        raise InputError(msg) from None
     n = len(ranks) if ranks else topology.n_hosts
     algos = sorted({r["algorithm"] for r in rows})
     print(table(rows, f"{args.op} on {args.topo} ({n} ranks), algorithm {'/'.join(algos)}, "
                       f"engine {args.engine}"))
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["bytes", "time_us", "algbw_GBps", "busbw_GBps", "algorithm", "engine"])
-            for r in rows:
-                w.writerow([r["bytes"], f"{r['time_us']:.6g}", f"{r['algbw_GBps']:.6g}",
-                            f"{r['busbw_GBps']:.6g}", r["algorithm"], r["engine"]])
-    if args.plot:
-        try:
-            import matplotlib
+        def write_csv(tmp):
+            with open(tmp, "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["bytes", "time_us", "algbw_GBps", "busbw_GBps", "algorithm",
+                            "engine"])
+                for r in rows:
+                    w.writerow([r["bytes"], f"{r['time_us']:.6g}", f"{r['algbw_GBps']:.6g}",
+                                f"{r['busbw_GBps']:.6g}", r["algorithm"], r["engine"]])
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise InputError("--plot needs matplotlib (pip install -e '.[plot]')") from None
+        outpaths.write_file(args.csv, f"--csv {args.csv!r}", write_csv)
+    if args.plot:
+        import matplotlib.pyplot as plt
+
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.semilogx([r["bytes"] for r in rows], [r["busbw_GBps"] for r in rows], "o-", base=2)
         ax.set_xlabel("size (bytes)")
@@ -169,5 +195,9 @@ def run(args) -> int:
         ax.set_title(f"{args.op} {'/'.join(algos)} on {args.topo}")
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
+        try:
+            outpaths.write_file(args.plot, f"--plot {args.plot!r}",
+                                lambda tmp: fig.savefig(tmp, dpi=120))
+        finally:
+            plt.close(fig)
     return 0

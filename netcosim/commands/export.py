@@ -27,9 +27,20 @@ def register(sub) -> None:
 def run(args) -> int:
     from netcosim.interop import export
 
+    from netcosim import outpaths
+    from netcosim.interop.chakra_writer import check_prefix
+
     if not (args.graphml or args.json or args.chakra):
         raise InputError("export: nothing to write; give --graphml FILE, --json FILE and/or "
                          "--chakra DIR")
+    # every destination checked before anything is built or written
+    if args.graphml:
+        outpaths.check_file(args.graphml, f"--graphml {args.graphml!r}")
+    if args.json:
+        outpaths.check_file(args.json, f"--json {args.json!r}")
+    if args.chakra:
+        check_prefix(args.prefix)
+        outpaths.check_dir(args.chakra, f"--chakra {args.chakra!r}")
     scenario = load_from_args(args)
     topology = scenario.build_topology()
     if args.graphml:
@@ -41,6 +52,7 @@ def run(args) -> int:
 
         schedule = scenario.with_full_detail().build_schedule(topology)  # one op per transfer
         paths = write_schedule(schedule, args.chakra, prefix=args.prefix,
-                               n_ranks=topology.n_hosts, compress=args.gzip)
+                               n_ranks=topology.n_hosts, compress=args.gzip,
+                               label=f"--chakra {args.chakra!r}")
         print(f"workload ({schedule.n} nodes) -> {len(paths)} Chakra files in {args.chakra}")
     return 0

@@ -60,8 +60,19 @@ def run(args) -> int:
             "trials": args.trials, "at_us": args.at_us, "at_fraction": args.at_fraction,
             "single": False if args.no_single else None, "max_single": args.max_single,
             "single_samples": args.single_samples}
-    results = run_study(data, opts, out, backend=backend_from_args(args), resume=args.resume,
-                        source=args.scenario, name=name)
+    from netcosim import outpaths
+    from netcosim.commands.sweep import check_plot_deps
+
+    label = outputs.out_label(args.out, out)
+    outpaths.check_dir(out, label)
+    if args.plot:
+        check_plot_deps()
+    try:
+        results = run_study(data, opts, out, backend=backend_from_args(args),
+                            resume=args.resume, source=args.scenario, name=name)
+    except OSError as e:  # a table could not be written (disk full, ...)
+        raise outpaths.OutputError(f"{label}: cannot write the results "
+                                   f"({e.strerror or type(e).__name__})") from None
     for res in results:
         _print(res, name)
     print(f"-> {out}")

@@ -2,8 +2,6 @@
 a netcosim fabric (JSON, GraphML, or a scenario [topology] table)."""
 from __future__ import annotations
 
-from topo.errors import InputError
-
 
 def register(sub) -> None:
     p = sub.add_parser("import-astra", help="convert an ASTRA-sim network.yml into a netcosim "
@@ -34,11 +32,15 @@ def _toml_table(d: dict) -> str:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from netcosim.interop import export
     from netcosim.interop.astra_network import load_network, to_custom_table
 
+    from netcosim import outpaths
+
+    for flag, path in (("--json", args.json), ("--graphml", args.graphml),
+                       ("--toml", args.toml)):
+        if path:
+            outpaths.check_file(path, f"{flag} {path!r}")
     topology = load_network(args.network, gb=args.gb)
     s = topology.params
     print(f"{args.network}: {' x '.join(map(str, s['npus_count']))} NPUs "
@@ -49,10 +51,8 @@ def run(args) -> int:
     if args.graphml:
         print(f"  -> {export.write_graphml(topology, args.graphml)}")
     if args.toml:
-        p = Path(args.toml)
-        if p.is_dir():
-            raise InputError(f"--toml {args.toml!r}: is a directory, expected a file name")
-        p.write_text(f"# from {args.network} (ASTRA-sim analytical network)\n" +
-                     _toml_table(to_custom_table(topology)))
+        p = outpaths.write_text(args.toml, f"--toml {args.toml!r}",
+                                f"# from {args.network} (ASTRA-sim analytical network)\n" +
+                                _toml_table(to_custom_table(topology)))
         print(f"  -> {p}")
     return 0

@@ -39,8 +39,8 @@ def run(args) -> int:
         raise InputError(f"--horizon-ms {args.horizon_ms!r}: expected a time >= 0")
     scenario = load_from_args(args)
     out = outputs.command_out_dir(args.out, scenario.name, "-ns3")
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {str(out)!r}: exists and is not a directory")
+    label = outputs.out_label(args.out, out)
+    outputs.check_out_dir(out, label)
     # refuse what ns-3 cannot reproduce before the (slow) ns-3 import
     check_policy(scenario.policy)
     opts = check_options(scenario_engine_options(scenario))
@@ -54,7 +54,8 @@ def run(args) -> int:
     summary["engine"] = "ns3"
     outputs.write_outputs(out, summary,
                           outputs.flows_table(prepared.schedule, result, prepared.topology),
-                          outputs.links_table(prepared.topology, result, result.makespan))
+                          outputs.links_table(prepared.topology, result, result.makespan),
+                          label=label)
     stranded = f", {summary['stranded']} stranded" if summary["stranded"] else ""
     print(f"{scenario.name}: makespan {summary['makespan_us']:.6g} us, "
           f"{summary['transfers']} transfers{stranded}; ns-3 run {summary['wall_s']:.3g} s "

@@ -22,9 +22,14 @@ def run(args) -> int:
         raise InputError("plot: needs matplotlib (pip install 'netcosim[plot]')") from None
     if not Path(args.dir).is_dir():
         raise InputError(f"plot {args.dir!r}: not a directory")
-    from netcosim import plots
+    from netcosim import outpaths, plots
 
-    paths = plots.plot_dir(args.dir)
+    outpaths.check_dir(args.dir, f"plot {args.dir!r}")  # the plots are written into it
+    try:
+        paths = plots.plot_dir(args.dir)
+    except OSError as e:
+        raise outpaths.OutputError(f"plot {args.dir!r}: cannot write the plots "
+                                   f"({e.strerror or type(e).__name__})") from None
     if not paths:
         print(f"{args.dir}: nothing to plot (no finished rows with a numeric swept parameter)")
     for p in paths:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 
 from netcosim.cli import add_scenario_arguments, load_from_args
-from topo.errors import InputError
 
 
 def register(sub) -> None:
@@ -29,14 +28,14 @@ def run(args) -> int:
         args.overrides = list(args.overrides) + ["engine.link_series=true"]
     scenario = load_from_args(args, engine=args.engine)
     out = outputs.command_out_dir(args.out, scenario.name)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {str(out)!r}: exists and is not a directory")
+    label = outputs.out_label(args.out, out)
+    outputs.check_out_dir(out, label)  # before the run: a place we cannot write is bad input
     prepared, result, summary = simulate_scenario(scenario)
     series = outputs.link_series_table(prepared.topology, result) if args.link_series else None
     outputs.write_outputs(out, summary,
                           outputs.flows_table(prepared.schedule, result, prepared.topology),
                           outputs.links_table(prepared.topology, result, result.makespan),
-                          series)
+                          series, label=label)
     stranded = f", {summary['stranded']} stranded" if summary["stranded"] else ""
     extra = "".join(f", {k} {summary[k]:.4g}" for k in ("algbw_GBps", "busbw_GBps", "step_time_s",
                                                          "mfu")

@@ -69,9 +69,21 @@ def run(args) -> int:
                     raise InputError(f"{p.where}: {e}") from None
         print(f"{len(points)} points, columns {', '.join(spec.columns)}: all pass the check")
         return 0
-    outcome = run_points(points, out, backend, resume=args.resume, params=spec.columns,
-                         meta={"kind": "sweep", "source": spec.source, "name": name,
-                               "plots": spec.plots})
+    from netcosim import outpaths
+    from netcosim.sweep import table
+    from netcosim.sweep.run import META_NAME
+
+    label = outputs.out_label(args.out, out)
+    outpaths.check_dir(out, label, (table.CSV_NAME, table.JOURNAL, META_NAME))
+    if args.plot:
+        check_plot_deps()
+    try:
+        outcome = run_points(points, out, backend, resume=args.resume, params=spec.columns,
+                             meta={"kind": "sweep", "source": spec.source, "name": name,
+                                   "plots": spec.plots})
+    except OSError as e:  # the table or journal could not be written (disk full, ...)
+        raise outpaths.OutputError(f"{label}: cannot write the results "
+                                   f"({e.strerror or type(e).__name__})") from None
     info = outcome.info
     extra = "".join(f", {info[k]} {k}" for k in ("errors", "infeasible") if info[k])
     resumed = f" ({outcome.skipped} resumed)" if outcome.skipped else ""
@@ -81,13 +93,29 @@ def run(args) -> int:
     return finish(out, args.plot and bool(outcome.rows), outcome.interrupted)
 
 
+def check_plot_deps() -> None:
+    """--plot needs matplotlib: say so before the run, not after it."""
+    from topo.errors import InputError
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise InputError("--plot needs matplotlib (pip install 'netcosim[plot]')") from None
+
+
 def finish(out, plot: bool, interrupted: bool) -> int:
     """The end of a sweep-like command (sweep, faults): plots on request, and exit status
     130 with a hint when Ctrl-C stopped the run (its finished rows are kept)."""
     if plot:
         from netcosim import plots
+        from netcosim.outpaths import OutputError
 
-        for path in plots.plot_dir(out):
+        try:
+            paths = plots.plot_dir(out)
+        except OSError as e:
+            raise OutputError(f"--plot: cannot write the plots into {str(out)!r} "
+                              f"({e.strerror or type(e).__name__})") from None
+        for path in paths:
             print(f"  {path}")
     if interrupted:
         print("netcosim: interrupted; the finished rows are kept (rerun with --resume)",

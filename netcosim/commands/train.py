@@ -46,10 +46,17 @@ def run(args) -> int:
     from compute.report import chrome_trace, format_summary, summarize
     from netcore.api import simulate
 
+    from netcosim import outpaths
+
     engine = None if args.engine == "ideal" else args.engine
     scenario = load_from_args(args, engine=engine)
     if (scenario.workload or {}).get("kind") != "training":
         raise InputError("workload.kind: netcosim train needs kind = \"training\"")
+    # every destination checked before the (possibly long) run
+    if args.trace:
+        outpaths.check_file(args.trace, f"--trace {args.trace!r}")
+    if args.out:
+        outpaths.check_dir(args.out, f"--out {args.out!r}", ("summary.json",))
     prepared = scenario.prepare(check_engine=args.engine != "ideal")
     if args.engine == "ideal":
         result = _ideal(prepared)
@@ -68,11 +75,17 @@ def run(args) -> int:
         print(f"memory/GPU     {mem['total_GB']} GB of {mem['capacity_GB']} GB")
     print(f"engine         {result.engine} ({result.wall_s:.3g} s)")
     if args.trace:
-        chrome_trace(prepared.schedule, result.start, result.end, args.trace)
+        outpaths.write_file(args.trace, f"--trace {args.trace!r}",
+                            lambda tmp: chrome_trace(prepared.schedule, result.start, result.end,
+                                                     tmp))
         print(f"trace          {args.trace}")
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "summary.json", "w") as f:
-            json.dump(s, f, indent=2, default=float)
+        label = f"--out {args.out!r}"
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise outpaths.OutputError(f"{label}: cannot create it ({e.strerror})") from None
+        outpaths.write_text(out / "summary.json", label,
+                            json.dumps(s, indent=2, default=float) + "\n")
     return 0

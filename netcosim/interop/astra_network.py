@@ -64,10 +64,52 @@ def load_network(path, gb: str = "binary") -> Topology:
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"ASTRA-sim network file {str(path)!r}: cannot be read ({e})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_strict_loader())
+    except _DuplicateKey as e:
+        raise InputError(f"{path}: key {e.key!r} appears twice (line {e.line}); YAML keeps "
+                         f"only the last, so the file is ambiguous") from None
     except yaml.YAMLError as e:
         raise InputError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply") from None
     return from_dict(data, str(path), gb)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key, line):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+_LOADER = None
+
+
+def _strict_loader():
+    """yaml.SafeLoader that refuses a mapping key given twice (SafeLoader keeps the last)."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        class StrictLoader(yaml.SafeLoader):
+            pass
+
+        def mapping(loader, node, deep=False):
+            loader.flatten_mapping(node)
+            seen = set()
+            for key_node, _ in node.value:
+                key = loader.construct_object(key_node, deep=deep)
+                try:
+                    dup = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: construct_mapping says so
+                    continue
+                if dup:
+                    raise _DuplicateKey(key, key_node.start_mark.line + 1)
+            return loader.construct_mapping(node, deep)
+
+        StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+        _LOADER = StrictLoader
+    return _LOADER
 
 
 def astra(path, gb: str = "binary", *, where: str = "topology") -> Topology:

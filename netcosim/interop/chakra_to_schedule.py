@@ -188,6 +188,8 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
         traces = read_trace(traces)
     if deps not in ("both", "data"):
         raise InputError(f"{where}.deps = {deps!r}: expected \"both\" or \"data\"")
+    _check_algorithms(algorithms or {}, where)
+    _check_precision(precision, where)
     algorithms = {**DEFAULT_ALGORITHMS, **(algorithms or {})}
     warn = _Warn()
     by_rank = {t.rank: t for t in traces}
@@ -299,6 +301,33 @@ def _id_index(t: RankTrace) -> dict:
     return idx
 
 
+def _check_algorithms(algorithms: dict, where: str) -> None:
+    """Every ``op -> algorithm`` names a collective a trace can hold and an algorithm of it
+    (a typo must not silently fall back to the default)."""
+    import collectives
+
+    ops = sorted(set(COMM_OPS.values()) - {"barrier"})
+    for op, alg in algorithms.items():
+        at = f"{where}.algorithms.{op}"
+        if op not in ops:
+            raise InputError(f"{at} = {alg!r}: {op!r} is not a collective of Chakra traces "
+                             f"(expected one of {', '.join(ops)})")
+        if not isinstance(alg, str):
+            raise InputError(f"{at} = {alg!r}: expected an algorithm name")
+        try:
+            collectives.resolve(op, alg)
+        except InputError as e:
+            raise InputError(f"{at} = {alg!r}: {str(e).split(': ', 1)[-1]}") from None
+
+
+def _check_precision(precision, where: str) -> None:
+    from compute.hardware import PRECISIONS
+
+    if precision not in PRECISIONS:
+        raise InputError(f"{where}.precision = {precision!r}: expected one of "
+                         f"{', '.join(PRECISIONS)}")
+
+
 def _gpu_spec(gpu, where):
     from compute.hardware import get_gpu
 
@@ -311,12 +340,21 @@ def _gpu_spec(gpu, where):
 def _comp_seconds(node, spec, precision, t, k, warn) -> float:
     a = attrs(node)
     d = a.get("duration_s")
-    if isinstance(d, float) and np.isfinite(d) and d >= 0:
-        return d
+    if d is not None:  # NaN, negative or infinite is an error, never a silent 0 s
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not np.isfinite(d) \
+                or d < 0:
+            raise ChakraMappingError(f"{t.where(k)}: duration_s = {d!r}: expected a finite "
+                                     f"number of seconds >= 0")
+        return float(d)
     if node.duration_micros:
         return node.duration_micros * 1e-6
     flops = a.get("num_ops")
     nbytes = a.get("tensor_size")
+    for name, v in (("num_ops", flops), ("tensor_size", nbytes)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not np.isfinite(v) or v < 0):
+            raise ChakraMappingError(f"{t.where(k)}: {name} = {v!r}: expected a finite "
+                                     f"number >= 0")
     if (flops or nbytes) and spec is not None:
         from compute.operators import roofline
 

@@ -21,6 +21,7 @@ values), as in real traces.
 from __future__ import annotations
 
 import gzip
+import re
 import warnings
 from pathlib import Path
 
@@ -142,23 +143,41 @@ def schedule_to_traces(schedule: Schedule, n_ranks: int | None = None) -> dict[i
     return out
 
 
-def write_schedule(schedule: Schedule, out_dir, prefix: str = "netcosim",
-                   n_ranks: int | None = None, compress: bool = False) -> list[Path]:
-    """Write one ``<prefix>.<rank>.et`` (``.et.gz`` with ``compress``) per rank; returns the
-    paths."""
-    d = Path(out_dir)
-    if d.exists() and not d.is_dir():
-        raise InputError(f"chakra output {str(out_dir)!r}: exists and is not a directory")
-    d.mkdir(parents=True, exist_ok=True)
-    paths = []
-    from netcosim.interop.chakra_to_schedule import no_gc
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
+
+def check_prefix(prefix, where: str = "--prefix") -> str:
+    """A file-name stem: letters, digits and ``._+-``, not starting with a dot or dash (so
+    ``<prefix>.<rank>.et`` stays inside the output directory)."""
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix) or len(prefix) > 200:
+        raise InputError(f"{where} = {prefix!r}: expected a plain file-name stem (letters, "
+                         f"digits, '.', '_', '+', '-'; no '/' or leading '.'), e.g. netcosim")
+    return prefix
+
+
+def write_schedule(schedule: Schedule, out_dir, prefix: str = "netcosim",
+                   n_ranks: int | None = None, compress: bool = False,
+                   label: str | None = None) -> list[Path]:
+    """Write one ``<prefix>.<rank>.et`` (``.et.gz`` with ``compress``) per rank; returns the
+    paths. Each file is written whole (a temporary file renamed into place)."""
+    from netcosim.interop.chakra_to_schedule import no_gc
+    from netcosim.outpaths import OutputError, check_dir, write_file
+
+    check_prefix(prefix)
+    label = label or f"chakra output {str(out_dir)!r}"
+    d = check_dir(out_dir, label)
     with no_gc():  # millions of small messages: no cyclic-GC rescans while they are made
         traces = schedule_to_traces(schedule, n_ranks)
-    for r, msgs in traces.items():
+    names = [f"{prefix}.{r}.et{'.gz' if compress else ''}" for r in traces]
+    check_dir(d, label, names)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{label}: cannot create it ({e.strerror})") from None
+    paths = []
+    for (r, msgs), name in zip(traces.items(), names):
         data = frame(msgs)
-        p = d / f"{prefix}.{r}.et{'.gz' if compress else ''}"
         # mtime=0: the same schedule gives the same bytes (reproducible example files)
-        p.write_bytes(gzip.compress(data, mtime=0) if compress else data)
-        paths.append(p)
+        blob = gzip.compress(data, mtime=0) if compress else data
+        paths.append(write_file(d / name, label, lambda tmp: Path(tmp).write_bytes(blob)))
     return paths

@@ -11,29 +11,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topo.errors import InputError
-
 
 def _target(path, what: str) -> Path:
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"--{what} {str(path)!r}: is a directory, expected a file name")
-    if not p.parent.exists():
-        raise InputError(f"--{what} {str(path)!r}: folder {str(p.parent)!r} does not exist")
-    return p
+    from netcosim.outpaths import check_file
+
+    return check_file(path, f"--{what} {str(path)!r}")
 
 
 def write_graphml(topology, path) -> Path:
+    from netcosim.outpaths import write_file
     from topo import io
 
     p = _target(path, "graphml")
-    io.to_graphml(topology, p, where="--graphml")
-    return p
+    return write_file(p, f"--graphml {str(path)!r}",
+                      lambda tmp: io.to_graphml(topology, tmp, where="--graphml"))
 
 
 def write_json(topology, path) -> Path:
+    from netcosim.outpaths import write_file
     from topo import io
 
     p = _target(path, "json")
-    io.save_json(topology, p, where="--json")
-    return p
+    return write_file(p, f"--json {str(path)!r}",
+                      lambda tmp: io.save_json(topology, tmp, where="--json"))

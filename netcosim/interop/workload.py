@@ -58,6 +58,10 @@ def _comm_groups(v, where: str, base: Path | None, trace_path: Path):
             raise InputError(f"{where_key} = {v!r}: file not found") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise InputError(f"{where_key} = {v!r}: not valid JSON ({e})") from None
+        except RecursionError:
+            raise InputError(f"{where_key} = {v!r}: nested too deeply") from None
+        except OSError as e:
+            raise InputError(f"{where_key} = {v!r}: cannot be read ({e.strerror})") from None
         v = data
     if not isinstance(v, dict):
         raise InputError(f"{where_key}: expected a table pg_name -> list of ranks")

@@ -99,7 +99,9 @@ def parse_sweep(data: dict, source: str | None = None) -> SweepSpec:
     else:
         raise InputError(f"sweep = {short_repr(raw)}: expected a table ([sweep]) or an array of "
                          f"tables ([[sweep]])")
-    return SweepSpec(base, blocks, source, plots)
+    spec = SweepSpec(base, blocks, source, plots)
+    check_plot_columns(plots, spec.columns)
+    return spec
 
 
 def parse_plots(raw) -> list[dict]:
@@ -138,8 +140,26 @@ def parse_plots(raw) -> list[dict]:
         where = p.get("where", {})
         if not isinstance(where, dict):
             raise InputError(f"{at}.where = {short_repr(where)}: expected a table column -> value(s)")
+        if "name" in p and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,150}", p["name"]):
+            raise InputError(f"{at}.name = {p['name']!r}: expected a plain file-name stem "
+                             f"(letters, digits, '.', '_', '+', '-'; no '/')")
         out.append({**p, "kind": kind, "y": ys, "where": where})
     return out
+
+
+def check_plot_columns(plots: list, columns: list) -> None:
+    """A [[plot]] column written as a dotted scenario path (``topology.k``) must be one the
+    sweep varies; other names are the runs' figures (makespan_us, hosts, ...), which
+    ``netcosim plot`` checks against the table it reads."""
+    for i, sp in enumerate(plots):
+        named = [(k, sp.get(k)) for k in ("x", "hue", "facet")]
+        if sp["kind"] == "heatmap":
+            named.append(("y", sp["y"]))
+        named += [("where", c) for c in sp["where"]]
+        for key, c in named:
+            if isinstance(c, str) and "." in c and c not in columns:
+                raise InputError(f"plot[{i}].{key} = {c!r}: not a column of this sweep "
+                                 f"(swept: {', '.join(columns) or 'none'})")
 
 
 def parse_block(table: dict, where: str) -> Block:

@@ -57,13 +57,13 @@ def read_journal(path) -> dict[str, dict]:
     p = Path(path)
     if not p.exists():
         return out
-    with open(p, encoding="utf-8") as fh:
+    with open(p, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
-            if isinstance(row, dict) and "point_id" in row:
+            if isinstance(row, dict) and isinstance(row.get("point_id"), str):
                 out[row["point_id"]] = row
     return out
 
