@@ -31,7 +31,7 @@ from compute.model import get_model
 from compute.parallel import ParallelConfig, layer_split, place, rank_grid, validate
 from collectives.streams import stream_of
 from netcore.members import SetBuilder
-from netcore.schedule import DELAY, TRANSFER, Schedule
+from netcore.schedule import DELAY, TRANSFER, Schedule, connection_keys
 from netcore.schedule import COMPUTE as K_COMPUTE
 from topo.errors import InputError
 
@@ -88,11 +88,14 @@ class _Acc:
         extra = {"rank": col["rank"].astype(np.int64), "ckind": col["ckind"].astype(np.int8),
                  "stream": col["stream"].astype(np.int8), "flops": col["flops"].astype(np.float64),
                  "mult": col["mult"].astype(np.float64), "tp_s": col["tp_s"].astype(np.float64)}
+        # every transfer of a step is collective traffic on a persistent connection: routing
+        # hashes the connection (netcore.schedule.connection_keys), in both detail levels
+        conn = np.where(col["kind"] == TRANSFER, connection_keys(col["src"], col["dst"]), -1)
         return Schedule(kind=col["kind"], src=col["src"], dst=col["dst"], size=col["size"],
                         duration=col["duration"], start=np.zeros(self.n), dep_ptr=ptr, dep_idx=pa,
                         tag=col["tag"], label=col["label"], labels=self.labels or ["compute"],
                         extra=extra, meta=meta, mset=col["mset"], steps=col["steps"],
-                        sets=self.sets.build() if len(self.sets) else None)
+                        sets=self.sets.build() if len(self.sets) else None, conn=conn)
 
 
 # ====================================================================== unit templates

@@ -59,6 +59,11 @@ class Schedule:
     mset: np.ndarray = None  # int64 (n,) member set of the transfer (-1: just itself)
     steps: np.ndarray = None  # int32 (n,) serial transfers the node stands for (1 default)
     sets: MemberSets = None  # the member sets ``mset`` indexes (None: no sets)
+    # routing hash key of each transfer (``connection_keys``); -1: the node id. Hash-based
+    # routing (ecmp, valiant) picks a transfer's path from it: transfers of one connection
+    # (a collective's steps between two ranks, a pipeline's sends) take one path, as a NIC's
+    # persistent queue pair does
+    conn: np.ndarray = None
 
     def __post_init__(self):
         n = len(self.kind)
@@ -80,7 +85,10 @@ class Schedule:
                      np.ascontiguousarray(self.mset, dtype=np.int64))
         self.steps = (np.ones(n, dtype=np.int32) if self.steps is None else
                       np.ascontiguousarray(self.steps, dtype=np.int32))
-        for name in ("src", "dst", "size", "duration", "start", "tag", "label", "mset", "steps"):
+        self.conn = (np.full(n, -1, dtype=np.int64) if self.conn is None else
+                     np.ascontiguousarray(self.conn, dtype=np.int64))
+        for name in ("src", "dst", "size", "duration", "start", "tag", "label", "mset", "steps",
+                     "conn"):
             if len(getattr(self, name)) != n:
                 raise ScheduleError(f"{name} has {len(getattr(self, name))} entries, expected {n}")
         if len(self.dep_ptr) != n + 1 or self.dep_ptr[0] != 0 or self.dep_ptr[-1] != len(self.dep_idx):
@@ -161,6 +169,18 @@ class Schedule:
     @property
     def total_bytes(self) -> int:
         return int(self.node_bytes().sum())
+
+    def routing_keys(self, nodes: np.ndarray) -> np.ndarray:
+        """The hash key of each of ``nodes``: its connection key, or its id when it has none."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        c = self.conn[nodes]
+        return np.where(c >= 0, c, nodes)
+
+    def with_connections(self) -> "Schedule":
+        """Every transfer keyed by its (src, dst) connection (``connection_keys``), in place."""
+        t = self.kind == TRANSFER
+        self.conn = np.where(t, connection_keys(self.src, self.dst), -1)
+        return self
 
     def deps_of(self, i: int) -> np.ndarray:
         return self.dep_idx[self.dep_ptr[i]: self.dep_ptr[i + 1]]
@@ -265,7 +285,7 @@ class Schedule:
                         self.duration[keep], self.start[keep], dep_ptr, dep_idx,
                         self.tag[keep], self.label[keep], list(self.labels),
                         {k: v[keep] for k, v in self.extra.items()}, dict(self.meta),
-                        self.mset[keep], self.steps[keep], self.sets)
+                        self.mset[keep], self.steps[keep], self.sets, self.conn[keep])
 
     @staticmethod
     def concat(parts: list["Schedule"], after_all: bool = False) -> "Schedule":
@@ -275,7 +295,7 @@ class Schedule:
             return Schedule.empty()
         labels: list[str] = []
         cols = {k: [] for k in ("kind", "src", "dst", "size", "duration", "start", "tag",
-                                "label", "steps")}
+                                "label", "steps", "conn")}
         any_sets = any(p.sets is not None for p in parts)
         sets, set_off = MemberSets.concat([p.sets for p in parts]) if any_sets else (None, None)
         msets = [np.where(p.mset >= 0, p.mset + (set_off[i] if any_sets else 0), -1)
@@ -334,6 +354,14 @@ class Schedule:
                 f"{counts[2]} delays; {len(self.dep_idx)} edges; {self.total_bytes} bytes)")
 
     __repr__ = describe
+
+
+def connection_keys(src, dst) -> np.ndarray:
+    """Routing hash key of the connection from host ``src`` to host ``dst``: above every node
+    id (2^62 + src * 2^31 + dst), so it never coincides with an unkeyed transfer's key."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    return (np.int64(1) << np.int64(62)) + (src << np.int64(31)) + dst
 
 
 def _label_index(labels: list, name: str) -> int:

@@ -301,6 +301,9 @@ def build_collective(topology, spec: dict, where: str, seed: int):
                          f"option of {op} {algorithm}") from None
     except InputError as e:
         raise _in(e, where) from None
+    # a collective's steps between two ranks share one connection (one ECMP hash), as NCCL's
+    # persistent queue pairs do; the stream form keys its members alike
+    sched.with_connections()
     return _collective_meta(sched, op, algorithm, nbytes, ranks, "full")
 
 

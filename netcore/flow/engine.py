@@ -129,6 +129,8 @@ def _run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> R
     wall0 = time.perf_counter()
     st = FlowState(topology, schedule, opts["mtu"], opts["link_series"], opts["transport"],
                    opts["init_cwnd"], opts["handshake"])
+    if (schedule.conn >= 0).any():  # connection-keyed transfers hash by connection
+        st.flow_key = schedule.routing_keys(np.arange(schedule.n))
     tr = np.flatnonzero(schedule.kind == TRANSFER).astype(np.int64)
     if len(tr):
         st.assign(tr, _route(routing, st, tr, None))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from netcore.members import MemberSets
-from netcore.schedule import TRANSFER, Schedule
+from netcore.schedule import TRANSFER, Schedule, connection_keys
 
 
 def affected_members(schedule: Schedule, routing, faults) -> np.ndarray | None:
@@ -29,7 +29,7 @@ def affected_members(schedule: Schedule, routing, faults) -> np.ndarray | None:
     cnt = ms.sizes[used]
     pos = np.repeat(ms.ptr[used] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + \
         np.arange(int(cnt.sum()))
-    p = routing.paths(ms.src[pos], ms.dst[pos], flow_id=schedule.n + pos)
+    p = routing.paths(ms.src[pos], ms.dst[pos], flow_id=connection_keys(ms.src[pos], ms.dst[pos]))
     faulted = np.zeros(routing.topology.n_dlinks, bool)
     faulted[np.asarray(faults.dlink, dtype=np.int64)] = True
     owner = np.repeat(np.arange(len(pos)), np.diff(p.ptr))
@@ -112,6 +112,9 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
     ch, pa = ch[o], pa[o]
     dep_ptr = np.zeros(n + c + 1, dtype=np.int64)
     np.cumsum(np.bincount(ch, minlength=n + c), out=dep_ptr[1:])
+    # a member moving alone hashes as its own connection, as in the full form
+    conn = np.concatenate([schedule.conn, connection_keys(ms.src[mem], ms.dst[mem])])
+    conn[nodes[lone]] = connection_keys(src[nodes[lone]], dst[nodes[lone]])
     out = Schedule(kind=grow(schedule.kind), src=np.concatenate([src, ms.src[mem]]),
                    dst=np.concatenate([dst, ms.dst[mem]]), size=grow(schedule.size),
                    duration=grow(schedule.duration), start=grow(schedule.start),
@@ -119,7 +122,7 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
                    label=grow(schedule.label), labels=list(schedule.labels),
                    extra={k_: grow(v) for k_, v in schedule.extra.items()},
                    meta=dict(schedule.meta), mset=np.concatenate([mset, np.full(c, -1)]),
-                   steps=grow(schedule.steps), sets=sets)
+                   steps=grow(schedule.steps), sets=sets, conn=conn)
     return out, origin
 
 

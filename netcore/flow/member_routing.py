@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from netcore.flow import _kernels as K
-from netcore.schedule import TRANSFER
+from netcore.schedule import TRANSFER, connection_keys
 from topo.faults import DOWN
 from topo.routing import Paths, _merge
 
@@ -79,8 +79,6 @@ class MemberRouting:
         self.single = tr[self.mset[tr] < 0]
         used = np.unique(self.mset[tr][self.mset[tr] >= 0])
         self.used_sets = used
-        # member hash keys: after the node ids (which single transfers keep as their keys)
-        self.key_base = n
         self._cache: dict = {}
         self.states = _alive_states(self.L, faults)
         faulted = np.unique(np.asarray(faults.dlink, dtype=np.int64))
@@ -98,8 +96,9 @@ class MemberRouting:
         cnt = ms.sizes[sets]
         pos = np.repeat(ms.ptr[sets] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + \
             np.arange(int(cnt.sum()))
-        p = self.routing.paths(ms.src[pos], ms.dst[pos], flow_id=self.key_base + pos,
-                               alive=alive)
+        # members hash as the connections they stand for (the full form keys them alike)
+        p = self.routing.paths(ms.src[pos], ms.dst[pos],
+                               flow_id=connection_keys(ms.src[pos], ms.dst[pos]), alive=alive)
         # member -> set: concatenate each set's member rows, then merge duplicate links
         owner_ptr = np.concatenate([[0], np.cumsum(cnt)])
         eptr = p.ptr[owner_ptr]
@@ -138,7 +137,7 @@ class MemberRouting:
 
     def _route_single(self, nodes: np.ndarray, alive) -> Paths:
         return self.routing.paths(self.sched.src[nodes], self.sched.dst[nodes],
-                                  flow_id=nodes, alive=alive)
+                                  flow_id=self.sched.routing_keys(nodes), alive=alive)
 
     # ------------------------------------------------------------------ link classes
     def _build_quotient(self, used: np.ndarray, faulted: np.ndarray):

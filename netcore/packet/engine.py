@@ -86,6 +86,7 @@ class _Router:
         self.routing = routing
         self.per_hop = per_hop
         self.src = schedule.src
+        self.keys = schedule.routing_keys(np.arange(schedule.n))  # ECMP hash key per node
         self.dst = schedule.dst
         t = schedule.kind == TRANSFER
         self.transfers = np.flatnonzero(t).astype(np.int32)
@@ -110,7 +111,7 @@ class _Router:
             return
         if len(nodes) == 0:
             return
-        p = self.routing.paths(self.src[nodes], self.dst[nodes], flow_id=nodes.astype(np.int64),
+        p = self.routing.paths(self.src[nodes], self.dst[nodes], flow_id=self.keys[nodes],
                                alive=alive)
         sim.set_paths(nodes, np.asarray(p.ptr, dtype=np.int64), np.asarray(p.link, dtype=np.int32),
                       np.asarray(p.reachable, dtype=np.uint8))
