@@ -48,7 +48,7 @@ def test_sharded_optimizer_divides_optimizer_state_by_dp():
 
 
 def test_training_workload_refuses_what_does_not_fit(tmp_path):
-    from compute.workload import MemoryInfeasible
+    from netcosim.workload_kinds.training import MemoryInfeasible
     from netcosim.scenario import load_scenario
 
     sc = {

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from compute import comm
 from compute.parallel import ParallelConfig
-from compute.workload import build
+from netcosim.workload_kinds.training import build
 from topo.builders import build as build_topo
 from topo.errors import InputError
 

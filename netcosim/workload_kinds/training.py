@@ -1,2 +1,119 @@
-"""``[workload] kind = "training"`` comes from compute/ (compute/workload.py)."""
-from compute.workload import register  # noqa: F401
+"""``[workload] kind = "training"``: a scenario's training step, built by compute.training.
+
+Keys (besides ``kind``): ``model`` (preset name or table), ``gpu`` (name or spec table),
+``parallel`` (table, compute.parallel.ParallelConfig fields), ``placement`` (packed | spread |
+list of hosts), ``tp_comm`` (auto | local | network), ``symmetry`` (auto | none; use none when
+the fabric or its faults are not symmetric), ``granularity`` (op | segment | coarse),
+``algorithm`` (network collective algorithm: one name, or a table per op such as
+``{all_reduce = "ring", all_to_all = "pairwise"}``), ``check_memory`` (default true: a configuration
+that does not fit in GPU memory is refused with the numbers; ``MemoryInfeasible`` lets sweeps
+skip it).
+"""
+from __future__ import annotations
+
+from compute import comm
+from compute.memory import memory_per_gpu
+from compute.model import get_model
+from compute.parallel import ParallelConfig, validate
+from compute.report import summarize
+from compute.training import build_step
+from topo.errors import InputError
+
+KEYS = ("model", "gpu", "parallel", "placement", "tp_comm", "symmetry", "granularity",
+        "algorithm", "check_memory", "network_detail")
+
+
+class MemoryInfeasible(InputError):
+    """The configuration does not fit in GPU memory; the message has the numbers."""
+
+    def __init__(self, msg: str, report: dict):
+        super().__init__(msg)
+        self.report = report
+
+
+def _parallel(spec: dict, where: str) -> ParallelConfig:
+    par = spec.get("parallel", {})
+    if not isinstance(par, dict):
+        raise InputError(f"{where}.parallel: expected a table")
+    try:
+        return ParallelConfig.from_dict(par)
+    except InputError as e:
+        raise InputError(f"{where}.{e}") from None
+    except TypeError as e:
+        raise InputError(f"{where}.parallel: {e}") from None
+
+
+def check_memory(model, par: ParallelConfig, gpu, n_gpus: int, where: str = "workload"):
+    m = get_model(model)
+    par = validate(m, par, n_gpus)
+    rep = memory_per_gpu(m, par, gpu)
+    if not rep.fits:
+        raise MemoryInfeasible(f"{where}: {rep.message()}", rep.as_dict())
+    return rep
+
+
+def build(topology, spec: dict, where: str = "workload", seed: int = 0):
+    for k in ("model", "gpu"):
+        if k not in spec:
+            raise InputError(f"{where}.{k}: missing field")
+    par = _parallel(spec, where)
+    check = spec.get("check_memory", True)
+    if not isinstance(check, bool):  # "no" must not mean yes
+        raise InputError(f"{where}.check_memory = {check!r}: expected true or false")
+    try:
+        comm.algorithms(spec.get("algorithm"))  # up front, before memory and the build
+    except InputError as e:
+        raise InputError(f"{where}.{e}") from None
+    from netcosim.workloads import network_detail, scenario_engine, scenario_faults
+
+    detail = network_detail(spec, where)
+    faults = scenario_faults()
+    has_faults = faults is not None and len(faults) > 0
+    n_gpus = par.n_gpus if par.dp else topology.n_hosts
+    try:
+        m = get_model(spec["model"])
+        mem = None
+        if check:
+            mem = check_memory(m, par, spec["gpu"], n_gpus, where)
+        def build_as(how):
+            return build_step(m, par, spec["gpu"], topology,
+                              placement=spec.get("placement", "packed"),
+                              tp_comm=spec.get("tp_comm", "auto"),
+                              symmetry=spec.get("symmetry", "auto"),
+                              granularity=spec.get("granularity", "segment"),
+                              algorithm=spec.get("algorithm"), faults=has_faults,
+                              network_detail=how)
+
+        sched = build_as("auto")
+        if detail == "full":
+            # the scalable form counts the transfers of the full one: refuse before building
+            # what cannot fit (netcosim/memory_guard.py)
+            from netcosim.memory_guard import check_transfers
+
+            hint = ("use fewer GPUs" + ("" if spec.get("network_detail") == "full" and
+                                        scenario_engine() in (None, "flow") else
+                                        " (the packet engine runs every transfer)")
+                    + (", or network_detail = \"auto\" with the flow engine"
+                       if spec.get("network_detail") == "full" else ""))
+            check_transfers(sched.n_member_transfers, where,
+                            f"the full training step on {n_gpus:,} GPUs", hint)
+            sched = build_as("full")
+    except MemoryInfeasible:
+        raise
+    except InputError as e:
+        msg = str(e)
+        raise InputError(msg if msg.startswith(where) else f"{where}.{msg}") from None
+    if mem is None:
+        mem = memory_per_gpu(m, validate(m, par, n_gpus), spec["gpu"])
+    sched.meta["memory"] = mem.as_dict()
+    return sched
+
+
+def report(spec: dict, schedule, result) -> dict:
+    out = summarize(schedule, result.start, result.end)
+    out["memory"] = schedule.meta.get("memory")
+    return out
+
+
+def register(register_workload) -> None:
+    register_workload("training", build, KEYS, report)
