@@ -8,8 +8,8 @@ figures are what a user sees, start-up and Numba cache loading included. Cases:
   optimizer, global batch = GPUs / 4 (at least 2 x DP), granularity coarse, flow engine, on
   ``two_tier`` (8 GPUs per node, 400 Gb/s NICs) and on ``fullflat`` (8 planes of radix-512
   switches, 7.2 Tb/s per GPU);
-* ``llama``: llama3-405b, TP 8, PP 16, global batch 2,048 sequences, on two_tier (needs the
-  llama3-405b preset);
+* ``llama``: llama3-405b, TP 8, PP 16, VP 8, full recompute, global batch 2,048 sequences
+  (examples/llama3_405b_16k.toml), on two_tier;
 * ``ring`` / ``dbt``: 1 GiB all-reduce over every host of fat_tree k (ecmp).
 
     python benchmarks/bench_scale.py gpt3 --gpus 1024 4096 16384 65536 102400 [--fabric fullflat]
@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -40,8 +39,8 @@ def training_scenario(model: str, gpus: int, fabric: str, detail: str) -> str:
                    global_batch=max(gpus // 4, 8 * dp))
         name = "gpt3-175b"
     else:
-        dp = gpus // 128
-        par = dict(tp=8, pp=16, sp="true", recompute='"selective"', dist_opt="true",
+        dp = gpus // 128  # the layout of examples/llama3_405b_16k.toml
+        par = dict(tp=8, pp=16, vp=8, sp="true", recompute='"full"', dist_opt="true",
                    global_batch=max(2048, 16 * dp))
         name = "llama3-405b"
     if fabric == "two_tier":

@@ -320,10 +320,23 @@ cdef inline int32_t _anchored(const int32_t[:, ::1] rows, const int64_t[::1] aro
     return best + 1 if best != 2147483647 else -1
 
 
+cdef inline Py_ssize_t _first(const int32_t[::1] nbr, Py_ssize_t lo, Py_ssize_t hi,
+                              int32_t v) noexcept nogil:
+    # first position of v in the ascending nbr[lo:hi] (hi when absent)
+    cdef Py_ssize_t a = lo, b = hi, mid
+    while a < b:
+        mid = (a + b) >> 1
+        if nbr[mid] < v:
+            a = mid + 1
+        else:
+            b = mid
+    return a
+
+
 def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::1] dl,
                   const uint8_t[::1] alive, int32_t n_hosts, bint hosts_forward,
                   const double[::1] dlat, const int32_t[:, ::1] rows,
-                  const int64_t[::1] aptr, const int64_t[::1] arow,
+                  const int64_t[::1] aptr, const int64_t[::1] arow, const int32_t[::1] anode,
                   const int32_t[::1] src, const int32_t[::1] dst, const int64_t[::1] fid,
                   int mode, uint64_t seed, const int64_t[::1] out_ptr,
                   int32_t[::1] out_link, double[::1] out_lat):
@@ -334,8 +347,13 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
     needs one row per switch instead of one per host (16,384 instead of 65,536 rows on a
     65,536-GPU two-tier fabric, 32x fewer on a fat-tree), which is what makes routing
     100,000 destinations affordable. Returns the number of stuck walks (0 unless rows are
-    inconsistent)."""
-    cdef Py_ssize_t nf = src.shape[0], i, j, k, a0, a1
+    inconsistent).
+
+    Two hops from d the next hop can only be one of d's anchors (``anode``, ascending, one
+    entry each), one hop from d only d: those candidates are found by binary search in u's
+    sorted neighbours instead of a scan, in the same order, which matters at a spine with
+    thousands of neighbours."""
+    cdef Py_ssize_t nf = src.shape[0], i, j, k, a0, a1, a
     cdef int32_t u, d, w, du, count, pick
     cdef double lat
     cdef Py_ssize_t stuck = 0, max_deg = 1
@@ -358,12 +376,22 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
                 while u != d:
                     du = _anchored(rows, arow, a0, a1, u, d)
                     count = 0
-                    for j in range(ptr[u], ptr[u + 1]):
-                        w = nbr[j]
-                        if alive[dl[j]] and _enter(w, d, n_hosts, hosts_forward) and \
-                                _anchored(rows, arow, a0, a1, w, d) == du - 1:
-                            cand[count] = j
-                            count += 1
+                    if du == 1 or du == 2:
+                        for a in range(a0 if du == 2 else 0, a1 if du == 2 else 1):
+                            w = anode[a] if du == 2 else d
+                            j = _first(nbr, ptr[u], ptr[u + 1], w)
+                            while j < ptr[u + 1] and nbr[j] == w:
+                                if alive[dl[j]] and _enter(w, d, n_hosts, hosts_forward):
+                                    cand[count] = j
+                                    count += 1
+                                j += 1
+                    else:
+                        for j in range(ptr[u], ptr[u + 1]):
+                            w = nbr[j]
+                            if alive[dl[j]] and _enter(w, d, n_hosts, hosts_forward) and \
+                                    _anchored(rows, arow, a0, a1, w, d) == du - 1:
+                                cand[count] = j
+                                count += 1
                     if count == 0 or k >= out_ptr[i + 1]:
                         stuck += 1
                         break

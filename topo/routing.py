@@ -335,8 +335,11 @@ class Routing:
         pos = np.repeat(self._ptr[uniq] - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + \
             np.arange(int(deg.sum()))
         live = alive8[self._dl[pos] ^ 1].astype(bool)  # the anchor's link towards the host
-        a_of = np.repeat(np.arange(len(uniq)), deg)[live]
-        anchor = self._nbr[pos][live]
+        # (destination, anchor) pairs, each once (parallel links name an anchor twice), in
+        # ascending anchor order per destination
+        pair = np.unique(np.stack([np.repeat(np.arange(len(uniq)), deg)[live],
+                                   self._nbr[pos][live].astype(np.int64)], axis=1), axis=0)
+        a_of, anchor = pair[:, 0], pair[:, 1].astype(np.int32)
         row_bytes = self._n * 4
         per_chunk = max(1, self.cache_bytes // row_bytes)
         order = np.argsort(dst, kind="stable")
@@ -363,22 +366,24 @@ class Routing:
             d_ptr = np.zeros(hi - lo + 1, dtype=np.int64)
             np.cumsum(np.bincount(a_of[e0:e1] - lo, minlength=hi - lo), out=d_ptr[1:])
             d_row = row_idx[anch_inv]
+            d_node = anchor[e0:e1]
             f0 = np.searchsorted(sdst, uniq[lo], "left")
             f1 = np.searchsorted(sdst, uniq[hi - 1], "right")
             idx = order[f0:f1]
             parts.append((idx, self._walk_anchored(src[idx], dst[idx], fid[idx], alive8, mode,
-                                                   rows, d_ptr, d_row,
+                                                   rows, d_ptr, d_row, d_node,
                                                    np.searchsorted(uniq[lo:hi], dst[idx]))))
             lo = hi
         return _merge(len(dst), parts)
 
-    def _walk_anchored(self, s, d, f, alive8, mode, rows, d_ptr, d_row, d_of) -> Paths:
+    def _walk_anchored(self, s, d, f, alive8, mode, rows, d_ptr, d_row, d_node, d_of) -> Paths:
         s, d, f = (np.ascontiguousarray(a) for a in (s, d, f))
         cnt = d_ptr[d_of + 1] - d_ptr[d_of]
         aptr = np.zeros(len(s) + 1, dtype=np.int64)
         np.cumsum(cnt, out=aptr[1:])
         pos = np.repeat(d_ptr[d_of] - aptr[:-1], cnt) + np.arange(int(aptr[-1]))
         arow = np.ascontiguousarray(d_row[pos], dtype=np.int64)
+        anode = np.ascontiguousarray(d_node[pos], dtype=np.int32)
         # hops: 1 + the nearest anchor's distance from the source (0 when s == d)
         hops = np.full(len(s), -1, dtype=np.int32)
         if arow.size:
@@ -394,8 +399,8 @@ class Routing:
         link = np.empty(ptr[-1], dtype=np.int32)
         lat = np.empty(len(s), dtype=np.float64)
         stuck = _k.walk_anchored(self._ptr, self._nbr, self._dl, alive8, self.topology.n_hosts,
-                                 self._hosts_forward, self._dlat, rows, aptr, arow, s, d, f,
-                                 mode, self._seed64, ptr, link, lat)
+                                 self._hosts_forward, self._dlat, rows, aptr, arow, anode, s, d,
+                                 f, mode, self._seed64, ptr, link, lat)
         if stuck:  # a bug, not bad input: the rows disagree with the graph
             raise RuntimeError(f"routing: {stuck} anchored walks found no next hop")
         return Paths(ptr, link, np.ones(len(link)), hops >= 0, lat, hops)

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netcore.flow import _kernels as K
 from netcore.schedule import TRANSFER, connection_keys
-from topo.faults import DOWN
 from topo.routing import Paths, _merge
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
@@ -74,7 +72,6 @@ class MemberRouting:
         self.sched = schedule
         self.sets = schedule.sets
         self.mset = schedule.mset
-        n = schedule.n
         tr = np.flatnonzero(schedule.kind == TRANSFER)
         self.single = tr[self.mset[tr] < 0]
         used = np.unique(self.mset[tr][self.mset[tr] >= 0])
@@ -102,8 +99,16 @@ class MemberRouting:
         # member -> set: concatenate each set's member rows, then merge duplicate links
         owner_ptr = np.concatenate([[0], np.cumsum(cnt)])
         eptr = p.ptr[owner_ptr]
-        ptr, link, weight = K.dedupe_entries(eptr - eptr[0], p.link[eptr[0]:].astype(np.int64),
-                                             np.asarray(p.weight[eptr[0]:], dtype=np.float64))
+        # one entry per (set, link), weights summed: sort-based (a set has thousands of
+        # entries, where the engine's per-flow merge would be quadratic)
+        owner = np.repeat(np.arange(len(sets), dtype=np.int64), np.diff(eptr))
+        key = owner * self.L + np.asarray(p.link, dtype=np.int64)
+        uk, inv = np.unique(key, return_inverse=True)
+        weight = np.bincount(inv.reshape(-1), weights=np.asarray(p.weight, dtype=np.float64),
+                             minlength=len(uk))
+        link = uk % self.L
+        ptr = np.zeros(len(sets) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(uk // self.L, minlength=len(sets)), out=ptr[1:])
         reach = np.logical_and.reduceat(p.reachable, owner_ptr[:-1]) if len(sets) else \
             np.zeros(0, bool)
         lat = np.maximum.reduceat(p.latency, owner_ptr[:-1]) if len(sets) else np.zeros(0)
