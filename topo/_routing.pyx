@@ -92,6 +92,16 @@ def bfs_rows(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::1] 
                     tail += 1
 
 
+cdef inline int32_t _pick(int mode, uint64_t seed, int64_t fid, int32_t u, int32_t d,
+                          int32_t count) noexcept nogil:
+    # the policy's index among the count candidates at node u (in neighbour-id order)
+    if mode == C_ECMP:
+        return <int32_t>(_hash3(seed, <uint64_t>fid, <uint64_t>u) % <uint64_t>count)
+    if mode == C_DMODK:
+        return d % count
+    return 0
+
+
 def walk_single(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::1] dl,
                 const uint8_t[::1] alive, int32_t n_hosts, bint hosts_forward,
                 const double[::1] dlat, const int32_t[:, ::1] rows, const int64_t[::1] row_of,
@@ -138,18 +148,11 @@ def walk_single(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::
                     if count == 0 or k >= out_ptr[i + 1]:
                         stuck += 1
                         break
-                    if mode == C_ECMP:
-                        pick = <int32_t>(_hash3(seed, <uint64_t>fid[i], <uint64_t>u) % <uint64_t>count)
-                    elif mode == C_DMODK:
-                        pick = d % count
-                    else:
-                        pick = 0
-                    j = cand[pick]
-                    w = nbr[j]
+                    j = cand[_pick(mode, seed, fid[i], u, d, count)]
                     out_link[k] = dl[j]
                     lat += dlat[dl[j]]
                     k += 1
-                    u = w
+                    u = nbr[j]
             out_lat[i] = lat
     return stuck
 
@@ -354,7 +357,7 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
     sorted neighbours instead of a scan, in the same order, which matters at a spine with
     thousands of neighbours."""
     cdef Py_ssize_t nf = src.shape[0], i, j, k, a0, a1, a
-    cdef int32_t u, d, w, du, count, pick
+    cdef int32_t u, d, w, du, count
     cdef double lat
     cdef Py_ssize_t stuck = 0, max_deg = 1
     cdef vector[Py_ssize_t] cand_buf
@@ -395,17 +398,10 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
                     if count == 0 or k >= out_ptr[i + 1]:
                         stuck += 1
                         break
-                    if mode == C_ECMP:
-                        pick = <int32_t>(_hash3(seed, <uint64_t>fid[i], <uint64_t>u) % <uint64_t>count)
-                    elif mode == C_DMODK:
-                        pick = d % count
-                    else:
-                        pick = 0
-                    j = cand[pick]
-                    w = nbr[j]
+                    j = cand[_pick(mode, seed, fid[i], u, d, count)]
                     out_link[k] = dl[j]
                     lat += dlat[dl[j]]
                     k += 1
-                    u = w
+                    u = nbr[j]
             out_lat[i] = lat
     return stuck

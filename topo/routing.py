@@ -118,6 +118,19 @@ def _merge(n: int, parts) -> Paths:
     return Paths(ptr, link, weight, reachable, latency, hops, saf)
 
 
+def _walk_buffers(hops: np.ndarray):
+    """(ptr, link, latency) for single-path walks of the given hop counts (-1: unreachable)."""
+    ptr = np.zeros(len(hops) + 1, dtype=np.int64)
+    np.cumsum(np.maximum(hops, 0), out=ptr[1:])
+    return ptr, np.empty(ptr[-1], dtype=np.int32), np.empty(len(hops), dtype=np.float64)
+
+
+def _walked(stuck: int, ptr, link, lat, hops) -> Paths:
+    if stuck:  # a bug, not bad input: the rows disagree with the graph
+        raise RuntimeError(f"routing: {stuck} walks found no next hop")
+    return Paths(ptr, link, np.ones(len(link)), hops >= 0, lat, hops)
+
+
 class _Table:
     """Distance rows for one alive mask: ``rows[row_of[d]]`` is the row of destination d."""
 
@@ -394,16 +407,11 @@ class Routing:
             h = np.where(best == np.iinfo(np.int64).max, -1, best + 1)
             hops[has] = h
         hops[s == d] = 0
-        ptr = np.zeros(len(s) + 1, dtype=np.int64)
-        np.cumsum(np.maximum(hops, 0), out=ptr[1:])
-        link = np.empty(ptr[-1], dtype=np.int32)
-        lat = np.empty(len(s), dtype=np.float64)
+        ptr, link, lat = _walk_buffers(hops)
         stuck = _k.walk_anchored(self._ptr, self._nbr, self._dl, alive8, self.topology.n_hosts,
                                  self._hosts_forward, self._dlat, rows, aptr, arow, anode, s, d,
                                  f, mode, self._seed64, ptr, link, lat)
-        if stuck:  # a bug, not bad input: the rows disagree with the graph
-            raise RuntimeError(f"routing: {stuck} anchored walks found no next hop")
-        return Paths(ptr, link, np.ones(len(link)), hops >= 0, lat, hops)
+        return _walked(stuck, ptr, link, lat, hops)
 
     def _single_rows(self, src, dst, fid, key, alive8, mode) -> Paths:
         def fn(idx, rows, rof):
@@ -412,16 +420,11 @@ class Routing:
             # visit flows grouped by destination row: each row is then read from cache
             order = np.argsort(rof, kind="stable")
             hops = rows[rof, s]
-            ptr = np.zeros(len(s) + 1, dtype=np.int64)
-            np.cumsum(np.maximum(hops, 0), out=ptr[1:])
-            link = np.empty(ptr[-1], dtype=np.int32)
-            lat = np.empty(len(s), dtype=np.float64)
+            ptr, link, lat = _walk_buffers(hops)
             stuck = _k.walk_single(self._ptr, self._nbr, self._dl, alive8, self.topology.n_hosts,
                                    self._hosts_forward, self._dlat, rows, rof, s, d, f, mode,
                                    self._seed64, ptr, link, lat, order)
-            if stuck:  # a bug, not bad input: the rows disagree with the graph
-                raise RuntimeError(f"routing: {stuck} walks found no next hop")
-            return Paths(ptr, link, np.ones(len(link)), hops >= 0, lat, hops)
+            return _walked(stuck, ptr, link, lat, hops)
 
         return self._by_destination(dst, key, alive8, fn)
 
