@@ -138,11 +138,26 @@ def _merge(items: list[Item], granularity: str, keep_layers: bool) -> list[Item]
     return out
 
 
+# ====================================================================== faults
+def fault_location(topology, faults) -> tuple[np.ndarray, bool]:
+    """(hosts at a link with a fault event, whether a scale-up link has one): what
+    ``build_step`` needs to keep analytic tensor parallelism and symmetry where faults do not
+    reach."""
+    d = np.asarray(faults.dlink, dtype=np.int64)
+    ends = np.concatenate([topology.dlink_src[d], topology.dlink_dst[d]]).astype(np.int64)
+    layers = tuple(topology.layer_names)
+    # directed links 2i and 2i + 1 are physical link i
+    scaleup = "scaleup" in layers and bool(
+        (topology.link_layer[d // 2] == layers.index("scaleup")).any())
+    return np.unique(ends[ends < topology.n_hosts]), scaleup
+
+
 # ====================================================================== the generator
 def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = None,
                host_group=None, placement="packed", tp_comm: str = "auto",
                symmetry: str = "auto", granularity: str = "segment", faults: bool = False,
-               algorithm: str | dict | None = None, network_detail: str = "full") -> Schedule:
+               algorithm: str | dict | None = None, network_detail: str = "full",
+               fault_hosts=None, fault_scaleup: bool | None = None) -> Schedule:
     """One training step as a Schedule (see the module docstring).
 
     ``model``: TransformerConfig, preset name or table; ``parallel``: ParallelConfig or table;
@@ -155,6 +170,12 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     point-to-point transfer; ``auto`` the scalable form (docs/scale.md): a ring collective as one
     stream over all its groups, any other collective one transfer per template step over all
     groups, a pipeline send as one transfer over every replica that makes it.
+    ``fault_hosts`` (hosts at a link with a fault event) and ``fault_scaleup`` (a fault on a
+    scale-up link) say where the faults are: tensor parallelism stays analytic unless a
+    scale-up link has a fault, and under ``auto`` only the data-parallel replicas holding a
+    faulted host (whole expert groups) are simulated on their own, the rest stay folded onto a
+    representative (faults elsewhere are handled by the engine, netcore/flow/fault_split.py).
+    Without them, ``faults`` turns symmetry and analytic tensor parallelism off, as before.
     """
     m = get_model(model)
     par = parallel if isinstance(parallel, ParallelConfig) else ParallelConfig.from_dict(dict(parallel))
@@ -204,20 +225,39 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             if fab < spec.scaleup_GBps:
                 from dataclasses import replace as _r
                 spec = _r(spec, scaleup_GBps=fab)
+    located = faults and fault_hosts is not None and fault_scaleup is not None
+    tp_fault = bool(fault_scaleup) if located else faults
     if tp_comm == "auto":
         tp_local = (T > 1 and has_scaleup and same_domain and
-                    dom_size <= max(spec.scaleup_domain, T) and not faults)
+                    dom_size <= max(spec.scaleup_domain, T) and not tp_fault)
     else:
         tp_local = tp_comm == "local" and T > 1
-    sym = symmetry == "auto" and not faults
-    d_sim = np.arange(par.ep if sym else D)
+    pp_i, dp_i, cp_i, tp_i = np.unravel_index(np.arange(par.n_gpus), grid.shape)
+    E = par.ep
+    own = np.zeros(D, bool)  # replicas simulated on their own (not folded)
+    if located and agg and symmetry == "auto":
+        sym = True
+        rank_of = np.full(n_hosts, -1, dtype=np.int64)
+        rank_of[host] = np.arange(par.n_gpus)
+        hit = rank_of[np.asarray(fault_hosts, dtype=np.int64)]
+        groups_hit = np.unique(dp_i[hit[hit >= 0]] // E)
+        own[(groups_hit[:, None] * E + np.arange(E)).ravel()] = True
+    else:
+        sym = symmetry == "auto" and not faults
+    # the representative expert group: the first without a faulted GPU (all faulted: unfold)
+    free = np.flatnonzero(~own.reshape(-1, E).any(axis=1)) if sym else np.zeros(0, np.int64)
+    if sym and not free.size:
+        sym, own[:] = False, False
+    base = int(free[0]) * E if sym else 0
+    d_sim = np.flatnonzero(own | (np.arange(D) // E == base // E)) if sym else np.arange(D)
     t_sim = np.arange(1 if (tp_local and sym) else T)
     simulated = np.zeros(par.n_gpus, bool)
     simulated[grid[:, d_sim][:, :, :, t_sim].ravel()] = True
-    # representative of every rank: same (pp, cp), dp folded into its expert group's replica,
-    # tp folded onto 0 when one GPU carries the tensor-parallel group
-    pp_i, dp_i, cp_i, tp_i = np.unravel_index(np.arange(par.n_gpus), grid.shape)
-    rep = grid[pp_i, dp_i % len(d_sim) if sym else dp_i, cp_i, tp_i if len(t_sim) == T else 0]
+    # representative of every rank: same (pp, cp), dp folded into its expert group's replica
+    # of the representative group (replicas simulated on their own stay themselves), tp folded
+    # onto 0 when one GPU carries the tensor-parallel group
+    rep_dp = np.where(own[dp_i], dp_i, base + dp_i % E) if sym else dp_i
+    rep = grid[pp_i, rep_dp, cp_i, tp_i if len(t_sim) == T else 0]
     mult_rank = np.bincount(rep, minlength=par.n_gpus).astype(float)
 
     lm = LayerModel(m, par, spec, tp_local)

@@ -9,7 +9,7 @@ import pytest
 import collectives
 from collectives.streams import ring_stream, stream_of
 from compute.report import summarize
-from compute.training import build_step
+from compute.training import build_step, fault_location
 from netcore.api import simulate
 from netcore.members import MemberSets
 from netcore.schedule import TRANSFER, Schedule
@@ -73,9 +73,18 @@ def test_ring_all_reduce_stream_equals_the_full_ring(k, policy):
 
 
 # ---------------------------------------------------------------- training steps
+def _located(fab, faults) -> dict:
+    """Where the faults are, as the scenario path tells the step generator."""
+    if faults is None or not len(faults):
+        return {}
+    hosts, scaleup = fault_location(fab, faults)
+    return {"fault_hosts": hosts, "fault_scaleup": scaleup}
+
+
 def _step(par, fab, detail, faults=None, model=SMALL, **kw):
     s = build_step(model, par, "h100_sxm", fab, granularity="coarse", network_detail=detail,
-                   faults=faults is not None, **kw)
+                   faults=faults is not None,
+                       **_located(fab, faults), **kw)
     r = simulate(fab, s, "ecmp", faults=faults, engine="flow")
     return s, r, summarize(s, r.start, r.end)
 

@@ -16,7 +16,7 @@ from compute.memory import memory_per_gpu
 from compute.model import get_model
 from compute.parallel import ParallelConfig, validate
 from compute.report import summarize
-from compute.training import build_step
+from compute.training import build_step, fault_location
 from topo.errors import InputError
 
 KEYS = ("model", "gpu", "parallel", "placement", "tp_comm", "symmetry", "granularity",
@@ -69,6 +69,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     detail = network_detail(spec, where)
     faults = scenario_faults()
     has_faults = faults is not None and len(faults) > 0
+    fault_hosts, fault_scaleup = fault_location(topology, faults) if has_faults else (None, None)
     n_gpus = par.n_gpus if par.dp else topology.n_hosts
     try:
         m = get_model(spec["model"])
@@ -82,7 +83,8 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
                               symmetry=spec.get("symmetry", "auto"),
                               granularity=spec.get("granularity", "segment"),
                               algorithm=spec.get("algorithm"), faults=has_faults,
-                              network_detail=how)
+                              network_detail=how, fault_hosts=fault_hosts,
+                              fault_scaleup=fault_scaleup)
 
         sched = build_as("auto")
         if detail == "full":
