@@ -24,9 +24,18 @@ def run(args) -> int:
     print(f"OK {scenario.name}: {topo.kind} fabric with {topo.n_hosts} hosts, "
           f"{topo.n_switches} switches, {topo.n_links} links; routing {scenario.policy}; "
           f"{len(scenario.faults)} faults ({len(prepared.faults)} link events); "
-          f"workload {scenario.workload['kind']}: {sched.n_transfers} transfers, "
+          f"workload {scenario.workload['kind']}: {sched.n_transfers} transfers"
+          f"{_represented(sched)}, "
           f"{sched.total_bytes} bytes, {sched.n} schedule nodes; engine {prepared.engine}")
     if prepared.engine_options is None:
         print(f"note: engine {prepared.engine!r} is not available in this build, so its options "
               f"were not checked", file=sys.stderr)
     return 0
+
+
+def _represented(sched) -> str:
+    """" standing for N point-to-point transfers" under network_detail auto (docs/scale.md)."""
+    n = sched.n_member_transfers
+    if n == sched.n_transfers:
+        return ""
+    return f" standing for {n:,} point-to-point transfers (network_detail auto)"
