@@ -48,8 +48,16 @@ def host_distance(topology) -> np.ndarray:
 def switch_layers(topology) -> np.ndarray:
     """Per node, the layer id of the links that climb into it (from a node nearer to the
     hosts); -1 for hosts. two_tier: node switches "scaleup", leaves "edge", spines "spine";
-    fat_tree: "edge", "aggregation", "core"."""
+    fat_tree: "edge", "aggregation", "core". Cached on the topology."""
     t = topology
+    got = t.__dict__.get("_switch_layers")
+    if got is not None:
+        return got
+    t.__dict__["_switch_layers"] = out = _switch_layers(t)
+    return out
+
+
+def _switch_layers(t) -> np.ndarray:
     d = host_distance(t)
     out = np.full(t.n_nodes, -1, dtype=np.int64)
     u, v = t.link_u.astype(np.int64), t.link_v.astype(np.int64)
@@ -79,6 +87,13 @@ def _max_by(idx, w, n):
 
 
 # --------------------------------------------------------------------------- the parameter
+def _number(text: str, where: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{where} = {text!r}: expected \"line\" or a rate in Gb/s") from None
+
+
 def _rate(value, where: str):
     """'line' -> None (line rate), a number of Gb/s -> bytes/s, 0/false -> 0.0."""
     if value is True or (isinstance(value, str) and value == "line"):
@@ -106,6 +121,13 @@ def apply_reduce(topology, spec, where: str = FIELD):
     lay = switch_layers(t)
     line = line_rate(t)
     bw = np.zeros(t.n_nodes)
+    if isinstance(spec, str) and ":" in spec:  # the CLI's form: "scaleup:line/edge:400"
+        try:
+            spec = dict(tuple(x.split(":", 1)) for x in spec.split("/"))
+        except ValueError:
+            raise InputError(f"{where} = {spec!r}: expected layer:rate pairs joined by '/', "
+                             f"e.g. \"scaleup:line/edge:400\"") from None
+        spec = {k: (v if v == "line" else _number(v, f"{where}.{k}")) for k, v in spec.items()}
     if isinstance(spec, dict):
         names = [t.layer_names[i] for i in sorted(set(lay[sw].tolist())) if i >= 0]
         for key, val in spec.items():
