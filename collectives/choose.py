@@ -94,7 +94,7 @@ def _in_network(topology, base: Choice, nbytes) -> Choice:
                               fabric=fab, **base.options)
         t = innet.estimate(fab, base.op, algo, base.ranks, nbytes, trees=trs)
         if t < best_t:
-            best = Choice(base.op, algo, base.ranks, {},
+            best = Choice(base.op, algo, base.ranks, {"trees": trs},
                           f"in-network {algo}: alpha-beta estimate {t * 1e6:.1f} us < "
                           f"{base.algorithm} {best_t * 1e6:.1f} us")
             best.nbytes = nbytes

@@ -151,8 +151,12 @@ def innet_templates(op: str, nbytes: int, algorithm: str, hosts: np.ndarray, top
     if topology is None:
         raise InputError(f"algorithm = {algorithm!r}: an in-network collective needs the "
                          f"fabric's switches (a topology)")
+    hosts = np.asarray(hosts)
+    if hosts.shape[1] < 2 or nbytes <= 0:  # nothing to communicate
+        yield np.arange(len(hosts)), Schedule.empty(), np.zeros((len(hosts), 0), np.int64)
+        return
     fam: dict = {}
-    for i, row in enumerate(np.asarray(hosts)):
+    for i, row in enumerate(hosts):
         trs = trees(topology, row, algorithm)
         key = tuple(t.key() for t in trs)
         f = fam.setdefault(key, ([], []))
