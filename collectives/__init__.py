@@ -17,6 +17,9 @@ from collectives.checker import CheckFailed, check
 from collectives.gather_scatter import (direct_all_gather, direct_reduce_scatter,
                                         ring_all_gather, ring_reduce_scatter)
 from collectives.hierarchical import hierarchical_all_reduce, torus_all_reduce
+from collectives.innet import (IN_NETWORK, nvls_all_gather, nvls_all_reduce,
+                               nvls_reduce_scatter, sharp_all_gather, sharp_all_reduce,
+                               sharp_reduce_scatter)
 from collectives.p2p import send_recv
 from collectives.rooted import ring_broadcast, ring_reduce, tree_broadcast, tree_reduce
 from topo.errors import InputError
@@ -32,6 +35,8 @@ ALGORITHMS: dict[str, dict[str, object]] = {
         "direct": direct_all_reduce,
         "hierarchical": hierarchical_all_reduce,
         "torus": torus_all_reduce,
+        "nvls": nvls_all_reduce,
+        "sharp": sharp_all_reduce,
     },
     "all_to_all": {
         "direct": direct_all_to_all,
@@ -43,8 +48,10 @@ ALGORITHMS: dict[str, dict[str, object]] = {
         "pairwise": pairwise_all_to_all_v,
         "hierarchical": hierarchical_all_to_all_v,
     },
-    "reduce_scatter": {"ring": ring_reduce_scatter, "direct": direct_reduce_scatter},
-    "all_gather": {"ring": ring_all_gather, "direct": direct_all_gather},
+    "reduce_scatter": {"ring": ring_reduce_scatter, "direct": direct_reduce_scatter,
+                       "nvls": nvls_reduce_scatter, "sharp": sharp_reduce_scatter},
+    "all_gather": {"ring": ring_all_gather, "direct": direct_all_gather,
+                   "nvls": nvls_all_gather, "sharp": sharp_all_gather},
     "broadcast": {"ring": ring_broadcast, "tree": tree_broadcast},
     "reduce": {"ring": ring_reduce, "tree": tree_reduce},
     "send_recv": {"direct": send_recv},
@@ -59,6 +66,7 @@ ALIASES = {
     ("all_to_all", "shift"): "pairwise",
     ("all_to_all_v", "shift"): "pairwise",
     ("send_recv", "p2p"): "direct",
+    **{(op, "collnet"): "sharp" for op in ("all_reduce", "reduce_scatter", "all_gather")},
 }
 OPS = tuple(ALGORITHMS)
 
@@ -74,13 +82,18 @@ def resolve(op: str, algorithm: str) -> tuple[str, str]:
     return op, algorithm
 
 
-def build(op: str, algorithm: str, ranks, nbytes, **options):
-    """The Schedule of ``op`` with ``algorithm`` over ``ranks`` (host ids, in ring order)."""
+def build(op: str, algorithm: str, ranks, nbytes, fabric=None, **options):
+    """The Schedule of ``op`` with ``algorithm`` over ``ranks`` (host ids, in ring order).
+
+    ``fabric``: the topology, passed on to the algorithms that need it (the in-network ones,
+    ``nvls`` and ``sharp``, build their reduction trees from it) and ignored by the others."""
     op, algorithm = resolve(op, algorithm)
     fn = ALGORITHMS[op][algorithm]
     import inspect
 
     params = inspect.signature(fn).parameters
+    if fabric is not None and "fabric" in params and "trees" not in options:
+        options = dict(options, fabric=fabric)
     unknown = [k for k in options if k not in params or k in ("ranks", "nbytes", "matrix")
                or k.startswith("_")]
     if unknown:
@@ -91,7 +104,14 @@ def build(op: str, algorithm: str, ranks, nbytes, **options):
     return fn(ranks, nbytes, **options)
 
 
+def needs_fabric(op: str, algorithm: str) -> bool:
+    """Whether the algorithm reduces in the network (builds from the fabric's switches)."""
+    op, algorithm = resolve(op, algorithm)
+    return algorithm in IN_NETWORK
+
+
 from collectives.choose import Choice, choose  # noqa: E402  (uses ALGORITHMS)
 
 __all__ = ["build", "choose", "Choice", "check", "CheckFailed", "ALGORITHMS", "OPS", "resolve",
+           "IN_NETWORK", "needs_fabric",
            *(f.__name__ for algos in ALGORITHMS.values() for f in algos.values())]

@@ -23,6 +23,8 @@ from netcore.schedule import DELAY, TRANSFER, Schedule
 from topo.errors import InputError
 
 JOIN = 3  # internal: a zero-time barrier node, emitted as a DELAY of duration 0
+REDUCE = 4  # internal: an in-network reduction at a switch, emitted as a DELAY (``reduce`` 2)
+SWITCH_REDUCE = 2  # ``extra['reduce']`` of a switch reduction node (collectives/innet.py)
 
 
 # --------------------------------------------------------------------------- argument checks
@@ -140,12 +142,15 @@ class Plan:
                  step_latency_s: float, block_bytes: np.ndarray):
         self.op, self.algorithm = op, algorithm
         self.ranks = ranks
+        # endpoint of every rank index: the ranks, then any switches (in-network collectives
+        # address switch j as rank index n + j)
+        self.nodes = ranks
         self.nbytes, self.chunks, self.step_latency_s = nbytes, chunks, step_latency_s
         self.block_bytes = np.asarray(block_bytes, dtype=np.int64)
         self._cum = np.concatenate([[0], np.cumsum(self.block_bytes)])
         self._cols: dict[str, list] = {k: [] for k in ("kind", "src", "dst", "size", "tag",
                                                        "label", "lo", "n", "s", "n2", "s2",
-                                                       "red")}
+                                                       "red", "dur")}
         self._child: list[np.ndarray] = []
         self._parent: list[np.ndarray] = []
         self.labels: list[str] = []
@@ -176,8 +181,8 @@ class Plan:
         c = self._cols
         k = lo_.size
         c["kind"].append(np.full(k, TRANSFER, dtype=np.int8))
-        c["src"].append(self.ranks[flat(src)])
-        c["dst"].append(self.ranks[flat(dst)])
+        c["src"].append(self.nodes[flat(src)])
+        c["dst"].append(self.nodes[flat(dst)])
         c["size"].append(self._sizes(lo_, n_, s_, n2_, s2_))
         c["tag"].append(flat(tag))
         c["label"].append(np.full(k, self._label(label), dtype=np.int16))
@@ -187,6 +192,33 @@ class Plan:
         c["n2"].append(n2_)
         c["s2"].append(s2_)
         c["red"].append(np.full(k, 1 if reduce else 0, dtype=np.int8))
+        c["dur"].append(np.zeros(k))
+        return ids
+
+    def reduces(self, at, lo, duration, *, label: str = "switch_reduce", tag=-1, n=1,
+                s=1) -> np.ndarray:
+        """In-network reductions at rank index ``at`` (a switch): each combines what was
+        reduced into the switch for blocks ``{lo + i*s}`` and takes ``duration`` seconds."""
+        at, lo, tag, n, s = np.broadcast_arrays(
+            *(np.asarray(x, dtype=np.int64) for x in (at, lo, tag, n, s)))
+        dur = np.broadcast_to(np.asarray(duration, dtype=np.float64), at.shape)
+        ids = self._alloc(at.shape)
+        flat = lambda a: np.ascontiguousarray(a).reshape(-1)  # noqa: E731
+        k = ids.size
+        c = self._cols
+        c["kind"].append(np.full(k, REDUCE, dtype=np.int8))
+        c["src"].append(self.nodes[flat(at)])
+        c["dst"].append(np.full(k, -1, dtype=np.int64))
+        c["size"].append(np.zeros(k, dtype=np.int64))
+        c["tag"].append(flat(tag))
+        c["label"].append(np.full(k, self._label(label), dtype=np.int16))
+        c["lo"].append(flat(lo))
+        c["n"].append(flat(n))
+        c["s"].append(flat(s))
+        c["n2"].append(np.ones(k, dtype=np.int64))
+        c["s2"].append(np.zeros(k, dtype=np.int64))
+        c["red"].append(np.full(k, SWITCH_REDUCE, dtype=np.int8))
+        c["dur"].append(flat(dur).astype(np.float64))
         return ids
 
     def joins(self, rank, label: str = "join") -> np.ndarray:
@@ -197,13 +229,14 @@ class Plan:
         k = rank.size
         c = self._cols
         c["kind"].append(np.full(k, JOIN, dtype=np.int8))
-        c["src"].append(self.ranks[rank.reshape(-1)])
+        c["src"].append(self.nodes[rank.reshape(-1)])
         c["dst"].append(np.full(k, -1, dtype=np.int64))
         c["size"].append(np.zeros(k, dtype=np.int64))
         c["tag"].append(np.full(k, -1, dtype=np.int64))
         c["label"].append(np.full(k, self._label(label), dtype=np.int16))
         for key, v in (("lo", -1), ("n", 1), ("s", 1), ("n2", 1), ("s2", 0), ("red", -1)):
             c[key].append(np.full(k, v, dtype=np.int8 if key == "red" else np.int64))
+        c["dur"].append(np.zeros(k))
         return ids
 
     def _sizes(self, lo, n, s, n2, s2) -> np.ndarray:
@@ -287,7 +320,7 @@ class Plan:
         tag = spread(c["tag"], -1, np.int64)
         if lat > 0:
             tag[delay_of] = c["tag"][is_t]
-        dur = np.zeros(M)
+        dur = spread(c["dur"], 0.0, np.float64)
         if lat > 0:
             dur[delay_of] = lat
         labels = list(self.labels) or ["transfer"]
@@ -304,7 +337,7 @@ class Plan:
         dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(ch, minlength=M))])
         extra = {"blk_lo": spread(c["lo"], -1, np.int64),
                  "reduce": spread(c["red"], -1, np.int8)}
-        t = is_t
+        t = is_t | (kind == REDUCE)
         if strided and (c["n"][t] != 1).any():
             extra["blk_n"] = spread(c["n"], 1, np.int32)
             extra["blk_s"] = spread(c["s"], 1, np.int64)

@@ -66,7 +66,7 @@ def round_time(fab: Fabric, src, dst, nbytes, step_latency_s=0.0) -> float:
     return float(np.max(lat + b / rate)) + step_latency_s
 
 
-def estimate(topology, op, algorithm, ranks, nbytes, chunks=1, step_latency_s=0.0,
+def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=0.0,
              routing="shortest", fabric: Fabric | None = None, **options) -> float:
     """Seconds ``op`` with ``algorithm`` takes on ``topology`` by the alpha-beta model."""
     import collectives as co
@@ -74,6 +74,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=1, step_latency_s=0.
     from collectives.hierarchical import _check_groups
 
     op, algorithm = co.resolve(op, algorithm)
+    passed = {"chunks"} if chunks is not None else set()
+    chunks = 1 if chunks is None else chunks
     ranks = check_ranks(ranks)
     if ranks.max() >= topology.n_hosts:
         raise InputError(f"ranks: host {int(ranks.max())} does not exist (hosts are "
@@ -93,6 +95,11 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=1, step_latency_s=0.
         M = None
     i = np.arange(n)
     nxt = (i + 1) % n
+    if algorithm in co.IN_NETWORK:
+        from collectives import innet
+
+        return innet.estimate(fab, op, algorithm, ranks, int(S),
+                              None if "chunks" not in passed else C, L, options.get("trees"))
 
     if op == "all_reduce":
         if algorithm == "ring":

@@ -17,15 +17,24 @@ reads must be an ancestor or a descendant of it (else the transfer could send da
 received, or already overwritten), and two writes into one place must be ordered unless both
 are reductions (sums commute). Then any topological order gives the same final state, which
 must equal the definition exactly: for reductions every contribution counted exactly once.
+
+Switches (in-network collectives, collectives/innet.py; ``meta['switches']``). A switch has
+two places per block: an *accumulator*, which reducing transfers into the switch add to
+(copying ones write its output directly), and an *output*, which transfers out of the switch
+read. A *switch-reduce* node (a DELAY with ``extra['reduce'] == 2`` and a block set, at the
+switch) combines its inputs: it copies the accumulator into the output. Both start empty, so
+a missing contribution, one counted twice, or a multicast that does not wait for the
+reduction (a race on the output) are caught like any other.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from netcore.schedule import TRANSFER, Schedule
+from netcore.schedule import DELAY, TRANSFER, Schedule
 
 REDUCING = ("all_reduce", "reduce_scatter", "reduce")
 MOVING = ("all_gather", "broadcast", "all_to_all", "all_to_all_v", "send_recv")
+SWITCH_REDUCE = 2  # extra['reduce'] of a switch reduction node (collectives/_plan.py)
 MAX_RACE_NODES = 60_000  # the race proof keeps an ancestor bitset per node (N^2/8 bytes)
 
 
@@ -65,41 +74,67 @@ def check(s: Schedule, races: bool = True) -> dict:
         raise CheckFailed(f"block_bytes has {len(bb)} entries for {B} blocks")
     _check_layout(meta, op, n, B, bb)
 
-    host_to_rank = np.full(int(max(ranks.max(), s.src.max(initial=0), s.dst.max(initial=0))) + 1,
-                           -1, dtype=np.int64)
+    switches = np.asarray(meta.get("switches", ()), dtype=np.int64).reshape(-1)
+    K = len(switches)
+    top = int(max(ranks.max(), switches.max(initial=0), s.src.max(initial=0),
+                  s.dst.max(initial=0))) + 1
+    host_to_rank = np.full(top, -1, dtype=np.int64)
     host_to_rank[ranks] = np.arange(n)
-    tr = np.flatnonzero(s.kind == TRANSFER)
+    sw_of = np.full(top, -1, dtype=np.int64)  # switch node -> its index
+    if K:
+        if np.intersect1d(switches, ranks).size or len(np.unique(switches)) != K:
+            raise CheckFailed("meta switches: must be distinct and not ranks")
+        sw_of[switches] = np.arange(K)
     if "blk_lo" not in s.extra or "reduce" not in s.extra:
         raise CheckFailed("schedule has no block descriptors (extra blk_lo/reduce)")
+    is_t = s.kind == TRANSFER
+    is_r = (s.kind == DELAY) & (s.extra["reduce"] == SWITCH_REDUCE)
+    tr = np.flatnonzero(is_t | is_r)  # the nodes that move or combine data
+    tt = is_t[tr]
     bad = tr[s.extra["blk_lo"][tr] < 0]
     if bad.size:
         raise CheckFailed(f"node {int(bad[0])}: a transfer that carries no blocks")
-    srank, drank = host_to_rank[s.src[tr]], host_to_rank[s.dst[tr]]
+    red = s.extra["reduce"][tr].astype(np.int64)
+    # rows of the state: ranks 0..n-1, then per switch its accumulator and its output
+    acc_row = lambda node: n + 2 * sw_of[node]  # noqa: E731
+    src_node, dst_node = s.src[tr].astype(np.int64), s.dst[tr].astype(np.int64)
+    dst_node = np.where(tt, dst_node, src_node)
+    if ((src_node < 0) | (dst_node < 0)).any():
+        i = int(tr[np.flatnonzero((src_node < 0) | (dst_node < 0))[0]])
+        raise CheckFailed(f"node {i}: has no endpoint")
+    srank = np.where(host_to_rank[src_node] >= 0, host_to_rank[src_node],
+                     np.where(sw_of[src_node] >= 0, acc_row(src_node) + tt, -1))
+    drank = np.where(host_to_rank[dst_node] >= 0, host_to_rank[dst_node],
+                     np.where(sw_of[dst_node] >= 0, acc_row(dst_node) + (~tt | (red != 1)), -1))
     bad = np.flatnonzero((srank < 0) | (drank < 0))
     if bad.size:
         i = int(tr[bad[0]])
+        if not tt[bad[0]]:
+            raise CheckFailed(f"node {i}: a switch reduction at node {int(s.src[i])}, which "
+                              f"is not one of the schedule's switches")
         raise CheckFailed(f"node {i}: transfer {int(s.src[i])} -> {int(s.dst[i])} involves a "
-                          f"host that is not one of the ranks")
+                          f"node that is neither one of the ranks nor a switch of the schedule")
+    red = np.where(tt, red, 0)  # a switch reduction copies the accumulator to the output
     ptr, blk = block_sets(s, tr)
     if blk.size and ((blk < 0) | (blk >= B)).any():
         k = int(np.searchsorted(ptr, np.flatnonzero((blk < 0) | (blk >= B))[0], side="right") - 1)
         raise CheckFailed(f"node {int(tr[k])}: carries a block outside 0..{B - 1}")
     carried = np.add.reduceat(bb[blk], ptr[:-1]) if blk.size else np.zeros(len(tr), np.int64)
     carried = np.where(np.diff(ptr) > 0, carried, 0)
-    bad = np.flatnonzero(carried != s.size[tr])
+    bad = np.flatnonzero(tt & (carried != s.size[tr]))
     if bad.size:
         i = int(tr[bad[0]])
         raise CheckFailed(f"node {i}: sends {int(s.size[i])} bytes but its blocks hold "
                           f"{int(carried[bad[0]])}")
-    red = s.extra["reduce"][tr]
     reducing = op in REDUCING
-    if not reducing and (red == 1).any():
-        raise CheckFailed(f"node {int(tr[np.flatnonzero(red == 1)[0]])}: a reducing transfer "
-                          f"in a {op}, which moves data only")
+    if not reducing and ((red == 1).any() or (~tt).any()):
+        i = int(tr[np.flatnonzero((red == 1) | ~tt)[0]])
+        raise CheckFailed(f"node {i}: a reduction in a {op}, which moves data only")
+    rows = n + 2 * K
 
     order = s.topological_order()  # raises on a cycle
     if races:
-        _check_races(s, tr, srank, drank, ptr, blk, red, B)
+        _check_races(s, tr, srank, drank, ptr, blk, red, B, n, switches)
     # Execute level by level (depth in the DAG), later ids first within a level: any valid
     # order gives the same result once races are excluded; this one also makes a missing
     # dependency visible without the race proof (a forwarder runs before its supplier).
@@ -112,7 +147,7 @@ def check(s: Schedule, races: bool = True) -> dict:
     seq = np.lexsort((-tr, lv))  # transfers in a topological order
 
     if reducing:
-        state = np.zeros((n, B, n), dtype=np.int32)
+        state = np.zeros((rows, B, n), dtype=np.int32)
         state[np.arange(n), :, np.arange(n)] = 1
         for k in seq.tolist():
             b = blk[ptr[k]:ptr[k + 1]]
@@ -121,21 +156,30 @@ def check(s: Schedule, races: bool = True) -> dict:
                 state[drank[k], b] += vals
             else:
                 state[drank[k], b] = vals
-        _final_reduce(meta, op, state, n, B, ranks)
+        _final_reduce(meta, op, state[:n], n, B, ranks)
     else:
-        held = _initial_held(meta, op, n, B)
+        held = np.zeros((rows, B), dtype=bool)
+        held[:n] = _initial_held(meta, op, n, B)
         for k in seq.tolist():
             b = blk[ptr[k]:ptr[k + 1]]
             have = held[srank[k], b]
             if not have.all():
                 miss = int(b[~have][0])
-                raise CheckFailed(f"node {int(tr[k])}: rank {int(srank[k])} (host "
-                                  f"{int(ranks[srank[k]])}) sends block {miss} before it "
-                                  f"holds it")
+                raise CheckFailed(f"node {int(tr[k])}: {_place(int(srank[k]), n, ranks, switches)}"
+                                  f" sends block {miss} before it holds it")
             held[drank[k], b] = True
-        _final_move(meta, op, held, n, B, ranks)
-    return {"op": op, "ranks": n, "transfers": int(len(tr)), "blocks": B,
-            "bytes": int(s.size[tr].sum())}
+        _final_move(meta, op, held[:n], n, B, ranks)
+    return {"op": op, "ranks": n, "transfers": int(tt.sum()), "blocks": B,
+            "bytes": int(s.size[tr[tt]].sum()), "switches": K,
+            "switch_reductions": int((~tt).sum())}
+
+
+def _place(row: int, n: int, ranks, switches) -> str:
+    """A state row for messages: a rank, or a switch's accumulator / output."""
+    if row < n:
+        return f"rank {row} (host {int(ranks[row])})"
+    j, which = divmod(row - n, 2)
+    return f"switch {int(switches[j])} ({'output' if which else 'accumulator'})"
 
 
 # --------------------------------------------------------------------------- definitions
@@ -236,7 +280,7 @@ def _final_reduce(meta, op, state, n, B, ranks):
 
 
 # --------------------------------------------------------------------------- races
-def _check_races(s, tr, srank, drank, ptr, blk, red, B):
+def _check_races(s, tr, srank, drank, ptr, blk, red, B, n, switches):
     N = s.n
     if N > MAX_RACE_NODES:
         raise CheckFailed(f"race proof limited to {MAX_RACE_NODES} nodes (schedule has {N}); "
@@ -269,9 +313,9 @@ def _check_races(s, tr, srank, drank, ptr, blk, red, B):
             w = int(tr[t_of[w_e]])
             if not ordered(t, w):
                 raise CheckFailed(
-                    f"node {t}: rank {int(srank[t_of[e]])} sends block {int(blk[e])} while "
-                    f"node {w} may still be writing it (no dependency orders them: the data "
-                    f"sent would depend on timing)")
+                    f"node {t}: {_place(int(srank[t_of[e]]), n, s.meta['ranks'], switches)} "
+                    f"sends block {int(blk[e])} while node {w} may still be writing it (no "
+                    f"dependency orders them: the data sent would depend on timing)")
     # writers vs writers: concurrent writes are fine only if both are reductions
     starts = np.flatnonzero(np.concatenate([[True], wsorted[1:] != wsorted[:-1]]))
     ends = np.concatenate([starts[1:], [len(wsorted)]])
@@ -287,4 +331,5 @@ def _check_races(s, tr, srank, drank, ptr, blk, red, B):
                     loc = int(wsorted[starts[g]])
                     raise CheckFailed(
                         f"nodes {int(tr[x])} and {int(tr[y])} both write block {loc % B} at "
-                        f"rank {loc // B} with no dependency between them (one overwrites)")
+                        f"{_place(loc // B, n, s.meta['ranks'], switches)} with no dependency "
+                        f"between them (one overwrites)")

@@ -15,6 +15,9 @@ The rule (docs/collectives.md has the reasoning and sources):
    or pipelined chain. Reduce-scatter and all-gather use the ring; all-to-all(-v) the direct
    algorithm; send/recv is direct.
 5. Chunks for pipelined trees and chains: one per 512 KiB, between 1 and 64.
+6. Where switches reduce (``reduce_gbps`` on the topology): all-reduce, reduce-scatter and
+   all-gather take ``nvls`` (ranks in one scale-up domain) or ``sharp`` (scale-out
+   aggregation tree) instead when their alpha-beta estimate is lower.
 """
 from __future__ import annotations
 
@@ -62,6 +65,44 @@ def _pipeline_chunks(nbytes: int) -> int:
 
 
 def choose(topology, op: str, nbytes, ranks=None) -> Choice:
+    c = _choose(topology, op, nbytes, ranks)
+    if op in ("all_reduce", "reduce_scatter", "all_gather"):
+        c = _in_network(topology, c, nbytes)
+    return c
+
+
+def _in_network(topology, base: Choice, nbytes) -> Choice:
+    """Rule 6: where switches reduce (``topology.reduce_bw``), NVLS / SHARP replace the
+    choice when their alpha-beta estimate is lower (NCCL's tuner likewise weighs NVLS and
+    CollNet against ring and tree wherever the hardware offers them)."""
+    bw = getattr(topology, "reduce_bw", None)
+    if bw is None or not (bw > 0).any():
+        return base
+    from collectives import innet
+    from collectives.analytical import Fabric, estimate
+    from topo.innet import trees
+
+    fab = Fabric(topology)
+    best, best_t = base, None
+    for algo in innet.IN_NETWORK:
+        try:
+            trs = trees(topology, base.ranks, algo)
+        except InputError:
+            continue  # the fabric cannot do it for these ranks
+        if best_t is None:
+            best_t = estimate(topology, base.op, base.algorithm, base.ranks, nbytes,
+                              fabric=fab, **base.options)
+        t = innet.estimate(fab, base.op, algo, base.ranks, nbytes, trees=trs)
+        if t < best_t:
+            best = Choice(base.op, algo, base.ranks, {"trees": trs},
+                          f"in-network {algo}: alpha-beta estimate {t * 1e6:.1f} us < "
+                          f"{base.algorithm} {best_t * 1e6:.1f} us")
+            best.nbytes = nbytes
+            best_t = t
+    return best
+
+
+def _choose(topology, op: str, nbytes, ranks=None) -> Choice:
     import collectives as co
     from collectives.analytical import Fabric, estimate
 

@@ -60,7 +60,7 @@ def run(topology, op, algorithm, ranks, nbytes, engine="analytical", routing="ec
     else:
         from netcore.api import simulate
 
-        sched = co.build(op, algorithm, ranks, nbytes, **options)
+        sched = co.build(op, algorithm, ranks, nbytes, fabric=topology, **options)
         res = simulate(topology, sched, routing=routing, faults=faults, engine=engine,
                        seed=seed)
         if res.n_stranded:

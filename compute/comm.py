@@ -16,6 +16,8 @@ import copy
 import inspect
 from functools import lru_cache
 
+import numpy as np
+
 import collectives
 from collectives.streams import Stream, ring_stream
 from netcore.schedule import Schedule
@@ -31,8 +33,10 @@ def _needs_options(op: str, algorithm: str) -> list[str]:
     """Options the algorithm cannot run without (default None, e.g. hierarchical's
     group_size): a template over local ranks 0..g-1 has nothing to fill them from."""
     params = inspect.signature(collectives.ALGORITHMS[op][algorithm]).parameters
+    # in-network algorithms take their trees from the fabric (innet_templates), chunks default
     return [k for k, p in params.items()
-            if p.default is None and k not in ("ranks", "nbytes", "matrix")]
+            if p.default is None and k not in ("ranks", "nbytes", "matrix", "chunks", "fabric",
+                                               "trees")]
 
 
 def _check_one(op: str, name, field: str) -> str:
@@ -116,3 +120,57 @@ def stream(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Stream
     if g < 2 or nbytes <= 0:
         return None
     return ring_stream(op, algorithm or DEFAULT_ALGO.get(op, "ring"), int(g), int(nbytes))
+
+
+# --------------------------------------------------------------------------- in-network
+def in_network(algorithm: str | None) -> bool:
+    """Whether ``algorithm`` (canonical) reduces in the switches (nvls, sharp)."""
+    return algorithm in collectives.IN_NETWORK
+
+
+@lru_cache(maxsize=256)
+def _innet_template(op: str, g: int, nbytes: int, algorithm: str, key: tuple) -> Schedule:
+    from topo.innet import Tree
+
+    trees, off = [], g
+    for parent, rank_switch, rate in key:  # switches renumbered g, g+1, ... (after the ranks)
+        K = len(parent)
+        trees.append(Tree(np.arange(off, off + K), np.asarray(parent), np.asarray(rank_switch),
+                          np.asarray(rate)))
+        off += K
+    return collectives.build(op, algorithm, list(range(g)), int(nbytes), trees=trees)
+
+
+def innet_templates(op: str, nbytes: int, algorithm: str, hosts: np.ndarray, topology):
+    """Templates of an in-network collective over every row of ``hosts`` (k, g): the groups
+    whose aggregation trees have one shape share a template over local ranks 0..g-1 whose
+    switches are numbered g, g+1, ...; yields (rows, template, switch ids (len(rows), K))
+    where column j of the switch ids is template endpoint g + j of each row."""
+    from topo.innet import trees
+
+    if topology is None:
+        raise InputError(f"algorithm = {algorithm!r}: an in-network collective needs the "
+                         f"fabric's switches (a topology)")
+    hosts = np.asarray(hosts)
+    if hosts.shape[1] < 2 or nbytes <= 0:  # nothing to communicate
+        yield np.arange(len(hosts)), Schedule.empty(), np.zeros((len(hosts), 0), np.int64)
+        return
+    fam: dict = {}
+    for i, row in enumerate(hosts):
+        trs = trees(topology, row, algorithm)
+        key = tuple(t.key() for t in trs)
+        f = fam.setdefault(key, ([], []))
+        f[0].append(i)
+        f[1].append(np.concatenate([np.asarray(t.switches, dtype=np.int64) for t in trs]))
+    g = np.asarray(hosts).shape[1]
+    for key, (rows, sws) in fam.items():
+        t = _innet_template(op, g, int(nbytes), algorithm, key)
+        yield np.asarray(rows), _copy(t), np.stack(sws)
+
+
+def _copy(t: Schedule) -> Schedule:
+    return Schedule(kind=t.kind.copy(), src=t.src.copy(), dst=t.dst.copy(), size=t.size.copy(),
+                    duration=t.duration.copy(), start=t.start.copy(), dep_ptr=t.dep_ptr.copy(),
+                    dep_idx=t.dep_idx.copy(), tag=t.tag.copy(), label=t.label.copy(),
+                    labels=list(t.labels), extra={k: v.copy() for k, v in t.extra.items()},
+                    meta=copy.deepcopy(t.meta))

@@ -153,6 +153,15 @@ def fault_location(topology, faults) -> tuple[np.ndarray, bool]:
 
 
 # ====================================================================== the generator
+def _with_switches(hosts, groups, sw):
+    """Endpoints and ranks of a stamped template: the group's hosts, then (in-network
+    collectives) its switches, whose nodes belong to no rank (-1)."""
+    if sw is None:
+        return hosts, groups
+    return (np.concatenate([hosts, sw], axis=1),
+            np.concatenate([groups, np.full(sw.shape, -1, dtype=groups.dtype)], axis=1))
+
+
 def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = None,
                host_group=None, placement="packed", tp_comm: str = "auto",
                symmetry: str = "auto", granularity: str = "segment", faults: bool = False,
@@ -339,10 +348,17 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         return chain_base[rep[ranks]] + q
 
     # ---- collectives stamped onto groups (network communication inside units)
-    def stamp(op, nbytes, groups, ready, done, ckind, tag=-1, lab=None):
+    def stamp(op, nbytes, groups, ready, done, ckind, tag=-1, lab=None, tpl=None, sw=None):
         """Run ``op`` on every row of ``groups`` (global ranks, shape (k, g)); its first transfers
-        wait for ``ready`` nodes (k, g) and ``done`` nodes (k, g) wait for the transfers."""
+        wait for ``ready`` nodes (k, g) and ``done`` nodes (k, g) wait for the transfers.
+        In-network collectives (``tpl``, ``sw``: comm.innet_templates) address switch j of
+        row i as template endpoint g + j, i.e. ``sw[i, j]``."""
         k, g = groups.shape
+        if tpl is None and comm.in_network(algos.get(op)):
+            for rows, t_, sw_ in comm.innet_templates(op, int(nbytes), algos[op], host[groups],
+                                                      topology):
+                stamp(op, nbytes, groups[rows], ready[rows], done[rows], ckind, tag, lab, t_, sw_)
+            return
         if agg:
             # groups that wait for the same nodes are copies of one collective (folded by
             # symmetry): each such family becomes one aggregated collective
@@ -350,27 +366,28 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             fam = fam.reshape(-1)
             order = np.argsort(fam, kind="stable")
             cuts = np.flatnonzero(np.diff(fam[order])) + 1
-            st = comm.stream(op, g, int(nbytes), algos.get(op))
-            tpl = None
+            st = None if tpl is not None else comm.stream(op, g, int(nbytes), algos.get(op))
             if st is None:
-                tpl = comm.template(op, g, int(nbytes), algos.get(op))
+                if tpl is None:
+                    tpl = comm.template(op, g, int(nbytes), algos.get(op))
                 if tpl.n == 0:
                     acc.edges(done, ready)
                     return
-                st = stream_of(tpl)
+                st = stream_of(tpl) if sw is None else None
             for rows in np.split(order, cuts):
                 if st is not None:
                     stamp_stream(op, st, groups[rows], ready[rows], done[rows], ckind, tag, lab)
                 else:
                     stamp_classes(op, tpl, groups[rows], ready[rows], done[rows], ckind, tag,
-                                  lab)
+                                  lab, None if sw is None else sw[rows])
             return
-        tpl = comm.template(op, g, int(nbytes), algos.get(op))
+        if tpl is None:
+            tpl = comm.template(op, g, int(nbytes), algos.get(op))
         if tpl.n == 0:
             acc.edges(done, ready)
             return
         n = tpl.n
-        hosts = host[groups]
+        hosts, granks = _with_switches(host[groups], groups, sw)
         base = acc.n
         inst = np.repeat(np.arange(k), n)
         loc = np.tile(np.arange(n), k)
@@ -379,7 +396,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 dst=np.where(tdst >= 0, hosts[inst, np.maximum(tdst, 0)], -1),
                 size=np.tile(tpl.size, k), duration=np.tile(tpl.duration, k), tag=tag,
                 label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
-                rank=groups[inst, tsrc], ckind=ckind, stream=1, mult=1.0)
+                rank=granks[inst, tsrc], ckind=ckind, stream=1, mult=1.0)
         # internal edges
         cnt = np.diff(tpl.dep_ptr)
         owner = np.repeat(np.arange(n), cnt)
@@ -387,7 +404,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                   (base + np.arange(k)[:, None] * n + tpl.dep_idx[None, :]))
         roots = np.flatnonzero(cnt == 0)
         for end in (tpl.src, np.where(tpl.dst >= 0, tpl.dst, tpl.src)):
-            acc.edges(base + np.arange(k)[:, None] * n + roots[None, :], ready[:, end[roots]])
+            r_ = roots[end[roots] < g]  # a switch endpoint has no ready node of its own
+            acc.edges(base + np.arange(k)[:, None] * n + r_[None, :], ready[:, end[r_]])
         cptr, _ = tpl.children()
         sinks = np.flatnonzero(np.diff(cptr) == 0)
         for lr in range(g):
@@ -417,11 +435,11 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         acc.edges(node, after)
         acc.edges(np.unique(done), node)
 
-    def stamp_classes(op, tpl, groups, ready, done, ckind, tag, lab):
+    def stamp_classes(op, tpl, groups, ready, done, ckind, tag, lab, sw=None):
         """``stamp`` of any other collective in the scalable form: one node per template
         node, a transfer standing for that transfer in every group."""
         k, g = groups.shape
-        hosts = host[groups]
+        hosts, granks = _with_switches(host[groups], groups, sw)
         label = acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}")
         n = tpl.n
         is_t = tpl.kind == TRANSFER
@@ -433,14 +451,15 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         base = acc.add(n, kind=tpl.kind, src=hosts[0, tsrc],
                        dst=np.where(tdst >= 0, hosts[0, np.maximum(tdst, 0)], -1),
                        size=tpl.size, duration=tpl.duration, tag=tag, label=label,
-                       rank=groups[0, tsrc], ckind=ckind, stream=1, mset=msets)[0]
+                       rank=granks[0, tsrc], ckind=ckind, stream=1, mset=msets)[0]
         cnt = np.diff(tpl.dep_ptr)
         acc.edges(base + np.repeat(np.arange(n), cnt), base + tpl.dep_idx)
         roots = np.flatnonzero(cnt == 0)
         ready_u = np.unique(ready, axis=0)  # groups folded onto the same chains coincide
         done_u = np.unique(done, axis=0)
         for end in (tsrc, np.where(tdst >= 0, tdst, tsrc)):
-            acc.edges(base + roots[None, :], ready_u[:, end[roots]])
+            r_ = roots[end[roots] < g]  # a switch endpoint has no ready node of its own
+            acc.edges(base + r_[None, :], ready_u[:, end[r_]])
         cptr, _ = tpl.children()
         sinks = np.flatnonzero(np.diff(cptr) == 0)
         for lr in range(g):

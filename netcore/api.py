@@ -49,5 +49,5 @@ def simulate(topology, schedule: Schedule, routing="ecmp", faults=None, engine: 
     if faults is None:
         faults = LinkFaults.none()
     if validate:
-        schedule.validate(topology.n_hosts)
+        schedule.validate(topology.n_hosts, topology.n_nodes)
     return get_engine(engine).run(topology, schedule, routing, faults, seed=seed, **options)

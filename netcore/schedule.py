@@ -214,9 +214,15 @@ class Schedule:
         return order
 
     # ------------------------------------------------------------------ checks
-    def validate(self, n_hosts: int | None = None) -> None:
-        """Raise ScheduleError with a precise message for anything an engine cannot run."""
+    def validate(self, n_hosts: int | None = None, n_nodes: int | None = None) -> None:
+        """Raise ScheduleError with a precise message for anything an engine cannot run.
+
+        Transfer endpoints must be hosts ``0 .. n_hosts-1``; with ``n_nodes`` a switch
+        (``n_hosts .. n_nodes-1``) may be one too (in-network collectives send to and from
+        the switches that reduce), as long as each transfer has a host at one end or is
+        between two switches of the same schedule."""
         n = self.n
+        top = n_hosts if n_nodes is None else n_nodes
         bad_kind = np.flatnonzero((self.kind < 0) | (self.kind > DELAY))
         if bad_kind.size:
             raise ScheduleError(f"node {int(bad_kind[0])}: kind {int(self.kind[bad_kind[0]])} unknown")
@@ -248,19 +254,20 @@ class Schedule:
                 raise ScheduleError(f"member {int(bad[0])}: a transfer from host "
                                     f"{int(ms.src[bad[0]])} to itself")
             if n_hosts is not None:
-                bad = np.flatnonzero((ms.src < 0) | (ms.src >= n_hosts) | (ms.dst < 0) |
-                                     (ms.dst >= n_hosts))
+                bad = np.flatnonzero((ms.src < 0) | (ms.src >= top) | (ms.dst < 0) |
+                                     (ms.dst >= top))
                 if bad.size:
                     raise ScheduleError(f"member {int(bad[0])}: host does not exist "
                                         f"(hosts are 0..{n_hosts - 1})")
         if n_hosts is not None:
-            bad = np.flatnonzero(t & ((self.src < 0) | (self.src >= n_hosts) |
-                                      (self.dst < 0) | (self.dst >= n_hosts)))
+            bad = np.flatnonzero(t & ((self.src < 0) | (self.src >= top) |
+                                      (self.dst < 0) | (self.dst >= top)))
             if bad.size:
                 i = int(bad[0])
-                host = int(self.src[i]) if not (0 <= self.src[i] < n_hosts) else int(self.dst[i])
-                raise ScheduleError(f"node {i}: host {host} does not exist "
-                                    f"(hosts are 0..{n_hosts - 1})")
+                host = int(self.src[i]) if not (0 <= self.src[i] < top) else int(self.dst[i])
+                what = ("host" if n_nodes is None else "node")
+                raise ScheduleError(f"node {i}: {what} {host} does not exist "
+                                    f"({what}s are 0..{top - 1})")
         if self.dep_idx.size:
             bad = np.flatnonzero((self.dep_idx < 0) | (self.dep_idx >= n))
             if bad.size:

@@ -59,10 +59,14 @@ def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1) -> in
     shape, e.g. a hierarchical algorithm's group size)."""
     import math
 
-    c = max(1, int(chunks))
     n = int(n)
     if n < 2:
         return 0
+    if algorithm in ("nvls", "sharp"):
+        # per chunk: n up, n down, and per switch of the tree (< 2n) one reduction and one
+        # transfer each way; chunks default to up to 64 (collectives/innet.py)
+        return 6 * n * (64 if chunks is None else max(1, int(chunks)))
+    c = 1 if chunks is None else max(1, int(chunks))
     per_chunk = {
         ("all_reduce", "ring"): 2 * (n - 1) * n,
         ("all_reduce", "bidirectional_ring"): 4 * (n - 1) * n,

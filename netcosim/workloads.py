@@ -147,7 +147,7 @@ def build_workload(topology, spec: dict, where: str = "workload", seed: int = 0,
         _CONTEXT.reset(token)
     schedule.meta.setdefault("workload", spec["kind"])
     try:
-        schedule.validate(topology.n_hosts)
+        schedule.validate(topology.n_hosts, topology.n_nodes)
     except InputError as e:
         raise _name_node(e, schedule, where) from None
     return schedule
@@ -290,7 +290,7 @@ def build_collective(topology, spec: dict, where: str, seed: int):
     if sched is not None:
         return _collective_meta(sched, op, algorithm, nbytes, ranks, "auto")
     try:
-        sched = collectives.build(op, algorithm, ranks, nbytes, **opts)
+        sched = collectives.build(op, algorithm, ranks, nbytes, fabric=topology, **opts)
     except TypeError as e:
         m = re.search(r"unexpected keyword argument '(\w+)'", str(e))
         if not m:
@@ -329,9 +329,10 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
         op_c, algo = collectives.resolve(op, algorithm)
     except InputError as e:
         raise _in(e, where) from None
-    chunks = opts.get("chunks", 1)
+    chunks = opts.get("chunks")
     if detail == "auto" and op != "all_to_all_v" and set(opts) <= {"chunks", "step_latency_s"}:
-        st = ring_stream(op_c, algo, len(ranks), nbytes, chunks, opts.get("step_latency_s", 0.0))
+        st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1,
+                         opts.get("step_latency_s", 0.0))
         if st is not None:
             return stream_schedule(ranks, st, op_c)
     count = collective_transfers(op_c, algo, len(ranks), chunks)

@@ -15,7 +15,15 @@ def _options(op, algo, n):
     if algo == "torus":
         f = [d for d in range(2, n) if n % d == 0]
         return {"dims": (f[0], n // f[0]) if f else (n,)}
+    if algo in co.IN_NETWORK:  # the switches reduce: a fabric whose switches can
+        return {"fabric": _NODE if algo == "nvls" else _FT}
     return {}
+
+
+from topo.builders import build  # noqa: E402
+
+_NODE = build("two_tier", {"nodes": 1, "gpus_per_node": 20, "reduce_gbps": "line"})
+_FT = build("fat_tree", {"k": 6, "reduce_gbps": "line"})
 
 
 def _nbytes(op, n, seed=0):
@@ -58,7 +66,8 @@ def test_step_latency_is_a_delay_before_every_transfer(op, algo):
     d = s.dep_idx[s.dep_ptr[t]]
     assert (s.kind[d] == DELAY).all() and np.allclose(s.duration[d], 2e-6)
     assert (s.src[d] == s.src[t]).all()
-    assert set(np.unique(s.src[t])) <= set(range(10, 16))
+    switches = set(np.asarray(s.meta.get("switches", ()), dtype=np.int64).tolist())
+    assert set(np.unique(s.src[t])) <= set(range(10, 16)) | switches
 
 
 def _drop_edge(s: Schedule, child: int, parent: int) -> Schedule:

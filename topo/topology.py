@@ -48,6 +48,9 @@ class Topology:
     # may traffic transit through a host? True on a torus (hosts are the routers), False on
     # switched fabrics (a GPU does not forward). None: True exactly when there are no switches.
     hosts_forward: bool | None = None
+    # per node, the rate at which a switch reduces data in the network (bytes/s of result;
+    # 0: it does not). None: no switch reduces. Set from ``reduce_gbps`` (topo/innet.py)
+    reduce_bw: np.ndarray | None = None
 
     def __post_init__(self):
         self.link_u = np.ascontiguousarray(self.link_u, dtype=np.int32)
@@ -64,6 +67,11 @@ class Topology:
         if self.host_group is None:
             self.host_group = np.zeros(self.n_hosts, dtype=np.int32)
         self.host_group = np.ascontiguousarray(self.host_group, dtype=np.int32)
+        if self.reduce_bw is not None:
+            self.reduce_bw = np.ascontiguousarray(self.reduce_bw, dtype=np.float64)
+            if self.reduce_bw.shape != (self.n_nodes,):
+                raise TopologyError(f"reduce_bw has shape {self.reduce_bw.shape}, expected "
+                                    f"({self.n_nodes},): one rate per node")
         self._check()
 
     # ------------------------------------------------------------------ checks

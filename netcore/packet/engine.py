@@ -128,6 +128,14 @@ def _run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options
     from netcore import _packet
 
     opts = check_options(options)
+    if opts["warm_connections"]:
+        t = schedule.kind == TRANSFER
+        if (schedule.src[t] >= topology.n_hosts).any() or (schedule.dst[t] >= topology.n_hosts).any():
+            from topo.errors import InputError
+
+            raise InputError("engine.warm_connections = true: connections are kept per host "
+                             "pair, and this schedule sends to or from switches (an in-network "
+                             "collective); leave warm_connections off")
     limits.check(topology, schedule, faults, opts)  # what the core's integers can represent
     policy = getattr(routing, "policy", "ecmp")
     per_hop = policy in ("spray", "adaptive")

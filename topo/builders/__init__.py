@@ -42,6 +42,10 @@ def _keys(fn, required: bool) -> tuple[str, ...]:
 
 ACCEPTED_KEYS: dict[str, tuple[str, ...]] = {k: _keys(f, False) for k, f in BUILDERS.items()}
 REQUIRED_KEYS: dict[str, tuple[str, ...]] = {k: _keys(f, True) for k, f in BUILDERS.items()}
+# in-network reduction (topo/innet.py), for every kind that has switches
+for _k in ACCEPTED_KEYS:
+    if _k != "torus":
+        ACCEPTED_KEYS[_k] = ACCEPTED_KEYS[_k] + ("reduce_gbps",)
 
 
 def build(kind, params: Mapping | None = None, where: str = "topology") -> Topology:
@@ -62,7 +66,14 @@ def build(kind, params: Mapping | None = None, where: str = "topology") -> Topol
     for key in REQUIRED_KEYS[kind]:
         if key not in params:
             raise InputError(f"{where}.{key}: required for kind = {kind!r}")
-    return BUILDERS[kind](**params, where=where)
+    params = dict(params)
+    reduce_gbps = params.pop("reduce_gbps", None)
+    t = BUILDERS[kind](**params, where=where)
+    if reduce_gbps is not None:
+        from topo.innet import apply_reduce
+
+        apply_reduce(t, reduce_gbps, f"{where}.reduce_gbps")
+    return t
 
 
 __all__ = ["build", "BUILDERS", "ACCEPTED_KEYS", "REQUIRED_KEYS", "fat_tree", "leaf_spine",
