@@ -297,6 +297,7 @@ def resolve_best(data: dict) -> tuple[dict, dict]:
         raise InputError(f"workload: every simulated layout failed"
                          + (f" (first: {first.error})" if first else ""))
     row = dict(res.best.summary)
+    row.update({f"exposed_{k}_s": v for k, v in exposed(res.best.summary).items()})
     row.update(layout_columns(res.best))
     row["plan_feasible"] = len(res.enum.candidates)
     row["plan_simulated"] = len(res.simulated)
