@@ -289,6 +289,23 @@ def enumerate_layouts(model, gpu, n_gpus: int, base: dict, fixed: dict | None = 
     return Enumeration(cands, rejected, total, smallest, cap)
 
 
+def reference_reason(model, n_gpus: int, base: dict, fixed: dict, layout: dict) -> str:
+    """Why a reference layout (``REFERENCES``) is not a candidate here: a ``REASONS`` text, a
+    fixed value it contradicts, or "" when it passes the structural checks (then it failed on
+    memory)."""
+    m = get_model(model)
+    for k, v in fixed.items():
+        if k in layout and layout[k] != v:
+            return f"fixed {k} = {v!r}"
+    tp, cp, pp = layout["tp"], layout["cp"], layout["pp"]
+    dp = n_gpus // (tp * cp * pp) if n_gpus % (tp * cp * pp) == 0 else 0
+    gb = base.get("global_batch", 1)
+    tp_ok = not (m.heads % tp or (m.g % tp and tp % m.g) or m.f % tp)
+    why = _structural(m, gb, n_gpus, tp, cp, pp, layout["vp"], dp, layout["ep"],
+                      layout["micro_batch"], layout["sp"], tp_ok, fixed)
+    return REASONS[why] if why else REASONS["memory"]
+
+
 def _product(*lists):
     import itertools
 

@@ -397,8 +397,10 @@ def reference_lines(res: PlanResult) -> list[str]:
     for name in names:
         rows = [r for r in res.rows if r.cand.reference == name]
         if not rows:
-            out.append(f"reference {name}: not a feasible layout here (fixed values, GPU count, "
-                       f"batch or memory)")
+            d = dict(layouts.REFERENCES[str(_model_name(res.spec)).lower()])[name]
+            why = layouts.reference_reason(res.spec.data["workload"]["model"], res.n_gpus,
+                                           res.spec.base, res.spec.fixed, d)
+            out.append(f"reference {name}: not a feasible layout here ({why})")
             continue
         r = rows[0]
         n = len(res.enum.candidates)
