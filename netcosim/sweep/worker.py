@@ -50,9 +50,15 @@ def run_one(index: int, pid: str, data: dict, strandable: bool = False) -> dict:
     t0 = time.perf_counter()
     c0 = time.thread_time()
     row = {"point": index, "point_id": pid, "status": "ok", "error": ""}
+    ran = data
     try:
-        sc = Scenario.from_dict(data, default_name="sweep")
-        _, _, summary = simulate_scenario(sc, check_reachability=not strandable)
+        from netcosim import plan
+
+        if plan.is_best(data):  # [workload] parallel = "best": the layout search runs here
+            ran, summary = plan.resolve_best(data)
+        else:
+            sc = Scenario.from_dict(data, default_name="sweep")
+            _, _, summary = simulate_scenario(sc, check_reachability=not strandable)
         for k, v in summary.items():
             if k in _SKIP or isinstance(v, (dict, list)):
                 continue
@@ -65,7 +71,8 @@ def run_one(index: int, pid: str, data: dict, strandable: bool = False) -> dict:
     # CPU of the thread that ran the point: what the point cost, without the load of other
     # processes or of a Dask worker's own threads (the backend comparison in bench_sweep.py)
     row["cpu_s"] = time.thread_time() - c0
-    row["scenario"] = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    # the scenario that ran (a layout search's best layout filled in): any row runs alone
+    row["scenario"] = json.dumps(ran, sort_keys=True, separators=(",", ":"))
     return row
 
 

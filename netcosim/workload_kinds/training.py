@@ -20,7 +20,7 @@ from compute.training import build_step, fault_location
 from topo.errors import InputError
 
 KEYS = ("model", "gpu", "parallel", "placement", "tp_comm", "symmetry", "granularity",
-        "algorithm", "check_memory", "network_detail")
+        "algorithm", "check_memory", "network_detail", "plan")
 
 
 class MemoryInfeasible(InputError):
@@ -33,6 +33,9 @@ class MemoryInfeasible(InputError):
 
 def _parallel(spec: dict, where: str) -> ParallelConfig:
     par = spec.get("parallel", {})
+    if par == "best":  # a layout search (netcosim/plan.py): netcosim plan and sweeps resolve it
+        raise InputError(f'{where}.parallel = "best": a layout search; run it with netcosim '
+                         f'plan SCENARIO (or in a sweep), or give a [{where}.parallel] table')
     if not isinstance(par, dict):
         raise InputError(f"{where}.parallel: expected a table")
     try:
