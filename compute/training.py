@@ -345,12 +345,20 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     # tp folded onto 0 when one GPU carries the tensor-parallel group
     rep = grid[pp_i, rep_dp[dp_i], cp_i, tp_i if len(t_sim) == T else 0]
     mult_rank = np.bincount(rep, minlength=par.n_gpus).astype(float)
-    # a GPU carrying its tensor-parallel group's chain runs at the pace of the group's slowest
-    # member (the group synchronises on its collectives every layer)
-    carried = {}
+    # with analytic (local) tensor parallelism a tensor-parallel group runs at the pace of its
+    # slowest member (it synchronises on its collectives every layer): every member's chain,
+    # or the one GPU carrying the group's chain, gets the group's slowest factors; network
+    # tensor parallelism synchronises through its transfers, so only the slowed GPU's own
+    # chain changes
+    by_group: dict = {}
     for r in faulty.tolist():
-        carried.setdefault(int(rep[r]), []).append(timeline[r])
-    steps_of = {r: _merge_timelines(tl) for r, tl in carried.items()}
+        by_group.setdefault(r // T if tp_local else r, []).append(timeline[r])
+    steps_of = {}
+    for key, tls in by_group.items():
+        merged = _merge_timelines(tls)
+        for r in (range(key * T, key * T + T) if tp_local else (key,)):
+            if simulated[r]:
+                steps_of[r] = merged
 
     acc = _Acc()
     lay = layer_split(m, par)  # transformer layers of every pipeline position
