@@ -27,6 +27,9 @@ from topo.errors import InputError
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 DEFAULT_ALGO = {"all_reduce": "ring", "reduce_scatter": "ring", "all_gather": "ring",
                 "all_to_all": "direct"}
+# an expert all-to-all under a routing imbalance runs as all_to_all_v (a bytes matrix in place
+# of one size) with the algorithm chosen for all_to_all
+V_DEFAULT = {"all_to_all_v": "direct"}
 
 
 def _needs_options(op: str, algorithm: str) -> list[str]:
@@ -87,7 +90,14 @@ def algorithms(algorithm=None, field: str = "algorithm") -> dict[str, str]:
 
 
 @lru_cache(maxsize=256)
-def _template(op: str, g: int, nbytes: int, algorithm: str | None) -> Schedule:
+def _template(op: str, g: int, nbytes, algorithm: str | None) -> Schedule:
+    if op == "all_to_all_v":  # nbytes: the g x g matrix as a tuple of rows
+        import numpy as np
+
+        mat = np.asarray(nbytes, dtype=np.int64)
+        if g < 2 or not mat[~np.eye(g, dtype=bool)].any():
+            return Schedule.empty()
+        return collectives.build(op, algorithm or V_DEFAULT[op], list(range(g)), mat)
     if g < 2 or nbytes <= 0:
         return Schedule.empty()
     algo = algorithm or DEFAULT_ALGO.get(op, "ring")
@@ -100,12 +110,13 @@ def _template(op: str, g: int, nbytes: int, algorithm: str | None) -> Schedule:
         return collectives.build(op, "ring", list(range(g)), int(nbytes))
 
 
-def template(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Schedule:
-    """Transfers of ``op`` over local ranks 0..g-1 carrying ``nbytes`` (the per-rank buffer).
+def template(op: str, g: int, nbytes, algorithm: str | None = None) -> Schedule:
+    """Transfers of ``op`` over local ranks 0..g-1 carrying ``nbytes`` (the per-rank buffer;
+    for ``all_to_all_v`` the bytes matrix as a tuple of rows).
 
     Built once per key and cached; every caller gets its own copy, so changing one (arrays,
     labels, meta) can never leak into another training step."""
-    t = _template(op, int(g), int(nbytes), algorithm)
+    t = _template(op, int(g), nbytes if op == "all_to_all_v" else int(nbytes), algorithm)
     return Schedule(kind=t.kind.copy(), src=t.src.copy(), dst=t.dst.copy(), size=t.size.copy(),
                     duration=t.duration.copy(), start=t.start.copy(), dep_ptr=t.dep_ptr.copy(),
                     dep_idx=t.dep_idx.copy(), tag=t.tag.copy(), label=t.label.copy(),
@@ -117,7 +128,7 @@ def template(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Sche
 def stream(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Stream | None:
     """The stream form of ``op`` over g local ranks (collectives.streams), when the algorithm
     has one that is known without building its template; None otherwise."""
-    if g < 2 or nbytes <= 0:
+    if op not in DEFAULT_ALGO or g < 2 or nbytes <= 0:
         return None
     return ring_stream(op, algorithm or DEFAULT_ALGO.get(op, "ring"), int(g), int(nbytes))
 

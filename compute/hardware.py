@@ -126,6 +126,46 @@ def spec_from_dict(d: dict, where: str = "gpu") -> GPUSpec:
     return GPUSpec(efficiency=Efficiency(**{k: float(v) for k, v in eff.items()}), **kw)
 
 
+def spec_with_overrides(d: dict, where: str = "gpu") -> GPUSpec:
+    """A what-if GPU: ``base`` (a built-in name or a .toml path) with some fields replaced,
+    e.g. ``{base = "h100_sxm", hbm_GBps = 8000, peak_tflops_bf16 = 2000, hbm_gb = 192}``.
+    ``efficiency`` merges into the base's; ``name`` defaults to the base's name followed by the
+    changed fields. Every field is checked as in a full spec (unknown fields and non-positive
+    figures are refused, named ``gpu.<field>``)."""
+    base = d["base"]
+    if not isinstance(base, str):
+        raise InputError(f"{where}.base = {base!r}: expected a GPU name or a .toml file")
+    try:
+        b = get_gpu(base)
+    except InputError as e:
+        msg = str(e)
+        raise InputError(f"{where}.base{msg[3:] if msg.startswith('gpu') else ': ' + msg}") \
+            from None
+    known = {f.name for f in fields(GPUSpec)}
+    over = {k: v for k, v in d.items() if k != "base"}
+    for k in over:
+        if k not in known:
+            raise InputError(f"{where}.{k}: unknown field (known: base, "
+                             f"{', '.join(sorted(known))})")
+    merged = {f.name: getattr(b, f.name) for f in fields(GPUSpec) if f.name != "efficiency"}
+    merged["sources"] = list(b.sources)
+    eff = {f.name: getattr(b.efficiency, f.name) for f in fields(Efficiency)}
+    oe = over.pop("efficiency", {})
+    if not isinstance(oe, dict):
+        raise InputError(f"{where}.efficiency: expected a table")
+    eff.update(oe)
+    merged.update(over)
+    merged["efficiency"] = eff
+    if "name" not in over:
+        changes = [f"{k}={v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   else f"{k}={v}" for k, v in over.items()]
+        changes += [f"efficiency.{k}={v:g}" if isinstance(v, (int, float)) else f"efficiency.{k}"
+                    for k, v in oe.items()]
+        if changes:
+            merged["name"] = f"{b.name} ({', '.join(changes)})"
+    return spec_from_dict(merged, where)
+
+
 def _registry() -> dict:
     out = {}
     for p in sorted(SPEC_DIR.glob("*.toml")):
@@ -148,11 +188,14 @@ def names() -> list[str]:
 
 def get_gpu(gpu) -> GPUSpec:
     """A GPUSpec from a name (case-insensitive, e.g. "A100-80GB" or "a100_80gb"), a mapping
-    (user-defined spec) or a path to a TOML file."""
+    (user-defined spec, or ``base`` plus the fields to change: ``spec_with_overrides``) or a
+    path to a TOML file."""
     global _REG
     if isinstance(gpu, GPUSpec):
         return gpu
     if isinstance(gpu, dict):
+        if "base" in gpu:
+            return spec_with_overrides(gpu)
         return spec_from_dict(gpu)
     if not isinstance(gpu, str):
         raise InputError(f"gpu = {gpu!r}: expected a GPU name or a spec table")

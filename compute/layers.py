@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from compute import operators as ops
 from compute.hardware import GPUSpec
 from compute.model import TransformerConfig
@@ -20,7 +22,7 @@ CKIND = {"compute": 0, "tp": 1, "cp": 2, "ep": 3, "pp": 4, "dp": 5, "dp_ag": 6, 
 CKIND_NAMES = {v: k for k, v in CKIND.items()}
 BWD_MEM_FACTOR = 1.5
 BWD_OP = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather",
-          "all_reduce": "all_reduce", "all_to_all": "all_to_all"}
+          "all_reduce": "all_reduce", "all_to_all": "all_to_all", "all_to_all_v": "all_to_all_v"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,18 @@ class Item:
     attn: bool = False  # holds the attention core (selective recompute target)
     tp_s: float = 0.0  # seconds of analytic tensor-parallel communication inside this item
     mem: bool = False  # a bandwidth-bound kernel (its backward moves ~1.5x the bytes, not 2x)
+    matrix: tuple = ()  # all_to_all_v: bytes local rank i sends to local rank j (tuple of rows)
+
+
+def transposed(matrix: tuple) -> tuple:
+    return tuple(zip(*matrix)) if matrix else matrix
+
+
+def ep_rank_shares(model: TransformerConfig, ep: int) -> np.ndarray:
+    """Share of the routed token-expert assignments that lands on each rank of an expert-
+    parallel group of ``ep`` (experts placed contiguously: rank j holds experts
+    j E/ep .. (j+1) E/ep - 1, as Megatron-LM places them)."""
+    return model.expert_shares().reshape(ep, -1).sum(axis=1)
 
 
 def ring_seconds(op: str, g: int, nbytes: float, spec: GPUSpec) -> float:
@@ -50,11 +64,21 @@ def ring_seconds(op: str, g: int, nbytes: float, spec: GPUSpec) -> float:
 
 
 class LayerModel:
-    """Prices one transformer layer on one rank for a model and parallel configuration."""
+    """Prices one transformer layer on one rank for a model and parallel configuration.
+
+    ``ep_index``: the rank's place in its expert-parallel group; with an expert imbalance its
+    experts receive ``ep_load`` times the balanced number of tokens (the all-to-alls then move
+    a bytes matrix that follows the shares)."""
 
     def __init__(self, model: TransformerConfig, par: ParallelConfig, spec: GPUSpec,
-                 tp_local: bool):
+                 tp_local: bool, ep_index: int = 0):
         self.m, self.p, self.spec, self.tp_local = model, par, spec, tp_local
+        self.ep_index = ep_index
+        self.ep_share = None  # per EP rank share of the routed tokens (None: balanced)
+        self.ep_load = 1.0
+        if model.experts and model.expert_imbalance is not None:
+            self.ep_share = ep_rank_shares(model, par.ep)
+            self.ep_load = float(self.ep_share[ep_index] * par.ep)
         self.prec = "fp16" if par.precision == "fp16" else ("fp8" if par.precision == "fp8" else "bf16")
         self.dt = 2  # activations in 16-bit (fp8 GEMMs still exchange 16-bit activations)
         t, cp = par.tp, par.cp
@@ -79,8 +103,11 @@ class LayerModel:
         return ops.memory_op(name, nbytes, self.spec, self.prec)
 
     # ------------------------------------------------------------------ one layer, forward
-    def forward(self) -> list[Item]:
+    def forward(self, moe: bool | None = None) -> list[Item]:
+        """One layer's forward items: an expert layer (``moe`` None or true, for a mixture of
+        experts) or a dense one (DeepSeek-V3's first layers)."""
         m, p, sp, dt = self.m, self.p, self.spec, self.dt
+        moe = bool(m.experts) if moe is None else moe and bool(m.experts)
         t, cp, b = p.tp, p.cp, p.micro_batch
         h, T, Tsp = m.hidden, self.T, self.Tsp
         heads, kvh = m.heads // t, max(m.g // t, 1)
@@ -94,17 +121,28 @@ class LayerModel:
         items.append(self._c(norm))
         if gather_op:
             items += self._tp(gather_op)
-        qkv = g("qkv", T, m.qkv_out // t, h, sp, self.prec)
-        core = ops.attention_core(b, m.seq // cp, m.seq, heads, kvh, d, sp, self.prec,
-                                  flash=p.flash_attention)
-        proj = g("attn_proj", T, h, h // t, sp, self.prec)
-        items.append(self._c(qkv))
+        proj = None
+        for name, n_in, n_out, split in m.attn_gemms():
+            if name == "attn_proj":  # row-parallel: this rank's heads in, the whole width out
+                proj = g(name, T, n_out, n_in // t, sp, self.prec)
+            elif split:
+                items.append(self._c(g(name, T, n_out // t, n_in, sp, self.prec)))
+            else:
+                # MLA's down-projections to the latents run whole on every tensor rank; count
+                # their useful FLOPs once
+                c = g(name, T, n_out, n_in, sp, self.prec)
+                items.append(replace(self._c(c), flops=c.flops / t))
+                if name == "kv_down" or name == "q_down":  # the latent's RMSNorm
+                    items.append(self._c(self._mem("latent_norm", 2 * T * n_out * dt)))
+        ad = m.attn_head_dim
         if cp > 1:
             # context parallelism as Llama 3 runs it (arXiv:2407.21783, section 3.3.2): all-gather
             # the keys and values the QKV GEMM produced (this rank's KV heads, the whole
             # sequence), then attend with the local queries; the backward reduce-scatters dK, dV
-            kv_bytes = b * m.seq * 2 * kvh * d * dt
+            kv_bytes = int(b * m.seq * 2 * kvh * ad * dt)
             items.append(Item(COMM_NET, label="cp", group="cp", op="all_gather", nbytes=kv_bytes))
+        core = ops.attention_core(b, m.seq // cp, m.seq, heads, kvh, ad, sp, self.prec,
+                                  flash=p.flash_attention)
         items += [self._c(c, attn=True) for c in core]
         items.append(self._c(proj))
         items += self._tp(reduce_op)
@@ -112,22 +150,42 @@ class LayerModel:
         if gather_op:
             items += self._tp(gather_op)
         f = m.f // t
-        if m.experts:
+        if moe:
             ep = p.ep
+            fe = m.expert_f // t
             # the router runs replicated on every tensor rank; count its useful FLOPs once
             r = g("router", T, m.experts, h, sp, self.prec)
             items.append(replace(self._c(r), flops=r.flops / t))
+            if m.shared_experts:
+                # always-active experts: a dense MLP of shared x expert width on local tokens
+                fs = fe * m.shared_experts
+                items += [self._c(g("shared_fc1", T, fs * (m.mlp_mats - 1), h, sp, self.prec)),
+                          self._c(self._mem("shared_activation", m.mlp_mats * T * fs * dt)),
+                          self._c(g("shared_fc2", T, h, fs, sp, self.prec))]
             a2a = T * m.top_k * h * dt
+            dispatch = combine = None
             if ep > 1:
-                items.append(Item(COMM_NET, label="ep", group="ep", op="all_to_all", nbytes=a2a))
+                if self.ep_share is None:
+                    dispatch = combine = Item(COMM_NET, label="ep", group="ep", op="all_to_all",
+                                              nbytes=a2a)
+                else:
+                    # every rank sends the tokens routed to rank j's experts to rank j: row i,
+                    # column j = a2a x share_j; the combine sends them back (the transpose)
+                    row = np.rint(a2a * self.ep_share).astype(np.int64)
+                    mat = tuple(tuple(int(x) for x in row) for _ in range(ep))
+                    dispatch = Item(COMM_NET, label="ep", group="ep", op="all_to_all_v",
+                                    nbytes=a2a, matrix=mat)
+                    combine = replace(dispatch, matrix=transposed(mat))
+                items.append(dispatch)
             local_e = m.experts // ep
-            tok = max(T * m.top_k // local_e, 1)  # tokens per local expert (balanced routing)
-            fc1 = g("expert_fc1", tok, f * (m.mlp_mats - 1), h, sp, self.prec, batch=local_e)
-            act = self._mem("activation", (m.mlp_mats) * tok * local_e * f * dt)
-            fc2 = g("expert_fc2", tok, h, f, sp, self.prec, batch=local_e)
+            # tokens per local expert: balanced, or this rank's share of the routed tokens
+            tok = max(int(round(T * m.top_k * self.ep_load / local_e)), 1)
+            fc1 = g("expert_fc1", tok, fe * (m.mlp_mats - 1), h, sp, self.prec, batch=local_e)
+            act = self._mem("activation", (m.mlp_mats) * tok * local_e * fe * dt)
+            fc2 = g("expert_fc2", tok, h, fe, sp, self.prec, batch=local_e)
             items += [self._c(fc1), self._c(act), self._c(fc2)]
-            if ep > 1:
-                items.append(Item(COMM_NET, label="ep", group="ep", op="all_to_all", nbytes=a2a))
+            if combine is not None:
+                items.append(combine)
         else:
             fc1 = g("fc1", T, f * (m.mlp_mats - 1), h, sp, self.prec)
             act = self._mem("activation", m.mlp_mats * T * f * dt)
@@ -157,7 +215,7 @@ class LayerModel:
                 f = BWD_MEM_FACTOR if it.mem else 2.0
                 out.append(replace(it, seconds=f * it.seconds, flops=2 * it.flops, label="bwd"))
             else:
-                out.append(replace(it, op=BWD_OP[it.op]))
+                out.append(replace(it, op=BWD_OP[it.op], matrix=transposed(it.matrix)))
         return out
 
     # ------------------------------------------------------------------ ends of the model

@@ -82,11 +82,14 @@ def activation_bytes_per_layer(m: TransformerConfig, par: ParallelConfig) -> flo
 def params_per_stage(m: TransformerConfig, par: ParallelConfig) -> list[float]:
     """Parameters held by one GPU of every pipeline stage (its layers, the input embedding on
     the first stage, the output layer on the last; vocabulary padded as the model runs it)."""
-    per_layer = m.attn_params + m.mlp_params * max(m.experts, 1) / par.ep + m.hidden * m.experts
+    lay = layer_split(m, par)
+    off = np.concatenate([[0], np.cumsum(lay)])
     vocab_mat = m.padded_vocab(par.tp) * m.hidden
     out = []
-    for s, n_layers in enumerate(stage_layer_counts(m, par)):
-        n = per_layer * n_layers
+    for s in range(par.pp):
+        # the stage's layers (its own experts with EP; DeepSeek-V3's dense first layers)
+        n = sum(m.layers_params(off[c * par.pp + s], off[c * par.pp + s + 1], par.ep)
+                for c in range(par.vp))
         if s == 0:
             n += vocab_mat
         if s == par.pp - 1 and (par.pp > 1 or not m.tied_embeddings):

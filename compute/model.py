@@ -1,7 +1,20 @@
-"""Transformer configuration and its analytical parameter and FLOP counts."""
+"""Transformer configuration and its analytical parameter and FLOP counts.
+
+Mixture-of-experts models: ``experts`` routed experts of width ``expert_ffn`` (0: ``ffn``),
+``top_k`` of them per token, plus ``shared_experts`` always-active experts of the same width;
+the first ``dense_layers`` layers have a dense MLP of width ``ffn`` instead (DeepSeek-V3).
+``expert_imbalance`` skews the routing (``expert_shares``). Multi-head latent attention
+(``kv_lora_rank`` > 0, DeepSeek-V2/V3) is priced as its GEMMs: the query and key-value
+down-projections to the latents (``q_lora_rank``, ``kv_lora_rank`` plus the shared rotary key
+of ``rope_head_dim``), their up-projections to ``heads`` heads of ``head_size`` (+
+``rope_head_dim`` for queries and keys), and the output projection.
+"""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
+
+import numpy as np
 
 from topo.errors import InputError
 
@@ -24,18 +37,48 @@ class TransformerConfig:
     # 1 here: pad only to a multiple of TP, so a vocabulary TP divides is used as given)
     vocab_multiple: int = 1
     name: str = ""
+    # per-head dimension of queries, keys and values; 0: hidden / heads
+    head_size: int = 0
+    # mixture of experts: expert width (0: ffn), always-active shared experts, dense first layers
+    expert_ffn: int = 0
+    shared_experts: int = 0
+    dense_layers: int = 0
+    # multi-head latent attention (kv_lora_rank > 0): latent widths and the decoupled RoPE width
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0
+    # routing skew: None (balanced), {zipf = s[, seed = n]}, {shares = [...]} or a list of shares
+    expert_imbalance: object = None
 
     def __post_init__(self):
         for k in ("layers", "hidden", "heads", "seq", "vocab", "vocab_multiple"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"model.{k} = {v!r}: expected a positive integer")
-        for k in ("kv_heads", "ffn", "experts", "top_k"):
+        for k in ("kv_heads", "ffn", "experts", "top_k", "head_size", "expert_ffn",
+                  "shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank",
+                  "rope_head_dim"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise InputError(f"model.{k} = {v!r}: expected an integer >= 0")
-        if self.hidden % self.heads:
-            raise InputError(f"model.heads = {self.heads}: does not divide hidden = {self.hidden}")
+        if not self.head_size and self.hidden % self.heads:
+            raise InputError(f"model.heads = {self.heads}: does not divide hidden = {self.hidden} "
+                             f"(or give model.head_size)")
+        for k in ("expert_ffn", "shared_experts", "dense_layers"):
+            if getattr(self, k) and not self.experts:
+                raise InputError(f"model.{k} = {getattr(self, k)}: only for a mixture of experts "
+                                 f"(model.experts = 0)")
+        if self.dense_layers >= self.layers and self.experts:
+            raise InputError(f"model.dense_layers = {self.dense_layers}: leaves no expert layer "
+                             f"(model.layers = {self.layers})")
+        if not self.kv_lora_rank:
+            for k in ("q_lora_rank", "rope_head_dim"):
+                if getattr(self, k):
+                    raise InputError(f"model.{k} = {getattr(self, k)}: only with multi-head latent "
+                                     f"attention (model.kv_lora_rank > 0)")
+        elif self.kv_heads and self.kv_heads != self.heads:
+            raise InputError(f"model.kv_heads = {self.kv_heads}: latent attention (kv_lora_rank > 0) "
+                             f"has one key and value per head (kv_heads = heads or 0)")
         if self.kv_heads and self.heads % self.kv_heads:
             raise InputError(f"model.kv_heads = {self.kv_heads}: does not divide heads = {self.heads}")
         if self.experts and not 1 <= self.top_k <= self.experts:
@@ -46,6 +89,8 @@ class TransformerConfig:
                 raise InputError(f"model.{k} = {getattr(self, k)!r}: expected true or false")
         if not isinstance(self.name, str):
             raise InputError(f"model.name = {self.name!r}: expected a string")
+        object.__setattr__(self, "expert_imbalance", _imbalance(self.expert_imbalance,
+                                                                self.experts))
 
     @classmethod
     def from_dict(cls, d: dict) -> "TransformerConfig":
@@ -65,7 +110,28 @@ class TransformerConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def q_dim(self) -> int:
+        """Width of all query heads (hidden for the classic shapes)."""
+        return self.heads * self.head_dim
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Per-head width of queries and keys (with MLA's decoupled rotary part)."""
+        return self.head_dim + self.rope_head_dim
+
+    @property
+    def attn_head_dim(self) -> float:
+        """Mean of the query-key and the value head widths: attention FLOPs and FlashAttention
+        bytes are those of heads of this width (exact; = head_dim without MLA)."""
+        return (self.qk_head_dim + self.head_dim) / 2
 
     @property
     def f(self) -> int:
@@ -77,23 +143,121 @@ class TransformerConfig:
 
     @property
     def qkv_out(self) -> int:
-        return self.hidden + 2 * self.g * self.head_dim
+        return self.q_dim + 2 * self.g * self.head_dim
+
+    def attn_gemms(self) -> list[tuple[str, int, int, bool]]:
+        """The attention GEMMs of a layer as (name, in, out, split over TP): the input is
+        ``in`` wide, the output ``out``; ``split``: column- (or, for the output projection,
+        row-) parallel over TP; MLA's down-projections run whole on every TP rank."""
+        h = self.hidden
+        if not self.mla:
+            return [("qkv", h, self.qkv_out, True), ("attn_proj", self.q_dim, h, True)]
+        heads, qk, d = self.heads, self.qk_head_dim, self.head_dim
+        out = []
+        if self.q_lora_rank:
+            out += [("q_down", h, self.q_lora_rank, False),
+                    ("q_up", self.q_lora_rank, heads * qk, True)]
+        else:
+            out.append(("q_proj", h, heads * qk, True))
+        out += [("kv_down", h, self.kv_lora_rank + self.rope_head_dim, False),
+                ("kv_up", self.kv_lora_rank, heads * 2 * d, True),
+                ("attn_proj", heads * d, h, True)]
+        return out
+
+    @property
+    def attn_gemm_params(self) -> int:
+        return sum(a * b for _, a, b, _ in self.attn_gemms())
 
     @property
     def attn_params(self) -> int:
-        h = self.hidden
-        return h * self.qkv_out + h * h + 4 * h  # weights + two layer-norm scales/biases
+        # weights + two layer-norm scales/biases (+ MLA's two latent RMSNorm scales)
+        return self.attn_gemm_params + 4 * self.hidden + self.q_lora_rank + self.kv_lora_rank
 
     @property
     def mlp_params(self) -> int:
-        """One expert's (or the dense) MLP weights."""
+        """The dense MLP's weights (one expert's when the experts have the dense width)."""
         return self.mlp_mats * self.hidden * self.f
 
     @property
+    def expert_f(self) -> int:
+        """Width of one expert (routed or shared)."""
+        return self.expert_ffn or self.f
+
+    @property
+    def expert_params(self) -> int:
+        """One expert's MLP weights."""
+        return self.mlp_mats * self.hidden * self.expert_f
+
+    def is_moe_layer(self, i: int) -> bool:
+        """Whether transformer layer i (0-based) has experts (the first dense_layers do not)."""
+        return bool(self.experts) and i >= self.dense_layers
+
+    def layer_params_of(self, moe: bool, ep: int = 1) -> float:
+        """Parameters of one layer held by one GPU of an expert-parallel group of ``ep``
+        (all of them for ep = 1): attention, the dense MLP or the experts (routed / ep, shared,
+        router)."""
+        if not moe:
+            return self.attn_params + self.mlp_params
+        return (self.attn_params + (self.experts / ep + self.shared_experts) * self.expert_params
+                + self.hidden * self.experts)
+
+    @property
     def layer_params(self) -> int:
-        n_mlp = max(self.experts, 1)
-        router = self.hidden * self.experts
-        return self.attn_params + n_mlp * self.mlp_params + router
+        """Parameters of one expert layer (of one layer for a dense model)."""
+        return int(self.layer_params_of(bool(self.experts)))
+
+    def layers_params(self, lo: int, hi: int, ep: int = 1) -> float:
+        """Parameters of layers lo..hi-1 on one GPU of an expert-parallel group of ``ep``."""
+        lo, hi = int(lo), int(hi)
+        n_dense = max(0, min(hi, self.dense_layers if self.experts else hi) - lo)
+        return float(n_dense * self.layer_params_of(False, ep)
+                + (hi - lo - n_dense) * self.layer_params_of(True, ep))
+
+    @property
+    def active_params(self) -> float:
+        """Parameters a token passes through (top_k routed + shared experts), embeddings
+        included."""
+        n_moe = self.layers - self.dense_layers if self.experts else 0
+        moe = (self.attn_params + (self.top_k + self.shared_experts) * self.expert_params
+               + self.hidden * self.experts)
+        return (n_moe * moe + (self.layers - n_moe) * self.layer_params_of(False)
+                + self.embedding_params + self.output_params)
+
+    def expert_shares(self) -> np.ndarray:
+        """Share of the routed token-expert assignments each expert receives (sums to 1): equal
+        without ``expert_imbalance``; Zipf (share of the r-th most popular expert ~ r^-s,
+        expert 0 the most popular, or the popularity ranks shuffled with ``seed``) or the given
+        shares. A token picks top_k different experts, so no expert can receive more than 1/top_k
+        of the assignments: larger shares are capped there and the excess spread over the
+        others in proportion to their shares."""
+        E = self.experts
+        if not E:
+            return np.zeros(0)
+        imb = self.expert_imbalance
+        if imb is None:
+            return np.full(E, 1.0 / E)
+        if imb[0] == "zipf":
+            p = np.arange(1, E + 1, dtype=float) ** -imb[1]
+            if imb[2] is not None:
+                p = p[np.random.default_rng(imb[2]).permutation(E)]
+        else:
+            p = np.asarray(imb[1], dtype=float)
+        p = p / p.sum()
+        cap = 1.0 / self.top_k
+        for _ in range(E):
+            over = p > cap * (1 + 1e-12)
+            if not over.any():
+                break
+            excess = (p[over] - cap).sum()
+            p[over] = cap
+            free = ~over & (p < cap)
+            p[free] += excess * p[free] / p[free].sum() if p[free].sum() > 0 else \
+                excess / max(free.sum(), 1)
+        return p / p.sum()
+
+    @property
+    def n_moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.experts else 0
 
     @property
     def embedding_params(self) -> int:
@@ -107,7 +271,8 @@ class TransformerConfig:
 
     @property
     def params(self) -> int:
-        return self.layers * self.layer_params + self.embedding_params + self.output_params
+        return int(round(self.layers_params(0, self.layers))) + self.embedding_params \
+            + self.output_params
 
     def padded_vocab(self, tp: int) -> int:
         """Vocabulary rows actually allocated and multiplied with ``tp``-way vocabulary
@@ -119,28 +284,82 @@ class TransformerConfig:
     # ------------------------------------------------------------------ FLOPs (per sequence)
     def attn_core_flops(self) -> float:
         """QK^T and AV of one layer, forward, one sequence (full square, Megatron convention)."""
-        return 4.0 * self.seq * self.seq * self.heads * self.head_dim
+        return 4.0 * self.seq * self.seq * self.heads * self.attn_head_dim
 
-    def layer_fwd_flops(self) -> float:
+    def layer_fwd_flops(self, moe: bool | None = None) -> float:
+        """Forward FLOPs of one layer for one sequence: an expert layer (``moe`` None or true,
+        for a mixture of experts) or a dense one."""
         s, h = self.seq, self.hidden
-        gemms = 2.0 * s * h * self.qkv_out + 2.0 * s * h * h
-        k = self.top_k if self.experts else 1
-        gemms += 2.0 * s * h * self.f * self.mlp_mats * k + 2.0 * s * h * self.experts
+        moe = bool(self.experts) if moe is None else moe and bool(self.experts)
+        gemms = 2.0 * s * self.attn_gemm_params
+        if moe:
+            gemms += (2.0 * s * (self.top_k + self.shared_experts) * self.expert_params
+                      + 2.0 * s * h * self.experts)
+        else:
+            gemms += 2.0 * s * self.mlp_params
         return gemms + self.attn_core_flops()
+
+    def layers_fwd_flops(self) -> float:
+        """Forward FLOPs of all transformer layers for one sequence."""
+        n_moe = self.n_moe_layers
+        return (n_moe * self.layer_fwd_flops(True)
+                + (self.layers - n_moe) * self.layer_fwd_flops(False))
 
     def logits_fwd_flops(self) -> float:
         return 2.0 * self.seq * self.hidden * self.vocab
 
     def model_flops_per_sequence(self) -> float:
         """Forward + backward (3x forward) of one sequence, no recomputation."""
-        return 3.0 * (self.layers * self.layer_fwd_flops() + self.logits_fwd_flops())
+        return 3.0 * (self.layers_fwd_flops() + self.logits_fwd_flops())
 
     def recompute_flops_per_sequence(self, recompute: str) -> float:
         if recompute == "full":
-            return self.layers * self.layer_fwd_flops()
+            return self.layers_fwd_flops()
         if recompute == "selective":
             return self.layers * self.attn_core_flops()
         return 0.0
+
+
+def _imbalance(v, experts: int):
+    """``expert_imbalance`` in canonical (hashable) form: None, ("zipf", s, seed or None) or
+    ("shares", (share, ...)). Accepts {zipf = s[, seed = n]}, {shares = [...]} or a list."""
+    where = "model.expert_imbalance"
+    if v is None or v == {} or v == "none":
+        return None
+    if isinstance(v, tuple) and v and v[0] in ("zipf", "shares"):  # already canonical
+        return v
+    if isinstance(v, list):
+        v = {"shares": v}
+    if not isinstance(v, dict):
+        raise InputError(f"{where} = {v!r}: expected {{zipf = s}}, {{shares = [...]}} or a list "
+                         f"of per-expert token shares")
+    if not experts:
+        raise InputError(f"{where}: only for a mixture of experts (model.experts = 0)")
+    for k in v:
+        if k not in ("zipf", "seed", "shares"):
+            raise InputError(f"{where}.{k}: unknown key (allowed: zipf, seed, shares)")
+    if ("zipf" in v) == ("shares" in v):
+        raise InputError(f"{where}: give exactly one of zipf and shares")
+    if "zipf" in v:
+        z = v["zipf"]
+        if isinstance(z, bool) or not isinstance(z, (int, float)) or not math.isfinite(z) or z < 0:
+            raise InputError(f"{where}.zipf = {z!r}: expected a number >= 0 (0: balanced)")
+        seed = v.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise InputError(f"{where}.seed = {seed!r}: expected an integer >= 0")
+        return ("zipf", float(z), seed)
+    if "seed" in v:
+        raise InputError(f"{where}.seed: only with zipf")
+    sh = v["shares"]
+    if not isinstance(sh, (list, tuple)) or len(sh) != experts:
+        raise InputError(f"{where}.shares: expected {experts} numbers (one per expert), got "
+                         f"{len(sh) if isinstance(sh, (list, tuple)) else sh!r}")
+    for i, x in enumerate(sh):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+            raise InputError(f"{where}.shares[{i}] = {x!r}: expected a number >= 0")
+    if not sum(sh) > 0:
+        raise InputError(f"{where}.shares: all zero")
+    return ("shares", tuple(float(x) for x in sh))
 
 
 PRESETS = {
@@ -164,6 +383,48 @@ PRESETS = {
     "llama3-405b": dict(layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248,
                         vocab=128000, seq=8192, gated_mlp=True, tied_embeddings=False,
                         vocab_multiple=128),
+    # Mixtral 8x7B (Jiang et al., "Mixtral of Experts", arXiv:2401.04088, Table 1): dim 4096,
+    # 32 layers, 32 heads of 128, 8 KV heads, SwiGLU experts of 14,336, 8 experts top-2,
+    # vocabulary 32,000, context 32,768 (the released config.json has the same values, untied
+    # embeddings). Paper: 46.7B parameters, 13B (12.9B) active; here 46.70e9 / 12.88e9.
+    "mixtral-8x7b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
+                         seq=32768, experts=8, top_k=2, gated_mlp=True, tied_embeddings=False,
+                         vocab_multiple=128),
+    # Mixtral 8x22B (Mistral AI, "Cheaper, Better, Faster, Stronger", 17 April 2024: 141B
+    # parameters, 39B active, 64K context; dimensions from the released config.json of
+    # Mixtral-8x22B-v0.1: hidden 6144, 56 layers, 48 heads, 8 KV heads, experts of 16,384,
+    # 8 experts top-2, vocabulary 32,000, max_position_embeddings 65,536, untied embeddings).
+    # Here 140.62e9 / 39.16e9.
+    "mixtral-8x22b": dict(layers=56, hidden=6144, heads=48, kv_heads=8, ffn=16384, vocab=32000,
+                          seq=65536, experts=8, top_k=2, gated_mlp=True, tied_embeddings=False,
+                          vocab_multiple=128),
+    # DeepSeek-V3 (DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, sections 2.1
+    # and 4.2): 61 layers, hidden 7168; MLA with 128 heads of 128, KV compression d_c = 512,
+    # query compression d_c' = 1536, decoupled RoPE head dimension 64; all FFNs but the first
+    # three are MoE: 1 shared + 256 routed experts of intermediate size 2048, 8 routed experts per
+    # token; the first three layers dense (intermediate 18,432 in the released config.json,
+    # "intermediate_size"); vocabulary 128K (config.json: 129,280), untied output layer;
+    # pre-training sequence 4K. 671B total, 37B activated per token (without the 14B
+    # multi-token-prediction module, which is not modelled); here 671.0e9 / 37.5e9 (the
+    # paper's 37B excludes the input embedding: 36.6e9 here).
+    "deepseek-v3": dict(layers=61, hidden=7168, heads=128, head_size=128, ffn=18432,
+                        vocab=129280, seq=4096, experts=256, top_k=8, shared_experts=1,
+                        expert_ffn=2048, dense_layers=3, q_lora_rank=1536, kv_lora_rank=512,
+                        rope_head_dim=64, gated_mlp=True, tied_embeddings=False,
+                        vocab_multiple=128),
+    # A GPT-4-class 1.8T MoE, as the FullFlat co-design study assumes it (Tithi et al.,
+    # "Scaling Intelligence: Designing Data Centers for Next-Gen Language Models",
+    # arXiv:2506.15006: "GPT-4 with 1.8 trillion parameters", a mixture of experts). OpenAI
+    # published no architecture; the figures behind the 1.8T are SemiAnalysis' (D. Patel and
+    # G. Wong, "GPT-4 Architecture, Infrastructure, Training Dataset, Costs, Vision, MoE",
+    # July 2023): ~1.8T parameters over 120 layers, 16 experts of ~111B MLP parameters each,
+    # 2 routed per token, ~55B shared attention parameters, 8K pre-training context. Our
+    # assumption: a GPT-3-style layer (GeLU MLP of 4h, multi-head attention) with h = 10,752,
+    # which gives exactly those shares (8 h^2 x 120 = 111.0B per expert, 4 h^2 x 120 = 55.5B of
+    # attention), 96 heads of 112, and the cl100k_base tokenizer's 100,256-token vocabulary
+    # (tiktoken), tied embeddings. Here 1.832e12 / 0.279e12 active (the rumour: ~280B).
+    "gpt4-1.8t-moe": dict(layers=120, hidden=10752, heads=96, vocab=100256, seq=8192,
+                          experts=16, top_k=2, vocab_multiple=128),
 }
 
 

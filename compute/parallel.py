@@ -125,6 +125,9 @@ def validate(model: TransformerConfig, par: ParallelConfig, n_gpus: int | None =
         raise InputError(f"parallel.tp = {par.tp}: incompatible with model.kv_heads = {model.g}")
     if model.f % par.tp:
         raise InputError(f"parallel.tp = {par.tp}: does not divide the FFN size {model.f}")
+    if model.experts and model.expert_f % par.tp:
+        raise InputError(f"parallel.tp = {par.tp}: does not divide the expert FFN size "
+                         f"{model.expert_f}")
     # the vocabulary needs no check: it is padded to a multiple of TP (model.padded_vocab)
     layer_split(model, par)
     if model.seq % par.cp:

@@ -26,7 +26,8 @@ import numpy as np
 
 from compute import comm, pipeline
 from compute.hardware import GPUSpec, get_gpu
-from compute.layers import CKIND, CKIND_NAMES, COMM_LOCAL, COMM_NET, COMPUTE, Item, LayerModel
+from compute.layers import (CKIND, CKIND_NAMES, COMM_LOCAL, COMM_NET, COMPUTE, Item, LayerModel,
+                            ep_rank_shares)
 from compute.model import get_model
 from compute.parallel import ParallelConfig, layer_split, place, rank_grid, validate
 from collectives.streams import stream_of
@@ -152,6 +153,111 @@ def fault_location(topology, faults) -> tuple[np.ndarray, bool]:
     return np.unique(ends[ends < topology.n_hosts]), scaleup
 
 
+def _size(nbytes):
+    """A collective's payload: an integer size, or an all-to-all-v's bytes matrix (rows)."""
+    return nbytes if isinstance(nbytes, tuple) else int(nbytes)
+
+
+# ====================================================================== slowed GPUs
+GPU_FAULT_KEYS = ("gpus", "kind", "factor", "at_us")
+GPU_FAULT_KINDS = ("slow", "hbm_degrade")
+
+
+def parse_gpu_faults(records, where: str = "gpu_faults") -> list[dict]:
+    """Check ``gpu_faults`` records: ``gpus`` (host ids of the GPUs), ``kind`` (``slow``: the
+    GPU's Tensor Core throughput at ``factor`` of its peak, a straggler; ``hbm_degrade``: its
+    HBM bandwidth at ``factor``), ``factor`` in (0, 1], ``at_us`` >= 0 (default 0). Returns
+    normalised records; InputError names the field."""
+    if records is None:
+        return []
+    if not isinstance(records, list):
+        raise InputError(f"{where} = {records!r}: expected an array of tables "
+                         f"([[{where}]] with gpus, kind, factor)")
+    out = []
+    for i, rec in enumerate(records):
+        at = f"{where}[{i}]"
+        if not isinstance(rec, dict):
+            raise InputError(f"{at} = {rec!r}: expected a table with gpus, kind, factor")
+        for k in rec:
+            if k not in GPU_FAULT_KEYS:
+                raise InputError(f"{at}.{k}: unknown key (allowed: {', '.join(GPU_FAULT_KEYS)})")
+        for k in ("gpus", "kind", "factor"):
+            if k not in rec:
+                raise InputError(f"{at}.{k}: missing")
+        g = rec["gpus"]
+        if isinstance(g, int) and not isinstance(g, bool):
+            g = [g]
+        if not isinstance(g, list) or not g:
+            raise InputError(f"{at}.gpus = {g!r}: expected a non-empty array of host ids")
+        for j, h in enumerate(g):
+            if isinstance(h, bool) or not isinstance(h, int) or h < 0:
+                raise InputError(f"{at}.gpus[{j}] = {h!r}: expected a host id (an integer >= 0)")
+        kind = rec["kind"]
+        if kind not in GPU_FAULT_KINDS:
+            raise InputError(f"{at}.kind = {kind!r}: expected one of {', '.join(GPU_FAULT_KINDS)}")
+        f = rec["factor"]
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
+            raise InputError(f"{at}.factor = {f!r}: expected the remaining fraction, in (0, 1]")
+        t = rec.get("at_us", 0.0)
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or t < 0:
+            raise InputError(f"{at}.at_us = {t!r}: expected a time >= 0 (microseconds)")
+        out.append({"gpus": [int(h) for h in g], "kind": kind, "factor": float(f),
+                    "at_us": float(t), "where": at})
+    return out
+
+
+def _gpu_timelines(records, host, n_hosts) -> dict:
+    """rank -> [(time s, compute factor, HBM factor), ...] from time 0, cumulative (two faults
+    on one GPU multiply)."""
+    if not records:
+        return {}
+    recs = parse_gpu_faults(records) if not all("where" in r for r in records) else records
+    rank_of = np.full(n_hosts, -1, np.int64)
+    rank_of[host] = np.arange(len(host))
+    ev: dict = {}
+    for rec in recs:
+        for j, h in enumerate(rec["gpus"]):
+            if h >= n_hosts or rank_of[h] < 0:
+                raise InputError(f"{rec['where']}.gpus[{j}] = {h}: host {h} runs no rank of this "
+                                 f"step (hosts 0..{n_hosts - 1}; {len(host)} ranks placed)")
+            ev.setdefault(int(rank_of[h]), []).append(
+                (rec["at_us"] * 1e-6, rec["kind"], rec["factor"]))
+    out = {}
+    for r, es in ev.items():
+        times = sorted({0.0} | {t for t, _, _ in es})
+        out[r] = [(t, float(np.prod([f for tt, k, f in es if k == "slow" and tt <= t])),
+                   float(np.prod([f for tt, k, f in es if k == "hbm_degrade" and tt <= t])))
+                  for t in times]
+    return out
+
+
+def _merge_timelines(tls) -> list:
+    """The pace of a group of GPUs: at every time, the smallest factors of its members."""
+    times = sorted({t for tl in tls for t, _, _ in tl})
+
+    def at(tl, t):
+        cur = (1.0, 1.0)
+        for tt, cf, hf in tl:
+            if tt <= t:
+                cur = (cf, hf)
+        return cur
+
+    out = []
+    for t in times:
+        fs = [at(tl, t) for tl in tls]
+        step = (t, min(f[0] for f in fs), min(f[1] for f in fs))
+        if not out or out[-1][1:] != step[1:]:
+            out.append(step)
+    return out
+
+
+def _slowed(spec: GPUSpec, cf: float, hf: float) -> GPUSpec:
+    """The spec of a GPU at ``cf`` of its Tensor Core peaks and ``hf`` of its HBM bandwidth."""
+    return replace(spec, peak_tflops_fp16=spec.peak_tflops_fp16 * cf,
+                   peak_tflops_bf16=spec.peak_tflops_bf16 * cf,
+                   peak_tflops_fp8=spec.peak_tflops_fp8 * cf, hbm_GBps=spec.hbm_GBps * hf)
+
+
 # ====================================================================== the generator
 def _with_switches(hosts, groups, sw):
     """Endpoints and ranks of a stamped template: the group's hosts, then (in-network
@@ -166,7 +272,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                host_group=None, placement="packed", tp_comm: str = "auto",
                symmetry: str = "auto", granularity: str = "segment", faults: bool = False,
                algorithm: str | dict | None = None, network_detail: str = "full",
-               fault_hosts=None, fault_scaleup: bool | None = None) -> Schedule:
+               fault_hosts=None, fault_scaleup: bool | None = None,
+               gpu_faults=None) -> Schedule:
     """One training step as a Schedule (see the module docstring).
 
     ``model``: TransformerConfig, preset name or table; ``parallel``: ParallelConfig or table;
@@ -185,6 +292,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     faulted host (whole expert groups) are simulated on their own, the rest stay folded onto a
     representative (faults elsewhere are handled by the engine, netcore/flow/fault_split.py).
     Without them, ``faults`` turns symmetry and analytic tensor parallelism off, as before.
+    ``gpu_faults``: slowed GPUs (``parse_gpu_faults``); the replica (expert group) holding one
+    is simulated on its own, the others stay folded.
     """
     m = get_model(model)
     par = parallel if isinstance(parallel, ParallelConfig) else ParallelConfig.from_dict(dict(parallel))
@@ -242,49 +351,85 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     else:
         tp_local = tp_comm == "local" and T > 1
     pp_i, dp_i, cp_i, tp_i = np.unravel_index(np.arange(par.n_gpus), grid.shape)
-    E = par.ep
-    own = np.zeros(D, bool)  # replicas simulated on their own (not folded)
-    if located and agg and symmetry == "auto":
-        sym = True
+    # ---- slowed GPUs (gpu_faults): per rank, (time, compute factor, HBM factor) steps
+    timeline = _gpu_timelines(gpu_faults, host, n_hosts)
+    faulty = np.array(sorted(timeline), dtype=np.int64)
+    # data-parallel indices simulated: one replica per expert group (the first expert group
+    # without a slowed GPU or a GPU at a faulted link) stands for the others; an expert group
+    # holding such a GPU is simulated on its own (all its stages), so the fault breaks the
+    # symmetry only there. Link faults fold this way under network_detail auto when their
+    # place is known; otherwise they unfold every replica (the reference form).
+    ep = par.ep
+    n_grp = D // ep
+    link_fold = located and agg and symmetry == "auto"
+    sym = symmetry == "auto" and (not faults or link_fold)
+    bad_grp = np.unique(dp_i[faulty] // ep) if faulty.size else np.zeros(0, np.int64)
+    if link_fold:
         rank_of = np.full(n_hosts, -1, dtype=np.int64)
         rank_of[host] = np.arange(par.n_gpus)
         hit = rank_of[np.asarray(fault_hosts, dtype=np.int64)]
-        groups_hit = np.unique(dp_i[hit[hit >= 0]] // E)
-        own[(groups_hit[:, None] * E + np.arange(E)).ravel()] = True
+        bad_grp = np.union1d(bad_grp, np.unique(dp_i[hit[hit >= 0]] // ep))
+    good = np.setdiff1d(np.arange(n_grp), bad_grp)
+    if sym and good.size:
+        rep_dp = good[0] * ep + np.arange(D) % ep
+        for gi in bad_grp:
+            rep_dp[gi * ep:(gi + 1) * ep] = np.arange(gi * ep, (gi + 1) * ep)
     else:
-        sym = symmetry == "auto" and not faults
-    # the representative expert group: the first without a faulted GPU (all faulted: unfold)
-    free = np.flatnonzero(~own.reshape(-1, E).any(axis=1)) if sym else np.zeros(0, np.int64)
-    if sym and not free.size:
-        sym, own[:] = False, False
-    base = int(free[0]) * E if sym else 0
-    d_sim = np.flatnonzero(own | (np.arange(D) // E == base // E)) if sym else np.arange(D)
+        sym = False
+        rep_dp = np.arange(D)
+    d_sim = np.unique(rep_dp)
     t_sim = np.arange(1 if (tp_local and sym) else T)
     simulated = np.zeros(par.n_gpus, bool)
     simulated[grid[:, d_sim][:, :, :, t_sim].ravel()] = True
-    # representative of every rank: same (pp, cp), dp folded into its expert group's replica
-    # of the representative group (replicas simulated on their own stay themselves), tp folded
-    # onto 0 when one GPU carries the tensor-parallel group
-    rep_dp = np.where(own[dp_i], dp_i, base + dp_i % E) if sym else dp_i
-    rep = grid[pp_i, rep_dp, cp_i, tp_i if len(t_sim) == T else 0]
+    # representative of every rank: same (pp, cp), dp folded into its expert group's replica,
+    # tp folded onto 0 when one GPU carries the tensor-parallel group
+    rep = grid[pp_i, rep_dp[dp_i], cp_i, tp_i if len(t_sim) == T else 0]
     mult_rank = np.bincount(rep, minlength=par.n_gpus).astype(float)
+    # with analytic (local) tensor parallelism a tensor-parallel group runs at the pace of its
+    # slowest member (it synchronises on its collectives every layer): every member's chain,
+    # or the one GPU carrying the group's chain, gets the group's slowest factors; network
+    # tensor parallelism synchronises through its transfers, so only the slowed GPU's own
+    # chain changes
+    by_group: dict = {}
+    for r in faulty.tolist():
+        by_group.setdefault(r // T if tp_local else r, []).append(timeline[r])
+    steps_of = {}
+    for key, tls in by_group.items():
+        merged = _merge_timelines(tls)
+        for r in (range(key * T, key * T + T) if tp_local else (key,)):
+            if simulated[r]:
+                steps_of[r] = merged
 
-    lm = LayerModel(m, par, spec, tp_local)
     acc = _Acc()
     lay = layer_split(m, par)  # transformer layers of every pipeline position
+    off = np.concatenate([[0], np.cumsum(lay)])  # first layer of every position
     npos = P * V
 
-    # ---- templates: (phase, first position, last position, keep layer ends, layers)
-    fwd_layer = lm.forward()
-    bwd_layer = lm.backward(fwd_layer)
+    # ---- GPU classes: (EP index, compute factor, HBM factor); every class prices the layers
+    # with its own spec and expert load, with the same chain structure
+    imbalanced = bool(m.experts) and m.expert_imbalance is not None and ep > 1
+    lms: dict = {}
 
-    def unit_items(phase, first, last, keep_layers, Lc):
+    def lm_of(cls):
+        if cls not in lms:
+            e, cf, hf = cls
+            sp = spec if cf == 1 and hf == 1 else _slowed(spec, cf, hf)
+            lm_ = LayerModel(m, par, sp, tp_local, e)
+            fwd = {moe: lm_.forward(moe) for moe in {False, bool(m.experts)}}
+            lms[cls] = (lm_, fwd, {k: lm_.backward(v) for k, v in fwd.items()})
+        return lms[cls]
+
+    lm = lm_of((0, 1.0, 1.0))[0]
+
+    def unit_items(phase, first, last, keep_layers, Lc, n_dense, cls):
+        lm, fwd_layer, bwd_layer = lm_of(cls)
+        moe = bool(m.experts)
         items: list[Item] = []
         if phase == pipeline.FWD:
             if first:
                 items.append(lm.embedding())
-            for _ in range(Lc):
-                items += fwd_layer
+            for li in range(Lc):
+                items += fwd_layer[moe and li >= n_dense]
             if last:
                 items += lm.head()
         else:
@@ -292,7 +437,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 hb = lm.backward(lm.head())
                 items += [it for it in hb if it.label != "recompute"]
             for li in range(Lc):
-                lay = list(bwd_layer)
+                lay = list(bwd_layer[moe and Lc - 1 - li >= n_dense])
                 j = max(i for i, it in enumerate(lay) if it.kind == COMPUTE)
                 lay[j] = replace(lay[j], layer_end=Lc - 1 - li)
                 items += lay
@@ -303,51 +448,81 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
 
     tpl_cache: dict = {}
 
-    def template(phase, pos, keep):
-        key = (phase, pos == 0, pos == npos - 1, keep, lay[pos])
+    def template(phase, pos, keep, cls=(0, 1.0, 1.0)):
+        n_dense = int(np.clip(m.dense_layers - off[pos], 0, lay[pos])) if m.experts else 0
+        key = (phase, pos == 0, pos == npos - 1, keep, lay[pos], n_dense, cls)
         if key not in tpl_cache:
             tpl_cache[key] = _Template(unit_items(*key), acc)
         return tpl_cache[key]
+
+    def cls_of(r, at=0):
+        """Class of simulated rank r from time index ``at`` of its steps on."""
+        e = int(dp_i[r] % ep) if imbalanced else 0
+        st = steps_of.get(int(r))
+        if not st:
+            return (e, 1.0, 1.0)
+        return (e, st[at][1], st[at][2])
 
     # ---- per-stage chains
     orders = [pipeline.order(P, M, V, s) for s in range(P)]
     unit_of = np.full((P, 2, V, M), -1, dtype=np.int64)  # (stage, phase, chunk, mb) -> unit idx
     chains = []
     chain_base = np.full(par.n_gpus, -1, dtype=np.int64)
+    later = []  # (time s, rank, per-node seconds from then on, optimizer class)
     for s in range(P):
         ph, ch, mb = orders[s]
         unit_of[s, ph, ch, mb] = np.arange(len(ph))
-        tpls = [template(int(a), int(c) * P + s, bool(a == pipeline.BWD and j == M - 1))
-                for a, c, j in zip(ph, ch, mb)]
+        ranks = grid[s][d_sim][:, :, t_sim].ravel()  # simulated ranks of this stage
+        R = len(ranks)
+        rcls = [cls_of(r) for r in ranks.tolist()]
+        classes = sorted(set(rcls) | {(0, 1.0, 1.0)})
+        per_cls = {}
+        for k in classes:
+            tpls = [template(int(a), int(c) * P + s, bool(a == pipeline.BWD and j == M - 1), k)
+                    for a, c, j in zip(ph, ch, mb)]
+            per_cls[k] = (tpls, {f: np.concatenate([getattr(t, f) for t in tpls])
+                                 for f in ("seconds", "flops", "tp_s")})
+        tpls = per_cls[(0, 1.0, 1.0)][0]
         lens = np.array([t.n for t in tpls], dtype=np.int64)
         start = np.concatenate([[0], np.cumsum(lens)])
         cat = lambda f: np.concatenate([getattr(t, f) for t in tpls])  # noqa: E731
-        kind, secs, flops, tp_s, lab, ck, lend = (cat(f) for f in (
-            "kind", "seconds", "flops", "tp_s", "label", "ckind", "layer_end"))
+        kind, lab, ck, lend = (cat(f) for f in ("kind", "label", "ckind", "layer_end"))
+        for k in classes:  # every class must have the reference structure
+            assert len(per_cls[k][1]["seconds"]) == len(kind), "class changes the chain"
         items = [it for t in tpls for it in t.items]
         Q = len(kind)
-        ranks = grid[s][d_sim][:, :, t_sim].ravel()  # simulated ranks of this stage
-        R = len(ranks)
         base = acc.n
         nkind = np.where(kind == COMPUTE, K_COMPUTE, DELAY).astype(np.int8)
         unit_idx = np.repeat(np.arange(len(ph)), lens)
+        ci = np.array([classes.index(k) for k in rcls], dtype=np.int64)
+        col = {f: np.stack([per_cls[k][1][f] for k in classes])[ci].ravel()
+               for f in ("seconds", "flops", "tp_s")}
         ids = acc.add(R * Q, kind=np.tile(nkind, R), src=np.repeat(host[ranks], Q),
-                      duration=np.tile(secs, R), tag=np.tile(mb[unit_idx], R),
+                      duration=col["seconds"], tag=np.tile(mb[unit_idx], R),
                       label=np.tile(lab, R), rank=np.repeat(ranks, Q), ckind=np.tile(ck, R),
                       stream=np.tile((kind != COMPUTE).astype(np.int8), R),
-                      flops=np.tile(flops, R), mult=np.repeat(mult_rank[ranks], Q),
-                      tp_s=np.tile(tp_s, R))
+                      flops=col["flops"], mult=np.repeat(mult_rank[ranks], Q),
+                      tp_s=col["tp_s"])
         chain_base[ranks] = base + np.arange(R) * Q
         ids2 = ids.reshape(R, Q)
         acc.edges(ids2[:, 1:], ids2[:, :-1])
         chains.append(dict(Q=Q, start=start, lens=lens, kind=kind, layer_end=lend, items=items,
                            ph=ph, ch=ch, mb=mb))
+        for r in ranks.tolist():  # slowdowns that start after time 0
+            for a in range(1, len(steps_of.get(r, ()))):
+                k = cls_of(r, a)
+                tp = [template(int(x), int(c) * P + s, bool(x == pipeline.BWD and j == M - 1), k)
+                      for x, c, j in zip(ph, ch, mb)]
+                later.append((steps_of[r][a][0], r, np.concatenate([t.seconds for t in tp]), k))
 
     def node(ranks, q):
         """Chain node of the representative of ``ranks`` at chain position ``q``."""
         return chain_base[rep[ranks]] + q
 
     # ---- collectives stamped onto groups (network communication inside units)
+    def algo(op):
+        return algos.get(op, algos.get("all_to_all")) if op == "all_to_all_v" else algos.get(op)
+
     def stamp(op, nbytes, groups, ready, done, ckind, tag=-1, lab=None, tpl=None, sw=None):
         """Run ``op`` on every row of ``groups`` (global ranks, shape (k, g)); its first transfers
         wait for ``ready`` nodes (k, g) and ``done`` nodes (k, g) wait for the transfers.
@@ -366,10 +541,10 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             fam = fam.reshape(-1)
             order = np.argsort(fam, kind="stable")
             cuts = np.flatnonzero(np.diff(fam[order])) + 1
-            st = None if tpl is not None else comm.stream(op, g, int(nbytes), algos.get(op))
+            st = None if tpl is not None else comm.stream(op, g, _size(nbytes), algo(op))
             if st is None:
                 if tpl is None:
-                    tpl = comm.template(op, g, int(nbytes), algos.get(op))
+                    tpl = comm.template(op, g, _size(nbytes), algo(op))
                 if tpl.n == 0:
                     acc.edges(done, ready)
                     return
@@ -382,7 +557,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                                   lab, None if sw is None else sw[rows])
             return
         if tpl is None:
-            tpl = comm.template(op, g, int(nbytes), algos.get(op))
+            tpl = comm.template(op, g, _size(nbytes), algo(op))
         if tpl.n == 0:
             acc.edges(done, ready)
             return
@@ -477,7 +652,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         by_key: dict = {}
         for q in net_q:
             it = c["items"][q]
-            by_key.setdefault((it.group, it.op, it.nbytes), []).append(q)
+            # an all-to-all-v carries its bytes matrix in place of one size
+            by_key.setdefault((it.group, it.op, it.matrix or it.nbytes), []).append(q)
         for (group, op, nbytes), qs in by_key.items():
             qs = np.asarray(qs)
             g4 = grid[s][d_sim]  # (dsim, cp, tp)
@@ -556,9 +732,12 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
 
     # ---- data-parallel gradient buckets, optimizer, parameter gather
     bucket_bytes = par.bucket_mb * 1e6
-    layer_grad = m.layer_params / T * par.grad_bytes
+    # gradient bytes of one layer on one GPU (its own experts with EP; a dense first layer
+    # of DeepSeek-V3 has none)
+    grad_of = {moe: m.layer_params_of(moe, ep) / T * par.grad_bytes for moe in (False, True)}
     emb_grad = m.embedding_params / T * par.grad_bytes
     step_end = {}
+    opt_node, opt_n_local = {}, {}
     for s in range(P):
         c = chains[s]
         ranks = grid[s][d_sim][:, :, t_sim].ravel()
@@ -573,7 +752,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             acc_b = emb_grad if (pos == npos - 1 and (npos > 1 or not m.tied_embeddings)) else 0.0
             last_q = hi - 1
             for q in qs:
-                acc_b += layer_grad
+                acc_b += grad_of[m.is_moe_layer(int(off[pos] + c["layer_end"][q]))]
                 if acc_b >= bucket_bytes:
                     buckets.append((int(q), acc_b))
                     acc_b = 0.0
@@ -602,13 +781,17 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                   CKIND["dp"], tag=bi, lab="comm:dp:" + op)
             prev_done = done
         # optimizer on the local (possibly sharded) parameters
-        n_local = (m.layer_params * sum(lay[ck * P + s] for ck in range(V)) + m.embedding_params
+        n_local = (sum(m.layers_params(off[ck * P + s], off[ck * P + s + 1], ep)
+                       for ck in range(V)) + m.embedding_params
                    * ((s == 0) + (s == P - 1 and (P > 1 or not m.tied_embeddings)))) / T
         if par.dist_opt:
             n_local /= D
+        opt_s = np.array([lm_of(cls_of(r))[0].optimizer_seconds(n_local) for r in ranks.tolist()])
         opt = acc.add(len(ranks), kind=K_COMPUTE, src=host[ranks], rank=ranks, ckind=0,
-                      duration=lm.optimizer_seconds(n_local), label=acc.lab("compute:optimizer"),
+                      duration=opt_s, label=acc.lab("compute:optimizer"),
                       mult=mult_rank[ranks])
+        opt_node.update(zip(ranks.tolist(), opt.tolist()))
+        opt_n_local[s] = n_local
         acc.edges(opt, chain_base[ranks] + c["Q"] - 1)
         if prev_done is not None:
             acc.edges(opt, prev_done)
@@ -630,8 +813,13 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     hw_flops = model_flops + par.global_batch * m.recompute_flops_per_sequence(par.recompute)
     sym_text = []
     if len(d_sim) < D:
+        unfolded = (f"; the {len(bad_grp)} replica group(s) of {ep} holding a slowed GPU "
+                    f"simulated on their own" if len(bad_grp) else "")
         sym_text.append(f"compute of {len(d_sim)} of {D} data-parallel replicas simulated "
-                        f"(identical replicas); all network transfers of all replicas generated")
+                        f"(identical replicas{unfolded}); all network transfers of all replicas "
+                        f"generated")
+    elif faulty.size and symmetry == "auto" and not faults and D > ep:
+        sym_text.append("none: every replica group holds a slowed GPU")
     if len(t_sim) < T:
         sym_text.append(f"one GPU per tensor-parallel group of {T} carries the compute chain "
                         f"(identical peers; tensor-parallel collectives priced inside the "
@@ -652,8 +840,45 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         network_detail_used="auto" if agg else "full",
         algorithms={op: algos.get(op, comm.DEFAULT_ALGO[op]) for op in comm.OPS},
         rank_host=host.tolist() if par.n_gpus <= 4096 else None,
+        gpu_hosts=np.sort(host),
+        expert_shares=m.expert_shares().tolist() if m.expert_imbalance is not None else None,
+        ep_rank_load=([float(x) * ep for x in ep_rank_shares(m, ep)]
+                      if m.experts and m.expert_imbalance is not None else None),
+        gpu_faults=({str(int(host[r])): [list(x) for x in tl] for r, tl in timeline.items()}
+                    if timeline else None),
     )
-    return acc.build(meta)
+    sched = acc.build(meta)
+    if later:
+        _apply_later(sched, later, chain_base, chains, pp_i, opt_node, opt_n_local, lm_of,
+                     topology)
+    return sched
+
+
+def _apply_later(sched, later, chain_base, chains, pp_i, opt_node, opt_n_local, lm_of,
+                 topology) -> None:
+    """Slowdowns that start at a time t > 0: compute durations are fixed when the schedule is
+    built, so the nodes of a slowed GPU's chain (and its optimizer step) whose start in a
+    contention-free evaluation of the step (``critical_path.evaluate``, transfers at the
+    fabric's slowest GPU link rate) is at or after t get the slowed durations. One evaluation
+    per distinct time, in time order."""
+    from compute.critical_path import evaluate
+
+    bw = np.inf
+    if topology is not None:
+        hl = (topology.link_u < topology.n_hosts) | (topology.link_v < topology.n_hosts)
+        if hl.any():
+            bw = float(topology.link_bw[hl].min())
+    for t in sorted({x[0] for x in later}):
+        start, _ = evaluate(sched, bandwidth_Bps=bw)
+        for tt, r, secs, cls in later:
+            if tt != t:
+                continue
+            nodes = chain_base[r] + np.arange(len(secs))
+            sel = start[nodes] >= t - 1e-15
+            sched.duration[nodes[sel]] = secs[sel]
+            o = opt_node.get(r)
+            if o is not None and start[o] >= t - 1e-15:
+                sched.duration[o] = lm_of(cls)[0].optimizer_seconds(opt_n_local[int(pp_i[r])])
 
 
 

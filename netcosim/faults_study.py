@@ -7,6 +7,12 @@ Two studies on one scenario, run as sweep points (same checks, parallelism, prog
 - *single*: every single link of the layer failed alone (or a seeded sample of them when there
   are more than ``max_single``), ranked by the slowdown it causes: the costliest links.
 
+GPU faults (``--kind gpu_slow:F``, ``--kind hbm_degrade:F``; training workloads only): the same
+two studies over the GPUs of the step instead of links: random sets of that fraction of the
+GPUs slowed (their Tensor Core throughput, or their HBM bandwidth, at F), and every single GPU
+slowed alone (a sample on large jobs), ranked in ``costliest_gpus.csv``. The faults go into
+``[[workload.gpu_faults]]`` (docs/compute.md).
+
 Slowdown = makespan with the faults / makespan of the fault-free run. A run in which some
 transfer never finishes (its hosts cut apart) is *stranded*: counted per fraction, and kept out
 of the slowdown percentiles, whose makespan would only cover the transfers that finished.
@@ -26,10 +32,13 @@ import numpy as np
 from topo.errors import InputError
 
 FAULT_KINDS = ("down", "degrade")
+GPU_KINDS = {"gpu_slow": "slow", "hbm_degrade": "hbm_degrade"}  # --kind -> gpu_faults kind
 SUMMARY_NAME = "fault_summary.csv"
 COSTLIEST_NAME = "costliest_links.csv"
+COSTLIEST_GPUS_NAME = "costliest_gpus.csv"
 _SINGLE_STREAM = 2**31 - 1  # seed stream of the single-link sample, apart from the fractions
 PARAMS = ("study", "fraction", "trial", "failed_links", "link", "u", "v", "layer")
+GPU_PARAMS = ("study", "fraction", "trial", "failed_gpus", "gpu")
 
 
 @dataclass
@@ -37,14 +46,32 @@ class FaultKind:
     kind: str
     factor: float = 0.25
 
+    @property
+    def gpu(self) -> bool:
+        """A GPU fault (gpu_slow, hbm_degrade) rather than a link fault."""
+        return self.kind in GPU_KINDS
+
     @classmethod
     def parse(cls, text: str) -> "FaultKind":
-        """``down`` or ``degrade:F`` (F the remaining fraction of bandwidth, default 0.25)."""
+        """``down``, ``degrade:F`` (F the remaining fraction of bandwidth, default 0.25),
+        ``gpu_slow:F`` (a GPU at F of its FLOP/s) or ``hbm_degrade:F`` (a GPU at F of its
+        HBM bandwidth; both default 0.5)."""
+        what = "down, degrade:FACTOR, gpu_slow:FACTOR or hbm_degrade:FACTOR"
         if not isinstance(text, str):
-            raise InputError(f"--kind {text!r}: expected down or degrade:FACTOR")
+            raise InputError(f"--kind {text!r}: expected {what}")
         kind, _, f = text.partition(":")
         if kind == "down" and not f:
             return cls("down", 0.0)
+        if kind in GPU_KINDS:
+            if not f:
+                return cls(kind, 0.5)
+            try:
+                factor = float(f)
+            except ValueError:
+                raise InputError(f"--kind {text!r}: {f!r} is not a number") from None
+            if not 0 < factor < 1:
+                raise InputError(f"--kind {text!r}: the remaining fraction must be in (0, 1)")
+            return cls(kind, factor)
         if kind == "degrade":
             if not f:
                 return cls("degrade", 0.25)
@@ -56,7 +83,7 @@ class FaultKind:
                 raise InputError(f"--kind {text!r}: the remaining bandwidth fraction must be "
                                  f"in (0, 1)")
             return cls("degrade", factor)
-        raise InputError(f"--kind {text!r}: expected down or degrade:FACTOR (e.g. degrade:0.25)")
+        raise InputError(f"--kind {text!r}: expected {what} (e.g. degrade:0.25, gpu_slow:0.5)")
 
 
 def parse_fractions(text) -> list[float]:
@@ -131,13 +158,16 @@ def _trial_seed(seed: int, fraction_index: int, trial: int) -> int:
 
 def study_points(scenario, topology, fractions, fkind: FaultKind, layer: str, trials: int,
                  at_us: float, single: bool = True, max_single: int = 256,
-                 single_samples: int = 64):
-    """Sweep points of the random trials and of the single-link failures."""
+                 single_samples: int = 64, gpu_hosts=None):
+    """Sweep points of the random trials and of the single-link (or single-GPU) failures."""
     from netcosim.sweep.points import Point
     from topo.faults import random_failures
 
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
         raise InputError(f"--trials {trials!r}: expected an integer >= 1")
+    if fkind.gpu:
+        return gpu_study_points(scenario, gpu_hosts, fractions, fkind, trials, at_us, single,
+                                max_single, single_samples)
     cand = _candidates(topology, layer)
     if cand.size == 0:
         raise InputError(f"--layer {layer!r}: the fabric has no link in this layer")
@@ -170,6 +200,45 @@ def study_points(scenario, topology, fractions, fkind: FaultKind, layer: str, tr
                 rec["factor"] = fkind.factor
             add({"study": "single", "link": li, "u": u, "v": v,
                  "layer": names[int(topology.link_layer[li])], "failed_links": 1}, [rec])
+    return points
+
+
+def gpu_study_points(scenario, gpu_hosts, fractions, fkind: FaultKind, trials: int,
+                     at_us: float, single: bool, max_single: int, single_samples: int):
+    """Sweep points of GPU faults: per fraction, ``trials`` seeded random sets of that share
+    of the step's GPUs (rounded, at least one); then every GPU alone (or a sample)."""
+    from netcosim.sweep.points import Point
+
+    if gpu_hosts is None or not len(gpu_hosts):
+        raise InputError(f"--kind {fkind.kind}: GPU faults need a training workload "
+                         f"([workload] kind = \"training\")")
+    hosts = np.asarray(gpu_hosts, dtype=np.int64)
+    kind = GPU_KINDS[fkind.kind]
+    points = []
+
+    def add(params, gpus):
+        data = copy.deepcopy(scenario.data)
+        wl = data["workload"]
+        wl["gpu_faults"] = list(copy.deepcopy(wl.get("gpu_faults", []))) + [
+            {"gpus": [int(g) for g in gpus], "kind": kind, "factor": fkind.factor,
+             "at_us": float(at_us)}]
+        label = ", ".join(f"{k}={v}" for k, v in params.items())
+        points.append(Point(len(points), params, data, f"fault trial {len(points)} ({label})",
+                            strandable=True))
+
+    for fi, frac in enumerate(fractions):
+        k = max(1, int(round(frac * hosts.size)))
+        for t in range(trials):
+            rng = np.random.default_rng(_trial_seed(scenario.seed, fi, t))
+            add({"study": "random", "fraction": frac, "trial": t, "failed_gpus": k},
+                np.sort(rng.choice(hosts, size=k, replace=False)))
+    if single:
+        one = hosts
+        if hosts.size > max_single:
+            rng = np.random.default_rng(_trial_seed(scenario.seed, _SINGLE_STREAM, 0))
+            one = np.sort(rng.choice(hosts, size=min(single_samples, hosts.size), replace=False))
+        for h in one.tolist():
+            add({"study": "single", "gpu": int(h), "failed_gpus": 1}, [h])
     return points
 
 
@@ -217,25 +286,33 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
     else:
         at = 0.0
     points = study_points(scenario, prepared.topology, fractions, fkind, layer, trials, at,
-                          single, max_single, single_samples)
+                          single, max_single, single_samples,
+                          gpu_hosts=prepared.schedule.meta.get("gpu_hosts"))
+    params = GPU_PARAMS if fkind.gpu else PARAMS
     meta = {"kind": "faults", "scenario": title or scenario.name, "baseline_makespan_us": base_us,
-            "fault_kind": fkind.kind, "factor": fkind.factor, "layer": layer,
+            "fault_kind": fkind.kind, "factor": fkind.factor,
+            "layer": "gpus" if fkind.gpu else layer,
             "at_us": at, "fractions": fractions, "trials": trials}
-    outcome = run_points(points, out_dir, backend, resume, params=PARAMS, meta=meta,
+    outcome = run_points(points, out_dir, backend, resume, params=params, meta=meta,
                          desc="faults")
     rows = outcome.rows
     for r in rows:
         r["slowdown"] = _slowdown(r, base_us)
         r["stranded_run"] = bool(r.get("status") == "ok" and (r.get("stranded") or 0) > 0)
     out = Path(out_dir)
-    table.write_table(out, rows, PARAMS)
-    summ = summarize(rows, fractions)
-    costly = costliest(rows)
-    _write(out / SUMMARY_NAME, summ, ("fraction", "failed_links", "trials", "finished",
+    table.write_table(out, rows, params)
+    unit = "failed_gpus" if fkind.gpu else "failed_links"
+    summ = summarize(rows, fractions, unit)
+    costly = costliest(rows, "gpu" if fkind.gpu else "link")
+    _write(out / SUMMARY_NAME, summ, ("fraction", unit, "trials", "finished",
                                       "stranded_runs", "errors", "median", "p90", "p99",
                                       "worst", "mean"))
-    _write(out / COSTLIEST_NAME, costly, ("rank", "link", "u", "v", "layer", "slowdown",
-                                          "makespan_us", "stranded"))
+    if fkind.gpu:
+        _write(out / COSTLIEST_GPUS_NAME, costly, ("rank", "gpu", "slowdown", "makespan_us",
+                                                   "stranded"))
+    else:
+        _write(out / COSTLIEST_NAME, costly, ("rank", "link", "u", "v", "layer", "slowdown",
+                                              "makespan_us", "stranded"))
     with open(out / "baseline.json", "w", encoding="utf-8") as fh:
         json.dump(base, fh, indent=2)
         fh.write("\n")
@@ -250,8 +327,9 @@ def _slowdown(r: dict, base_us: float):
     return None if m is None else float(m) / base_us
 
 
-def summarize(rows, fractions) -> list[dict]:
-    """Per fraction: the slowdown distribution of the runs that finished, and counts."""
+def summarize(rows, fractions, unit: str = "failed_links") -> list[dict]:
+    """Per fraction: the slowdown distribution of the runs that finished, and counts
+    (``unit``: failed_links or failed_gpus)."""
     out = []
     for f in fractions:
         rs = [r for r in rows if r.get("study") == "random" and r.get("fraction") == f]
@@ -260,7 +338,7 @@ def summarize(rows, fractions) -> list[dict]:
         s = np.array([r["slowdown"] for r in rs if r.get("slowdown") is not None], dtype=float)
         stranded = sum(1 for r in rs if r.get("stranded_run"))
         errors = sum(1 for r in rs if r.get("status") not in ("ok",))
-        row = {"fraction": f, "failed_links": int(np.median([r.get("failed_links", 0) for r in rs])),
+        row = {"fraction": f, unit: int(np.median([r.get(unit, 0) for r in rs])),
                "trials": len(rs), "finished": int(s.size), "stranded_runs": stranded,
                "errors": errors}
         if s.size:
@@ -270,15 +348,21 @@ def summarize(rows, fractions) -> list[dict]:
     return out
 
 
-def costliest(rows) -> list[dict]:
-    """Single-link failures, costliest first: stranding runs first, then by slowdown."""
+def costliest(rows, what: str = "link") -> list[dict]:
+    """Single-link (``what`` = "gpu": single-GPU) failures, costliest first: stranding runs
+    first, then by slowdown."""
     single = [r for r in rows if r.get("study") == "single" and r.get("status") == "ok"]
 
     def key(r):
         strands = (r.get("stranded") or 0) > 0
-        return (0 if strands else 1, -(r.get("slowdown") or 0.0), r.get("link", 0))
+        return (0 if strands else 1, -(r.get("slowdown") or 0.0), r.get(what, 0))
 
     out = []
+    if what == "gpu":
+        for rank, r in enumerate(sorted(single, key=key), 1):
+            out.append({"rank": rank, "gpu": r.get("gpu"), "slowdown": r.get("slowdown"),
+                        "makespan_us": r.get("makespan_us"), "stranded": r.get("stranded") or 0})
+        return out
     for rank, r in enumerate(sorted(single, key=key), 1):
         out.append({"rank": rank, "link": r.get("link"), "u": r.get("u"), "v": r.get("v"),
                     "layer": r.get("layer"), "slowdown": r.get("slowdown"),
@@ -420,8 +504,10 @@ def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, so
         rows = [{"case": r["case"], "kind": r["kind"], "dir": r["dir"].name,
                  "baseline_us": r["baseline"]["makespan_us"], **s}
                 for r in results for s in r["summary"]]
+        gpus = any("failed_gpus" in r for r in rows)
         _write(out / CASES_NAME, rows, ("case", "kind", "dir", "baseline_us", "fraction",
-                                        "failed_links", "trials", "finished", "stranded_runs",
+                                        "failed_links") + (("failed_gpus",) if gpus else ()) + (
+                                        "trials", "finished", "stranded_runs",
                                         "errors", "median", "p90", "p99", "worst", "mean"))
         with open(out / "sweep_meta.json", "w", encoding="utf-8") as fh:
             json.dump({"kind": "fault_cases", "name": name or base.get("name", ""),

@@ -407,6 +407,9 @@ def fault_plots(out: Path, rows, meta: dict) -> list[Path]:
     what = (f"{meta.get('fault_kind', 'down')}"
             + (f" to {meta.get('factor'):g} of bandwidth" if meta.get("fault_kind") == "degrade"
                else "") + f", {meta.get('layer', 'any')} links")
+    if meta.get("fault_kind") in ("gpu_slow", "hbm_degrade"):  # GPU fault studies
+        what = (f"GPUs at {meta.get('factor'):g} of their "
+                + ("FLOP/s" if meta["fault_kind"] == "gpu_slow" else "HBM bandwidth"))
     title = f"{meta.get('scenario', '')}: {what}"
     if rand:
         written += _slowdown_vs_fraction(out, rand, title)

@@ -22,7 +22,9 @@ def register(sub) -> None:
                         "0.001..0.05 (6 log-spaced values), 0.001..0.05 n8 or 0.01..0.05 +0.01 "
                         "(default 0.001..0.05)")
     p.add_argument("--kind", default=None, metavar="KIND",
-                   help="down, or degrade:F to run at F of the bandwidth (default down)")
+                   help="down, or degrade:F to run at F of the bandwidth (default down); "
+                        "training steps: gpu_slow:F (GPUs at F of their FLOP/s) or "
+                        "hbm_degrade:F (at F of their HBM bandwidth), sampled over the GPUs")
     p.add_argument("--layer", default=None, metavar="LAYER",
                    help="links to fail: any, or a layer of the fabric (fat_tree: edge, "
                         "aggregation, core)")
@@ -84,15 +86,20 @@ def _print(res, name) -> None:
     case = f" [{res['case']}]" if res["case"] else ""
     print(f"{name}{case}: fault-free makespan {base:.6g} us; {res['kind']} faults at "
           f"{res['at_us']:.6g} us")
-    print(f"{'fraction':>9} {'links':>6} {'runs':>5} {'stranded':>8} {'median':>8} {'p90':>8} "
-          f"{'p99':>8} {'worst':>8}")
+    gpu = any("failed_gpus" in r for r in res["summary"])
+    print(f"{'fraction':>9} {'gpus' if gpu else 'links':>6} {'runs':>5} {'stranded':>8} "
+          f"{'median':>8} {'p90':>8} {'p99':>8} {'worst':>8}")
     for r in res["summary"]:
         vals = "".join(f" {r[k]:8.4f}" if k in r else f" {'-':>8}"
                        for k in ("median", "p90", "p99", "worst"))
-        print(f"{r['fraction']:9.4g} {r['failed_links']:6d} {r['trials']:5d} "
-              f"{r['stranded_runs']:8d}{vals}")
+        print(f"{r['fraction']:9.4g} {r['failed_gpus' if gpu else 'failed_links']:6d} "
+              f"{r['trials']:5d} {r['stranded_runs']:8d}{vals}")
     top = res["costliest"][:5]
-    if top:
+    if top and "gpu" in top[0]:
+        print("costliest single GPUs (host): " + "; ".join(
+            f"{c['gpu']} x{c['slowdown']:.4f}" if c["slowdown"] is not None else f"{c['gpu']} -"
+            for c in top))
+    elif top:
         print("costliest single links: " + "; ".join(
             f"{c['u']}-{c['v']} ({c['layer']}) " +
             ("strands" if c["stranded"] else f"x{c['slowdown']:.4f}") for c in top))

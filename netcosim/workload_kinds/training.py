@@ -7,7 +7,8 @@ the fabric or its faults are not symmetric), ``granularity`` (op | segment | coa
 ``algorithm`` (network collective algorithm: one name, or a table per op such as
 ``{all_reduce = "ring", all_to_all = "pairwise"}``), ``check_memory`` (default true: a configuration
 that does not fit in GPU memory is refused with the numbers; ``MemoryInfeasible`` lets sweeps
-skip it).
+skip it), ``gpu_faults`` (slowed GPUs: ``[[workload.gpu_faults]]`` with ``gpus`` (host ids),
+``kind`` (slow | hbm_degrade), ``factor``, ``at_us``; compute.training.parse_gpu_faults).
 """
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from compute.memory import memory_per_gpu
 from compute.model import get_model
 from compute.parallel import ParallelConfig, validate
 from compute.report import summarize
-from compute.training import build_step, fault_location
+from compute.training import build_step, fault_location, parse_gpu_faults
 from topo.errors import InputError
 
 KEYS = ("model", "gpu", "parallel", "placement", "tp_comm", "symmetry", "granularity",
-        "algorithm", "check_memory", "network_detail", "plan")
+        "algorithm", "check_memory", "network_detail", "plan", "gpu_faults")
 
 
 class MemoryInfeasible(InputError):
@@ -70,6 +71,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     from netcosim.workloads import network_detail, scenario_engine, scenario_faults
 
     detail = network_detail(spec, where)
+    gpu_faults = parse_gpu_faults(spec.get("gpu_faults"), f"{where}.gpu_faults")
     faults = scenario_faults()
     has_faults = faults is not None and len(faults) > 0
     fault_hosts, fault_scaleup = fault_location(topology, faults) if has_faults else (None, None)
@@ -87,7 +89,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
                               granularity=spec.get("granularity", "segment"),
                               algorithm=spec.get("algorithm"), faults=has_faults,
                               network_detail=how, fault_hosts=fault_hosts,
-                              fault_scaleup=fault_scaleup)
+                              fault_scaleup=fault_scaleup, gpu_faults=gpu_faults)
 
         sched = build_as("auto")
         if detail == "full":
