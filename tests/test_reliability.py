@@ -783,3 +783,28 @@ def test_packet_incremental_warm_connection_past_its_segments_stops_with_the_lim
     inc.add_transfers([0], [5], [12_000_000_000_000])
     with pytest.raises(PacketLimit, match="segments"):
         inc.advance(1e-4)
+
+
+# =========================================================================== round 2
+# ------------------------------------------------------------ packet thresholds follow the buffer
+@pytest.mark.parametrize("transport, extra", [
+    ("tcp", ""), ("dctcp", ""), ("ideal", ""), ("dcqcn", ""),
+    ("tcp", "ecn_k = 100\n"), ("ideal", "ecn_k = 100\npfc_xoff_bytes = 1000000000\n"),
+    ("dctcp", "kmin_bytes = 300000\npfc_xon_bytes = 10000000000\n"),
+])
+def test_packet_thresholds_follow_the_buffer_or_are_ignored(tmp_path, capsys, transport, extra):
+    # buffer_packets = 64 used to refuse tcp over the default ecn_k = 65, which tcp ignores
+    s = write(tmp_path, PACKET_FLOWS.format(bytes=100000, start=0).replace(
+        'kind = "packet"\n', f'kind = "packet"\ntransport = "{transport}"\n'
+                             f'buffer_packets = 64\n{extra}'))
+    rc, _, err = cli(capsys, "run", s, "--out", tmp_path / "o")
+    assert rc == 0, err
+
+
+def test_packet_threshold_the_transport_uses_is_still_checked(tmp_path, capsys):
+    s = _packet(tmp_path)
+    refused(capsys, "validate", s, "--set", "engine.transport=dctcp", "--set",
+            "engine.buffer_packets=64", "--set", "engine.ecn_k=64",
+            has=("engine.ecn_k = 64", "engine.buffer_packets = 64"))
+    refused(capsys, "validate", s, "--set", "engine.transport=dcqcn", "--set",
+            "engine.pfc_xoff_bytes=1000000000", has=("engine.pfc_xoff_bytes = 1000000000",))
