@@ -808,3 +808,26 @@ def test_packet_threshold_the_transport_uses_is_still_checked(tmp_path, capsys):
             has=("engine.ecn_k = 64", "engine.buffer_packets = 64"))
     refused(capsys, "validate", s, "--set", "engine.transport=dcqcn", "--set",
             "engine.pfc_xoff_bytes=1000000000", has=("engine.pfc_xoff_bytes = 1000000000",))
+
+
+# ------------------------------------------------------------ dragonfly ports it cannot place
+@pytest.mark.parametrize("g, a, h, has", [
+    (2, 1, 5, "1 * 1 = 1 routers of other groups"),
+    (3, 2, 6, "2 * 2 = 4"),
+    (2, 1, 100_000_000, "global_links = 100000000"),
+])
+def test_dragonfly_with_more_global_links_than_it_can_place_is_refused(tmp_path, capsys,
+                                                                        g, a, h, has):
+    s = write(tmp_path, f"""
+[topology]
+kind = "dragonfly"
+groups = {g}
+routers_per_group = {a}
+hosts_per_router = 1
+global_links = {h}
+""")
+    refused(capsys, "topo", s, has=(f"topology.global_links = {h}", has))
+    # at the limit it builds
+    s.write_text(s.read_text().replace(f"global_links = {h}", f"global_links = {a * (g - 1)}"))
+    rc, _, err = cli(capsys, "topo", s)
+    assert rc == 0, err
