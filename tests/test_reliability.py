@@ -831,3 +831,18 @@ global_links = {h}
     s.write_text(s.read_text().replace(f"global_links = {h}", f"global_links = {a * (g - 1)}"))
     rc, _, err = cli(capsys, "topo", s)
     assert rc == 0, err
+
+
+# ------------------------------------------------------------ --link-series with the packet engine
+def test_link_series_with_the_packet_engine_is_refused_with_the_reason(tmp_path, capsys):
+    s = _packet(tmp_path)
+    out = tmp_path / "o"
+    refused(capsys, "run", s, "--link-series", "--out", out,
+            has=("--link-series: the packet engine does not record link load over time",
+                 "--engine flow"))
+    refused(capsys, "validate", s, "--set", "engine.link_series=true",
+            has=("engine.link_series = True", "sample_queues_us"))
+    assert not out.exists()
+    rc, _, err = cli(capsys, "run", s, "--link-series", "--engine", "flow", "--out", out)
+    assert rc == 0, err
+    assert (out / "link_series.csv").exists()

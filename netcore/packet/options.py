@@ -101,6 +101,11 @@ def check_options(opts: dict) -> dict:
     for key, val in (opts or {}).items():
         if key == "kind" and val == "packet":  # the scenario's [engine] table names the engine
             continue
+        if key == "link_series":
+            raise InputError(f"engine.link_series = {val!r}: the packet engine does not record "
+                             f"link load over time (link_series.csv comes from the flow "
+                             f"engine; the packet engine samples queue lengths with "
+                             f"engine.sample_queues_us)")
         if key not in DEFAULTS:
             raise InputError(f"engine.{key}: unknown option of the packet engine (known: "
                              f"{', '.join(sorted(DEFAULTS))})")
