@@ -846,3 +846,38 @@ def test_link_series_with_the_packet_engine_is_refused_with_the_reason(tmp_path,
     rc, _, err = cli(capsys, "run", s, "--link-series", "--engine", "flow", "--out", out)
     assert rc == 0, err
     assert (out / "link_series.csv").exists()
+
+
+# ------------------------------------------------------------ Chakra decompression bombs
+def _bomb(tmp_path, inflated: int) -> Path:
+    import zlib
+
+    d = tmp_path / "trace"
+    d.mkdir()
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = bytes(1 << 20)
+    parts = [c.compress(zeros) for _ in range(inflated >> 20)]
+    (d / "t.0.et.gz").write_bytes(b"".join(parts) + c.flush())
+    return d
+
+
+def test_chakra_gzip_bomb_stops_at_the_ratio_limit(tmp_path, capsys):
+    import time
+
+    from netcosim.interop import chakra_reader as cr
+
+    d = _bomb(tmp_path, 64 << 20)  # 64 MiB of zeros in ~65 KB
+    s = write(tmp_path, CHAKRA)
+    t0 = time.perf_counter()
+    refused(capsys, "validate", s, has=("t.0.et.gz: decompresses to more than",
+                                        f"{cr.MAX_RATIO} times its", "decompression bomb"))
+    assert time.perf_counter() - t0 < 10
+
+
+def test_chakra_trace_beyond_the_memory_budget_is_refused(tmp_path, capsys, monkeypatch):
+    from netcosim.interop import chakra_reader as cr
+
+    _comp_trace(tmp_path, duration_s=1e-3)
+    s = write(tmp_path, CHAKRA)
+    monkeypatch.setattr(cr, "memory_budget_bytes", lambda: 60)  # the second file does not fit
+    refused(capsys, "validate", s, has=("t.1.et: the trace is", "of memory"))
