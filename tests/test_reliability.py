@@ -881,3 +881,55 @@ def test_chakra_trace_beyond_the_memory_budget_is_refused(tmp_path, capsys, monk
     s = write(tmp_path, CHAKRA)
     monkeypatch.setattr(cr, "memory_budget_bytes", lambda: 60)  # the second file does not fit
     refused(capsys, "validate", s, has=("t.1.et: the trace is", "of memory"))
+
+
+# ------------------------------------------------------------ sweep sizes
+SWEEP_BASE = """
+[topology]
+kind = "fat_tree"
+k = 4
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 5, bytes = 100000}]
+"""
+
+
+@pytest.mark.parametrize("axes, count", [
+    ('"seed" = "0..999999 +1"\n"workload.flows.0.bytes" = "1..1000000 +1"\n',
+     "1,000,000,000,000 points (sweep: 1000000 x 1000000)"),
+    ('"seed" = "0..999 +1"\n"workload.flows.0.bytes" = "1..1000 +1"\n'
+     '"workload.flows.0.start_us" = "0..1 +1"\n', "2,000,000 points (sweep: 1000 x 1000 x 2)"),
+])
+def test_sweep_beyond_the_point_limit_is_refused_at_once_with_the_count(tmp_path, capsys, axes,
+                                                                        count):
+    import time
+
+    s = write(tmp_path, SWEEP_BASE + "[sweep]\n" + axes)
+    t0 = time.perf_counter()
+    refused(capsys, "sweep", s, "--dry-run", has=(count, "1,000,000"))
+    refused(capsys, "sweep", s, "--out", tmp_path / "o", "-j", "1", has=(count,))
+    assert time.perf_counter() - t0 < 10
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("axes, n", [
+    ('"seed" = "0..999999 +1"\n', "1,000,000 points"),
+    ('"seed" = "0..999 +1"\n"workload.flows.0.bytes" = "1..1000 +1"\n', "1,000,000 points"),
+])
+def test_sweep_dry_run_of_a_large_sweep_prints_a_summary_quickly(tmp_path, capsys, axes, n):
+    import time
+
+    s = write(tmp_path, SWEEP_BASE + "[sweep]\n" + axes)
+    t0 = time.perf_counter()
+    rc, out, err = cli(capsys, "sweep", s, "--dry-run")
+    assert rc == 0, err
+    assert time.perf_counter() - t0 < 20
+    assert out.startswith(n) and "checked" in out and "values (0 .. 999" in out
+
+
+def test_sweep_dry_run_sample_finds_a_bad_last_point(tmp_path, capsys):
+    s = write(tmp_path, SWEEP_BASE + '[sweep]\n"workload.flows.0.dst" = "1..3000 +1"\n')
+    refused(capsys, "sweep", s, "--dry-run", has=("sweep point ", "does not exist"))
+    s = write(tmp_path, SWEEP_BASE + '[sweep]\n"workload.flows.0.dst" = "1..15 +1"\n')
+    rc, out, err = cli(capsys, "sweep", s, "--dry-run")
+    assert rc == 0 and out.startswith("15 points") and "all pass" in out, err

@@ -37,7 +37,9 @@ MODES = ("grid", "zip", "sample")
 RESERVED = ("mode", "n", "sample_seed", "set", "columns")
 PLOT_KEYS = ("kind", "x", "y", "metric", "hue", "facet", "where", "title", "name")
 PLOT_KINDS = ("line", "heatmap")
-MAX_POINTS = 1_000_000  # a typo such as x1.0001 must not allocate the world
+# points a sweep may hold (docs/sweeps.md): counted from the axes before anything is expanded,
+# so a typo such as x1.0001 or a 10^12-point grid is refused at once
+MAX_POINTS = 1_000_000
 
 
 @dataclass
