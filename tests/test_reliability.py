@@ -933,3 +933,69 @@ def test_sweep_dry_run_sample_finds_a_bad_last_point(tmp_path, capsys):
     s = write(tmp_path, SWEEP_BASE + '[sweep]\n"workload.flows.0.dst" = "1..15 +1"\n')
     rc, out, err = cli(capsys, "sweep", s, "--dry-run")
     assert rc == 0 and out.startswith("15 points") and "all pass" in out, err
+
+
+# ------------------------------------------------------------ sweep [[plot]] result columns
+@pytest.mark.parametrize("y, has", [
+    ("busbw_GBps", "'busbw_GBps': a result of collective runs only"),
+    ("makespan_uss", "'makespan_uss': neither a swept column nor a result column"),
+    ("drops", "a result of the packet engine runs only"),
+])
+def test_sweep_plot_of_a_result_column_the_workload_lacks_is_refused_up_front(tmp_path, capsys,
+                                                                             y, has):
+    s = write(tmp_path, SMALL + f"""
+[sweep]
+"topology.k" = [2, 4]
+[[plot]]
+x = "topology.k"
+y = ["makespan_us", "{y}"]
+""")
+    out = tmp_path / "o"
+    refused(capsys, "sweep", s, "--out", out, "-j", "1", "--plot", has=(f"plot[0].y = ", has))
+    refused(capsys, "sweep", s, "--dry-run", has=(has,))
+    assert not out.exists()
+
+
+def test_sweep_plot_result_columns_follow_swept_kinds(tmp_path, capsys):
+    # a bundle that makes some points collectives: busbw_GBps is then a result column
+    s = write(tmp_path, SMALL + """
+[[sweep.load]]
+label = "flows"
+"workload.flows.0.bytes" = 1000
+[[sweep.load]]
+label = "ring"
+workload = {kind = "collective", op = "all_reduce", algorithm = "ring", bytes = "1MiB"}
+[[plot]]
+x = "load"
+y = "busbw_GBps"
+""")
+    rc, out, err = cli(capsys, "sweep", s, "--dry-run")
+    assert rc == 0, err
+    # a kind whose columns are known only after the run is left to `netcosim plot`
+    from netcosim.sweep.spec import load_sweep, result_columns
+
+    t = write(tmp_path, TRAIN + '\n[sweep]\n"seed" = [0, 1]\n[[plot]]\nx = "seed"\ny = "mfu"\n',
+              name="t.toml")
+    assert result_columns(load_sweep(t)) is None
+
+
+@pytest.mark.parametrize("engine", ["flow", "packet"])
+@pytest.mark.parametrize("workload", [
+    'kind = "flows"\nflows = [{src = 0, dst = 1, bytes = 1000}]',
+    'kind = "collective"\nop = "all_reduce"\nalgorithm = "ring"\nbytes = "64KiB"',
+])
+def test_sweep_declared_result_columns_cover_a_run(tmp_path, engine, workload):
+    from netcosim.sweep import expand, parse_sweep
+    from netcosim.sweep.spec import result_columns
+    from netcosim.sweep.worker import run_one
+    from netcosim.scenario import read_file
+
+    s = write(tmp_path, f'[topology]\nkind = "fat_tree"\nk = 2\n[engine]\nkind = "{engine}"\n'
+                        f'[workload]\n{workload}\n[sweep]\n"seed" = [0]\n')
+    spec = parse_sweep(read_file(s))
+    p = expand(spec)[0]
+    row = run_one(0, p.id, p.data)
+    assert row["status"] == "ok", row["error"]
+    cols = result_columns(spec)
+    missing = set(row) - cols - {"scenario"} - set(spec.columns)
+    assert not missing, missing
