@@ -999,3 +999,42 @@ def test_sweep_declared_result_columns_cover_a_run(tmp_path, engine, workload):
     cols = result_columns(spec)
     missing = set(row) - cols - {"scenario"} - set(spec.columns)
     assert not missing, missing
+
+
+# ------------------------------------------------------------ topo figures of large fabrics
+def _chain(tmp_path, n, ring=False, name="c.json"):
+    links = [[i, i + 1, 100, 1.0] for i in range(n - 1)] + ([[0, n - 1, 100, 1.0]] if ring else [])
+    p = tmp_path / name
+    p.write_text(json.dumps({"topology": {"kind": "custom", "hosts": n, "links": links}}))
+    return p
+
+
+def test_topo_on_a_long_chain_is_exact_and_quick(tmp_path, capsys):
+    import time
+
+    s = _chain(tmp_path, 30_000)
+    t0 = time.perf_counter()
+    rc, out, err = cli(capsys, "topo", s, "--json")
+    assert rc == 0, err
+    assert time.perf_counter() - t0 < 30
+    fig = json.loads(out)
+    assert fig["diameter_hops"] == 29_999 and "tree" in fig["diameter_method"]
+    assert fig["bisection_Gbps"] == 100 and "minimum cut" in fig["bisection_method"]
+
+
+def test_topo_beyond_the_work_bounds_states_bounds_and_methods(tmp_path, capsys, monkeypatch):
+    from topo import metrics
+
+    monkeypatch.setattr(metrics, "MAX_CUT_LINKS", 100)
+    monkeypatch.setattr(metrics, "MAX_DIAMETER_WORK", 1000)
+    s = _chain(tmp_path, 400, ring=True)
+    rc, out, err = cli(capsys, "topo", s, "--json")
+    assert rc == 0, err
+    fig = json.loads(out)
+    # a ring of 400 hosts: diameter 200, bisection 2 links
+    assert fig["diameter_hops"] == 200 and "lower bound" in fig["diameter_method"]
+    assert fig["bisection_Gbps"] >= 200 and "upper bound" in fig["bisection_method"]
+    monkeypatch.setattr(metrics, "MAX_DIAMETER_WORK", 10**9)
+    rc, out, _ = cli(capsys, "topo", s, "--json")
+    assert json.loads(out)["diameter_hops"] == 200
+    assert json.loads(out)["diameter_method"].startswith("exact")
