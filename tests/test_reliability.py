@@ -1038,3 +1038,43 @@ def test_topo_beyond_the_work_bounds_states_bounds_and_methods(tmp_path, capsys,
     rc, out, _ = cli(capsys, "topo", s, "--json")
     assert json.loads(out)["diameter_hops"] == 200
     assert json.loads(out)["diameter_method"].startswith("exact")
+
+
+# ------------------------------------------------------------ analytical collective at any size
+@pytest.mark.parametrize("op, algo", [("all_reduce", "ring"),
+                                      ("all_reduce", "double_binary_tree"),
+                                      ("all_gather", "ring"), ("broadcast", "tree")])
+def test_analytical_sampled_rounds_equal_exact_on_a_symmetric_fabric(monkeypatch, op, algo):
+    import collectives.analytical as an
+    from topo.builders import fat_tree
+
+    exact = an.estimate(fat_tree(8), op, algo, np.arange(128), 1 << 24, chunks=4)
+    monkeypatch.setattr(an, "EXACT_WORK", 1)
+    monkeypatch.setattr(an, "SAMPLE_DSTS", 8)
+    t = fat_tree(8)
+    sampled = an.estimate(t, op, algo, np.arange(128), 1 << 24, chunks=4)
+    assert an.Fabric.cached(t).sampled
+    assert sampled == pytest.approx(exact, rel=1e-12)
+
+
+def test_analytical_all_pairs_beyond_the_limit_is_refused(capsys, monkeypatch):
+    import collectives.analytical as an
+
+    monkeypatch.setattr(an, "MAX_PAIRS", 1000)
+    refused(capsys, "collective", "--topo", "fat_tree:k=8", "--op", "all_to_all",
+            has=("--algo = 'direct'", "128 ranks has 16,256 rank pairs", "1,000"))
+    rc, out, err = cli(capsys, "collective", "--topo", "fat_tree:k=8", "--op", "all_reduce",
+                       "--sizes", "1MiB")
+    assert rc == 0, err
+
+
+def test_analytical_sampled_ring_on_a_larger_fat_tree_is_exact(monkeypatch):
+    import collectives.analytical as an
+    from topo.builders import fat_tree
+
+    exact = an.estimate(fat_tree(16), "all_reduce", "ring", np.arange(1024), 1 << 30)
+    monkeypatch.setattr(an, "EXACT_WORK", 1)
+    t = fat_tree(16)
+    assert an.estimate(t, "all_reduce", "ring", np.arange(1024), 1 << 30) == \
+        pytest.approx(exact, rel=1e-12)
+    assert an.Fabric.cached(t).sampled
