@@ -21,8 +21,28 @@ import numpy as np
 from topo.errors import InputError
 
 
+# A round whose destinations need more than EXACT_WORK of routing work (distinct destinations
+# x fabric nodes: one BFS row each) takes its pair figures (latency, bottleneck) from the
+# pairs whose destination is one of SAMPLE_DSTS fixed hosts (drawn once per fabric, seed 0),
+# so the estimate costs O(ranks) at any size (a ring on the 524,288 hosts of fat_tree k=128
+# would otherwise need a BFS row for each of its 8,192 edge switches per round). Pair
+# The sample is half the first hosts of evenly spaced host groups (builders number hosts
+# hierarchically, so these include every level's boundaries: the slowest messages of a ring
+# or tree in fabric order), half random, plus evenly spaced messages of the round. The
+# sampled time is the slowest sampled message: exact when the sample holds a message of the
+# slowest kind (tested on fat-trees), a lower bound otherwise. The per-host load terms (a
+# sender's and receiver's messages in the round) are always exact.
+EXACT_WORK = 100_000_000
+SAMPLE_DSTS = 128
+# all-pairs rounds (direct, pairwise, all-to-all matrices) beyond this many pairs are refused
+MAX_PAIRS = 50_000_000
+_ALL_PAIRS = {("all_reduce", "direct"), ("reduce_scatter", "direct"),
+              ("all_gather", "direct")}
+
+
 class Fabric:
-    """Pair latencies and bandwidths between hosts, from shortest paths (cached per pair)."""
+    """Pair latencies and bandwidths between hosts, from shortest paths; the figures of a
+    round's pairs are kept (a size sweep reuses them), sampled for large rounds."""
 
     def __init__(self, topology, routing="shortest"):
         from topo.routing import Routing
@@ -35,6 +55,52 @@ class Fabric:
         # a host's injection (ejection) bandwidth: all its outgoing (incoming) links
         self.inj = np.bincount(t.dlink_src, weights=bw, minlength=t.n_nodes)[hosts]
         self.ej = np.bincount(t.dlink_dst, weights=bw, minlength=t.n_nodes)[hosts]
+        self.sampled = False  # some round's figures came from a sample
+        self._memo = {}
+        self._in_sample = None
+
+    @classmethod
+    def cached(cls, topology, routing="shortest") -> "Fabric":
+        """One Fabric per topology object and routing policy name (its pair figures kept)."""
+        store = topology.__dict__.setdefault("_analytical_fabrics", {})
+        if routing not in store:
+            store[routing] = cls(topology, routing)
+        return store[routing]
+
+    def figures(self, src, dst):
+        """(idx, latency, bottleneck): figures of the pairs ``idx`` of the round (None: all)."""
+        import hashlib
+
+        key = hashlib.blake2b(src.tobytes() + b"|" + dst.tobytes(), digest_size=16).digest()
+        got = self._memo.get(key)
+        if got is not None:
+            return got
+        idx = None
+        if len(src) > SAMPLE_DSTS and \
+                len(np.unique(dst)) * self.topology.n_nodes > EXACT_WORK:
+            if self._in_sample is None:
+                # half: the first hosts of evenly spaced host groups (builders number hosts
+                # hierarchically, so these sit on every level's boundaries), half at random
+                nh = self.topology.n_hosts
+                g = np.asarray(self.topology.host_group)
+                first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+                k = min(SAMPLE_DSTS // 2, len(first))
+                step = 1 << max(0, (len(first) // max(k, 1)).bit_length() - 1)  # power of 2
+                pick = first[::step][:k]
+                rnd = np.random.default_rng(0).choice(nh, min(SAMPLE_DSTS - k, nh),
+                                                      replace=False)
+                self._in_sample = np.zeros(nh, bool)
+                self._in_sample[pick] = True
+                self._in_sample[rnd] = True
+            idx = np.flatnonzero(self._in_sample[dst])[:SAMPLE_DSTS * 64]
+            # and evenly spaced messages of the round itself
+            idx = np.union1d(idx, np.linspace(0, len(src) - 1, SAMPLE_DSTS).astype(np.int64))
+            self.sampled = True
+        lat, bott = self.pairs(src if idx is None else src[idx], dst if idx is None else dst[idx])
+        if len(self._memo) > 512:
+            self._memo.clear()
+        self._memo[key] = (idx, lat, bott)
+        return idx, lat, bott
 
     def pairs(self, src, dst):
         src = np.asarray(src, dtype=np.int64)
@@ -59,11 +125,15 @@ def round_time(fab: Fabric, src, dst, nbytes, step_latency_s=0.0) -> float:
     if not src.size:
         return 0.0
     b = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape)
-    lat, bott = fab.pairs(src, dst)
+    idx, lat, bott = fab.figures(src, dst)
     k_out = np.bincount(src, minlength=len(fab.inj))[src]
     k_in = np.bincount(dst, minlength=len(fab.ej))[dst]
-    rate = np.minimum(bott, np.minimum(fab.inj[src] / k_out, fab.ej[dst] / k_in))
-    return float(np.max(lat + b / rate)) + step_latency_s
+    # every pair's load terms (exact); latency and bottleneck for the pairs the fabric holds
+    load = np.maximum(b * k_out / fab.inj[src], b * k_in / fab.ej[dst])
+    if idx is None:
+        return float(np.max(np.maximum(lat + b / bott, lat + load))) + step_latency_s
+    t = float(np.max(np.maximum(lat + b[idx] / bott, lat + load[idx])))
+    return max(t, float(np.max(load)) + float(np.min(lat))) + step_latency_s
 
 
 def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=0.0,
@@ -81,9 +151,14 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         raise InputError(f"ranks: host {int(ranks.max())} does not exist (hosts are "
                          f"0..{topology.n_hosts - 1})")
     n = len(ranks)
+    if ((op, algorithm) in _ALL_PAIRS or op in ("all_to_all", "all_to_all_v")) and \
+            n * (n - 1) > MAX_PAIRS:
+        raise InputError(f"algorithm = {algorithm!r}: the {op} estimate over {n:,} ranks has "
+                         f"{n * (n - 1):,} rank pairs, more than the analytical model takes "
+                         f"({MAX_PAIRS:,}); use fewer ranks or a ring/tree algorithm")
     C = check_int(chunks, "chunks")
     L = check_latency(step_latency_s)
-    fab = fabric or Fabric(topology, routing)
+    fab = fabric or Fabric.cached(topology, routing)
     R = lambda s, d, b: round_time(fab, ranks[np.asarray(s)], ranks[np.asarray(d)], b, L)  # noqa
     if op == "all_to_all_v":
         from collectives.all_to_all import _check_matrix

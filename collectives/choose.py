@@ -136,7 +136,7 @@ def _choose(topology, op: str, nbytes, ranks=None) -> Choice:
     if op == "all_reduce" and topology.kind == "torus" and whole and n > 2:
         return pick(op, "torus", "torus: one ring per dimension",
                     dims=tuple(int(d) for d in topology.params["dims"]))
-    fab = Fabric(topology)
+    fab = Fabric.cached(topology)
     C = _pipeline_chunks(int(nbytes))
     if op == "all_reduce":
         cands = [("ring", {}), ("double_binary_tree", {"chunks": C})] if n > 2 else \

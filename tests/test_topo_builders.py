@@ -343,7 +343,7 @@ def test_dragonfly_wiring_and_figures(g, a, p, h):
        gg=st.sampled_from([25, 100, 400]))
 @settings(max_examples=60, deadline=None)
 def test_dragonfly_random(g, a, p, h, gg):
-    ok = (g == 1 and h == 0) or (g > 1 and h > 0 and (a * h) % (g - 1) == 0)
+    ok = (g == 1 and h == 0) or (g > 1 and 0 < h <= a * (g - 1) and (a * h) % (g - 1) == 0)
     if not ok:
         with pytest.raises(InputError, match=r"topology\.global_links"):
             dragonfly(g, a, p, h)

@@ -11,6 +11,11 @@ Both prefer the closed form a builder put in ``topology.params`` (``bisection_Bp
   ``hosts_forward`` (a host that does not forward is never an intermediate hop). All-sources
   BFS with 64 sources per machine word (bit-parallel), compiled with numba: O(n_hosts/64 *
   levels * links), well under a second for 10^4 nodes.
+
+Both are bounded (``bisection``, ``diameter`` return the method with the figure): a fabric
+beyond MAX_CUT_LINKS links gets an upper bound on the bisection, and one whose exact diameter
+search would exceed MAX_DIAMETER_WORK steps (a chain of 30,000 hosts: ~10^13 for the
+bit-parallel search) a double-sweep BFS lower bound, exact on trees and paths.
 """
 from __future__ import annotations
 
@@ -20,11 +25,35 @@ from numba import njit
 from topo.topology import Topology
 
 
+# Work bounds of the computed figures (docs/topologies.md, "Figures of large fabrics"): beyond
+# them `netcosim topo` states a bound and its method instead of running for minutes.
+MAX_CUT_LINKS = 200_000  # networkx max-flow: ~1 s per 10^4 links on a chain
+MAX_DIAMETER_WORK = 300_000_000  # node + link visits of the exact all-hosts search
+
+
 def bisection_bandwidth(topology: Topology) -> float:
     """Bandwidth (bytes/s, one direction) across the bisection of the hosts."""
+    return bisection(topology)[0]
+
+
+def bisection(topology: Topology) -> tuple[float, str]:
+    """(bytes/s, method): the builder's closed form, the minimum cut of the id halving, or on a
+    fabric with more than MAX_CUT_LINKS links an upper bound: the host links of the lower id
+    half (a cut that always separates the halves)."""
     if "bisection_Bps" in topology.params:
-        return float(topology.params["bisection_Bps"])
-    return min_cut_halving(topology)
+        return float(topology.params["bisection_Bps"]), "closed form of the builder"
+    if topology.n_links <= MAX_CUT_LINKS:
+        return min_cut_halving(topology), "minimum cut between the id halves of the hosts"
+    n_h = topology.n_hosts
+    half = np.arange(n_h) < n_h // 2
+    u, v = topology.link_u, topology.link_v
+    # links with exactly one end a lower-half host, counted once: cutting them all separates
+    # the lower half from everything else, so the minimum cut is at most their sum
+    hu = (u < n_h) & half[np.minimum(u, n_h - 1)]
+    hv = (v < n_h) & half[np.minimum(v, n_h - 1)]
+    bound = float(topology.link_bw[hu ^ hv].sum())
+    return bound, (f"upper bound: the links of the lower half of the hosts (the exact minimum "
+                   f"cut is skipped above {MAX_CUT_LINKS:,} links)")
 
 
 def min_cut_halving(topology: Topology, side_a=None) -> float:
@@ -61,9 +90,95 @@ def min_cut_halving(topology: Topology, side_a=None) -> float:
 def diameter_hops(topology: Topology) -> int:
     """Largest shortest-path hop count between two hosts; -1 when some pair of hosts cannot
     reach each other (possible when hosts do not forward and only a host joins two parts)."""
+    return diameter(topology)[0]
+
+
+def diameter(topology: Topology) -> tuple[int, str]:
+    """(hops, method): the builder's closed form; else the exact all-hosts search when its work
+    is within MAX_DIAMETER_WORK; else a lower bound by repeated double-sweep BFS (exact on
+    trees and paths), with the upper bound the same sweeps give (twice an eccentricity)."""
     if "diameter_hops" in topology.params:
-        return int(topology.params["diameter_hops"])
-    return host_diameter_bfs(topology)
+        return int(topology.params["diameter_hops"]), "closed form of the builder"
+    n_h = topology.n_hosts
+    if n_h < 2:
+        return 0, "exact"
+    ptr, nbr, _ = topology.adjacency
+    ptr = ptr.astype(np.int64)
+    nbr = nbr.astype(np.int64)
+    fwd = bool(topology.hosts_forward)
+    size = len(ptr) - 1 + len(nbr)
+    d0 = _bfs_kernel(ptr, nbr, n_h, fwd, 0)
+    if (d0[:n_h] < 0).any():
+        return -1, "exact (some hosts cannot reach each other)"
+    ecc0 = int(d0[:n_h].max())
+    # the bit-parallel search runs about (levels x nodes + links) per 64 hosts, the queue
+    # search (nodes + links) per host: the cheaper of the two, when within budget
+    bitpar = -(-n_h // 64) * (2 * ecc0 + 1) * size
+    queue = n_h * size
+    if min(bitpar, queue) <= MAX_DIAMETER_WORK:
+        if bitpar <= queue:
+            return host_diameter_bfs(topology), "exact (all hosts, bit-parallel BFS)"
+        return int(_all_hosts_kernel(ptr, nbr, n_h, fwd)), "exact (BFS from every host)"
+    lo, far = ecc0, int(np.argmax(d0[:n_h]))
+    hi = 2 * ecc0
+    # a tree (connected: every node was reached from host 0 when all nodes relay) whose hosts
+    # relay or are leaves: distances are a tree metric, and two sweeps give the diameter
+    deg = np.diff(ptr)
+    tree = (topology.n_links == topology.n_nodes - 1 and (d0 >= 0).all()
+            and (fwd or (deg[:n_h] <= 1).all()))
+    if tree:
+        d = _bfs_kernel(ptr, nbr, n_h, fwd, far)
+        return int(d[:n_h].max()), "exact (double-sweep BFS on a tree)"
+    for _ in range(4):  # double sweeps from the farthest host found so far
+        d = _bfs_kernel(ptr, nbr, n_h, fwd, far)
+        e = int(d[:n_h].max())
+        hi = min(hi, 2 * e)
+        if e <= lo:
+            break
+        lo, far = e, int(np.argmax(d[:n_h]))
+    if lo == hi:
+        return lo, "exact (double-sweep BFS bounds meet)"
+    return lo, (f"lower bound by double-sweep BFS (exact on trees; at most {hi}); the exact "
+                f"search of {min(bitpar, queue):,} steps is skipped above "
+                f"{MAX_DIAMETER_WORK:,}")
+
+
+@njit(cache=True)
+def _bfs_kernel(ptr, nbr, n_hosts, hosts_forward, src):
+    """Hops from ``src`` to every node (-1 unreachable); hosts other than ``src`` relay only
+    when ``hosts_forward``."""
+    n = len(ptr) - 1
+    dist = np.full(n, -1, np.int64)
+    queue = np.empty(n, np.int64)
+    dist[src] = 0
+    queue[0] = src
+    head, tail = 0, 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        if u < n_hosts and u != src and not hosts_forward:
+            continue
+        du = dist[u] + 1
+        for j in range(ptr[u], ptr[u + 1]):
+            v = nbr[j]
+            if dist[v] < 0:
+                dist[v] = du
+                queue[tail] = v
+                tail += 1
+    return dist
+
+
+@njit(cache=True)
+def _all_hosts_kernel(ptr, nbr, n_hosts, hosts_forward):
+    diam = 0
+    for s in range(n_hosts):
+        d = _bfs_kernel(ptr, nbr, n_hosts, hosts_forward, s)
+        for h in range(n_hosts):
+            if d[h] < 0:
+                return -1
+            if d[h] > diam:
+                diam = d[h]
+    return diam
 
 
 def host_diameter_bfs(topology: Topology) -> int:

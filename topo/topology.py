@@ -250,15 +250,19 @@ class Topology:
     # ------------------------------------------------------------------ summary
     def summary(self) -> dict:
         """Counts and figures that `netcosim topo` prints."""
-        from topo.metrics import bisection_bandwidth, diameter_hops
+        from topo.metrics import bisection, diameter
 
+        cut, cut_method = bisection(self)
+        hops, hops_method = diameter(self)
         return {
             "kind": self.kind,
             "hosts": self.n_hosts,
             "switches": self.n_switches,
             "links": self.n_links,
-            "bisection_Gbps": bisection_bandwidth(self) * 8 / 1e9,
-            "diameter_hops": diameter_hops(self),
+            "bisection_Gbps": cut * 8 / 1e9,
+            "bisection_method": cut_method,
+            "diameter_hops": hops,
+            "diameter_method": hops_method,
             "host_link_Gbps": sorted({round(float(b) * 8 / 1e9, 6) for b in
                                       self.link_bw[(self.link_u < self.n_hosts) |
                                                    (self.link_v < self.n_hosts)]}),

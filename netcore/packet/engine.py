@@ -55,7 +55,7 @@ def _config(opts: dict, per_hop: bool, adaptive: bool):
     c.handshake = opts["handshake"]
     c.warm_connections = opts["warm_connections"]
     c.ns3_ties = opts["ns3_ties"]
-    c.ecn_k = opts["ecn_k"]
+    c.ecn_k = opts["ecn_k"] if t == "dctcp" else 0  # unused (and unchecked) elsewhere
     c.dctcp_g = float(opts["dctcp_g"])
     c.dctcp_alpha_init = float(opts["dctcp_alpha_init"])
     c.kmin_bytes = float(opts["kmin_bytes"])
@@ -71,7 +71,7 @@ def _config(opts: dict, per_hop: bool, adaptive: bool):
     c.min_rate = opts["min_rate_gbps"] * 1e9 / 8
     c.cnp_interval = int(round(opts["cnp_interval_us"] * 1e6))
     c.pfc_xoff_bytes = opts["pfc_xoff_bytes"] if t == "dcqcn" else 0
-    c.pfc_xon_bytes = opts["pfc_xon_bytes"]
+    c.pfc_xon_bytes = opts["pfc_xon_bytes"] if t == "dcqcn" else 0
     c.reroute_delay = int(round(opts["reroute_delay_us"] * 1e6))
     c.loss_rate = float(opts["loss_rate"])
     c.max_time = 0 if opts["max_time_s"] is None else int(round(opts["max_time_s"] * PS))

@@ -51,7 +51,8 @@ DEFAULTS = {
     # TransmitComplete) instead of the faster eager ports (docs/packet_engine.md)
     "ns3_ties": False,
     # --- DCTCP (Alizadeh et al., SIGCOMM 2010; ns-3 TcpDctcp) ---
-    "ecn_k": 65,                  # marking threshold, packets (DCTCP paper: K = 65 at 10 Gbps)
+    "ecn_k": None,                # marking threshold, packets; default 65 (DCTCP paper: K = 65
+                                  # at 10 Gbps), below buffer_packets when the buffer is smaller
     "dctcp_g": 1.0 / 16,          # TcpDctcp::DctcpShiftG = 0.0625
     "dctcp_alpha_init": 1.0,      # TcpDctcp::DctcpAlphaOnInit = 1
     # --- DCQCN (Zhu et al., SIGCOMM 2015, section 5 / Table of parameters) ---
@@ -100,6 +101,11 @@ def check_options(opts: dict) -> dict:
     for key, val in (opts or {}).items():
         if key == "kind" and val == "packet":  # the scenario's [engine] table names the engine
             continue
+        if key == "link_series":
+            raise InputError(f"engine.link_series = {val!r}: the packet engine does not record "
+                             f"link load over time (link_series.csv comes from the flow "
+                             f"engine; the packet engine samples queue lengths with "
+                             f"engine.sample_queues_us)")
         if key not in DEFAULTS:
             raise InputError(f"engine.{key}: unknown option of the packet engine (known: "
                              f"{', '.join(sorted(DEFAULTS))})")
@@ -136,14 +142,20 @@ def check_options(opts: dict) -> dict:
         _need(out[key] > 0, key, out[key], "expected a gain > 0")
     lr = out["loss_rate"]
     _need(_num(lr) and 0 <= lr < 1, "loss_rate", lr, "expected 0 <= loss_rate < 1")
+    # thresholds that depend on the buffer: a default follows the buffer, and a threshold the
+    # transport does not use (ECN for tcp/ideal/dcqcn, RED/PFC for all but dcqcn) is checked
+    # for its type only, never against the buffer
+    if out["ecn_k"] is None:
+        out["ecn_k"] = min(65, out["buffer_packets"] - 1)
     k = out["ecn_k"]
     _need(_int(k) and k >= 0, "ecn_k", k, "expected an integer number of packets >= 0")
-    if t == "dctcp" or "ecn_k" in (opts or {}):  # only binding where something marks
+    if t == "dctcp":  # the only transport that marks by queue length
         _need(k < out["buffer_packets"], "ecn_k", k,
               f"a marking threshold must be below engine.buffer_packets = "
               f"{out['buffer_packets']}")
-    _need(out["kmin_bytes"] < out["kmax_bytes"], "kmax_bytes", out["kmax_bytes"],
-          f"must exceed engine.kmin_bytes = {out['kmin_bytes']}")
+    if t == "dcqcn":
+        _need(out["kmin_bytes"] < out["kmax_bytes"], "kmax_bytes", out["kmax_bytes"],
+              f"must exceed engine.kmin_bytes = {out['kmin_bytes']}")
     mt = out["max_time_s"]
     _need(mt is None or (_num(mt) and mt > 0), "max_time_s", mt, "expected a time > 0 or nothing")
     frame = mtu + out["l2_header_bytes"]
@@ -158,15 +170,19 @@ def check_options(opts: dict) -> dict:
     if out["pfc_xoff_bytes"] is None:
         out["pfc_xoff_bytes"] = min(port_bytes, max(2 * frame, 24_470))
     xoff = out["pfc_xoff_bytes"]
-    _need(_int(xoff) and xoff >= frame, "pfc_xoff_bytes", xoff,
-          f"expected an integer >= one {frame}-byte frame")
-    _need(xoff <= port_bytes, "pfc_xoff_bytes", xoff,
-          f"above the {port_bytes}-byte port buffer (engine.buffer_packets/buffer_bytes)")
     if out["pfc_xon_bytes"] is None:
-        out["pfc_xon_bytes"] = xoff // 2
+        out["pfc_xon_bytes"] = xoff // 2 if _int(xoff) else 0
     xon = out["pfc_xon_bytes"]
-    _need(_int(xon) and 0 <= xon < xoff, "pfc_xon_bytes", xon,
-          f"expected an integer with 0 <= xon < engine.pfc_xoff_bytes = {xoff}")
+    if t == "dcqcn":  # PFC runs with dcqcn only
+        _need(_int(xoff) and xoff >= frame, "pfc_xoff_bytes", xoff,
+              f"expected an integer >= one {frame}-byte frame")
+        _need(xoff <= port_bytes, "pfc_xoff_bytes", xoff,
+              f"above the {port_bytes}-byte port buffer (engine.buffer_packets/buffer_bytes)")
+        _need(_int(xon) and 0 <= xon < xoff, "pfc_xon_bytes", xon,
+              f"expected an integer with 0 <= xon < engine.pfc_xoff_bytes = {xoff}")
+    else:
+        for key, v in (("pfc_xoff_bytes", xoff), ("pfc_xon_bytes", xon)):
+            _need(_int(v) and v >= 0, key, v, "expected an integer number of bytes >= 0")
     from netcore.packet.limits import check_options as check_ranges
 
     check_ranges(out)  # times the core's picosecond clock can add without wrapping

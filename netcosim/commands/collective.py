@@ -106,7 +106,10 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
         router = Routing(topology, routing)
     except InputError as e:
         raise InputError(f"--routing = {routing!r}: {str(e).split(': ', 1)[-1]}") from None
-    fab = Fabric(topology, router) if engine == "analytical" else None
+    fab = None
+    if engine == "analytical":
+        fab = Fabric.cached(topology, routing)
+        fab.routing = router
     rows = []
     for s in sizes:
         if algo == "auto":
@@ -174,6 +177,13 @@ def run(args) -> int:
     algos = sorted({r["algorithm"] for r in rows})
     print(table(rows, f"{args.op} on {args.topo} ({n} ranks), algorithm {'/'.join(algos)}, "
                       f"engine {args.engine}"))
+    if any(f.sampled for f in topology.__dict__.get("_analytical_fabrics", {}).values()):
+        from collectives.analytical import SAMPLE_DSTS
+
+        print(f"# rounds with many destinations: latency and bottleneck from the messages to "
+              f"{SAMPLE_DSTS} sampled hosts and evenly spaced messages (exact when they hold "
+              f"the slowest kind of message, as on the builders' fabrics in fabric order; a "
+              f"lower bound otherwise; collectives/analytical.py), per-host load exact")
     if args.csv:
         def write_csv(tmp):
             with open(tmp, "w", newline="") as f:

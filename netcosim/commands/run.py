@@ -16,8 +16,14 @@ def register(sub) -> None:
                    help="engine to use instead of the scenario's engine.kind")
     p.add_argument("--link-series", action="store_true",
                    help="also write link_series.csv, each directed link's utilization over "
-                        "time (when the engine records it)")
+                        "time (flow engine; refused with the packet engine)")
     p.set_defaults(func=run)
+
+
+def packet_link_series_note() -> str:
+    return ("the packet engine does not record link load over time (link_series.csv comes "
+            "from the flow engine; the packet engine samples queue lengths with "
+            "engine.sample_queues_us)")
 
 
 def run(args) -> int:
@@ -27,6 +33,11 @@ def run(args) -> int:
     if args.link_series:  # an engine option: the engine says if it cannot record a series
         args.overrides = list(args.overrides) + ["engine.link_series=true"]
     scenario = load_from_args(args, engine=args.engine)
+    if args.link_series and scenario.engine_kind == "packet":
+        from topo.errors import InputError
+
+        raise InputError(f"--link-series: {packet_link_series_note()}; use --engine flow for "
+                         f"link_series.csv, or leave --link-series out")
     out = outputs.command_out_dir(args.out, scenario.name)
     label = outputs.out_label(args.out, out)
     outputs.check_out_dir(out, label)  # before the run: a place we cannot write is bad input

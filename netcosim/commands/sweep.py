@@ -40,7 +40,8 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="DIR", default=None,
                    help="output directory (default: out/<scenario name>-sweep)")
     p.add_argument("--dry-run", action="store_true",
-                   help="expand and check every point, print the count, run nothing")
+                   help="count the points, check them (a sample of each block beyond "
+                        "2,000 points), print a summary, run nothing")
     p.add_argument("--plot", action="store_true", help="also draw the plots (netcosim plot)")
     add_backend_arguments(p)
     p.set_defaults(func=run)
@@ -51,24 +52,12 @@ def run(args) -> int:
     from netcosim.sweep import expand, load_sweep, run_points
 
     spec = load_sweep(args.file)
+    if args.dry_run:
+        return dry_run(spec)
     points = expand(spec)
     backend = backend_from_args(args)
     name = outputs.table_name(spec.base, args.file)
     out = outputs.command_out_dir(args.out, name, "-sweep")
-    if args.dry_run:
-        from netcosim.sweep.points import Checker
-
-        checker = Checker()
-        from topo.errors import InputError
-
-        for p in points:
-            try:
-                checker.check(p.data)
-            except InputError as e:
-                if type(e).__name__ != "MemoryInfeasible":
-                    raise InputError(f"{p.where}: {e}") from None
-        print(f"{len(points)} points, columns {', '.join(spec.columns)}: all pass the check")
-        return 0
     from netcosim import outpaths
     from netcosim.sweep import table
     from netcosim.sweep.run import META_NAME
@@ -91,6 +80,45 @@ def run(args) -> int:
           f"{outcome.wall_s:.1f} s on {info['workers']} {info['backend']} workers -> "
           f"{out / 'sweep.csv'}")
     return finish(out, args.plot and bool(outcome.rows), outcome.interrupted)
+
+
+# a dry run checks every point up to this many; beyond it, a summary and a sample of points
+DRY_RUN_FULL = 2_000
+DRY_RUN_SAMPLE = 50  # points checked per block of a larger sweep
+
+
+def dry_run(spec) -> int:
+    """Count the points from the axes, check them all (up to DRY_RUN_FULL) or a sample, and
+    print a summary; nothing runs and nothing is written."""
+    from netcosim.sweep.points import Checker, count_points, expand, sample_points
+    from topo.errors import InputError
+
+    total = count_points(spec)  # refuses a sweep beyond the limit at once, with the count
+    full = total <= DRY_RUN_FULL
+    points = expand(spec) if full else sample_points(spec, DRY_RUN_SAMPLE)
+    checker = Checker()
+    for p in points:
+        try:
+            checker.check(p.data)
+        except InputError as e:
+            if type(e).__name__ != "MemoryInfeasible":
+                raise InputError(f"{p.where}: {e}") from None
+    if full:
+        print(f"{total} points, columns {', '.join(spec.columns)}: all pass the check")
+        return 0
+    print(f"{total:,} points, columns {', '.join(spec.columns)}: {len(points)} checked (the "
+          f"first, the last and evenly spaced ones of each block; every point is checked "
+          f"before a run starts) and pass")
+    for b in spec.blocks:
+        axes = ", ".join(f"{a.column}: {len(a.values):,} values "
+                         f"({_short(a.values[0])} .. {_short(a.values[-1])})" for a in b.axes)
+        print(f"  {b.where}: {b.mode}, {axes}")
+    return 0
+
+
+def _short(v) -> str:
+    t = str(v)
+    return t if len(t) <= 40 else t[:37] + "..."
 
 
 def check_plot_deps() -> None:

@@ -29,9 +29,17 @@ from topo.errors import InputError
 
 # A varint longer than 10 bytes cannot encode a 64-bit length.
 _MAX_VARINT_BYTES = 10
-# The decompressed size we accept from one gzip file (a guard against decompression bombs; a
-# real per-rank trace of 10^6 nodes is a few hundred MB).
+# Limits on what one trace may inflate to (guards against decompression bombs, docs/interop.md):
+# a gzip file may decompress to at most MAX_RATIO times its compressed size (beyond
+# RATIO_FLOOR_BYTES; gzip'd Chakra protobuf is ~5-10x, a gzip bomb ~1000x) and to at most
+# MAX_FILE_BYTES; all files of a trace together to what their parsed form can hold in memory:
+# parsed nodes take about PARSED_BYTES_PER_BYTE bytes per byte of trace (measured 31 on
+# 200,000 compute nodes), within netcosim.memory_guard's share of the available memory.
 MAX_FILE_BYTES = 8 << 30
+MAX_RATIO = 100
+RATIO_FLOOR_BYTES = 16 << 20
+PARSED_BYTES_PER_BYTE = 32
+_CHUNK = 16 << 20
 _RANK_NAME = re.compile(r"^(?P<prefix>.*?)\.?(?P<rank>\d+)\.et(?:\.gz)?$")
 
 
@@ -121,31 +129,59 @@ def frame(messages) -> bytes:
 
 
 # =========================================================================== files
-def read_bytes(path) -> bytes:
-    """The (decompressed) bytes of a trace file."""
+def memory_budget_bytes() -> int:
+    """Bytes of trace (decompressed) whose parsed form fits the memory a run may use."""
+    from netcosim.memory_guard import BASE_BYTES, SHARE, available_bytes
+
+    return max(0, int(SHARE * available_bytes()) - BASE_BYTES) // PARSED_BYTES_PER_BYTE
+
+
+def _too_big(path, size: int, budget: int) -> ChakraTraceError:
+    from netcosim.memory_guard import _gb
+
+    return ChakraTraceError(
+        f"{path}: the trace is {size:,} bytes (with the files before it), whose parsed nodes "
+        f"need about {_gb(size * PARSED_BYTES_PER_BYTE)} of memory, but only {budget:,} bytes "
+        f"of trace fit the memory available; use a smaller trace or a larger machine")
+
+
+def read_bytes(path, budget: int | None = None) -> bytes:
+    """The (decompressed) bytes of a trace file; at most ``budget`` bytes (default: what fits
+    the memory available), and a gzip file at most MAX_RATIO times its compressed size."""
     p = Path(path)
     if not p.exists():
         raise ChakraTraceError(f"trace file {str(path)!r} does not exist")
     if p.is_dir():
         raise ChakraTraceError(f"trace file {str(path)!r} is a directory")
+    budget = memory_budget_bytes() if budget is None else budget
     try:
+        size = p.stat().st_size
+        if size > budget:
+            raise _too_big(path, size, budget)
         raw = p.read_bytes()
     except OSError as e:
         raise ChakraTraceError(f"trace file {str(path)!r}: cannot be read ({e.strerror})") from None
     if raw[:2] != b"\x1f\x8b":
         return raw
+    ratio_cap = max(RATIO_FLOOR_BYTES, MAX_RATIO * len(raw))
+    limit = min(MAX_FILE_BYTES, ratio_cap, budget)
     d = zlib.decompressobj(wbits=31)  # gzip framing; members after the first are handled below
     out = []
     total = 0
     buf = raw
     try:
         while buf:
-            chunk = d.decompress(buf, MAX_FILE_BYTES + 1 - total)
+            chunk = d.decompress(buf, min(_CHUNK, limit + 1 - total))
             total += len(chunk)
             out.append(chunk)
-            if total > MAX_FILE_BYTES:
-                raise ChakraTraceError(f"{path}: decompresses to more than {MAX_FILE_BYTES} "
-                                       f"bytes; refusing to read it")
+            if total > limit:
+                out.clear()
+                if limit == budget and budget < min(MAX_FILE_BYTES, ratio_cap):
+                    raise _too_big(path, total, budget)
+                why = (f"{MAX_RATIO} times its {len(raw):,} compressed bytes"
+                       if limit == ratio_cap else "the per-file limit")
+                raise ChakraTraceError(f"{path}: decompresses to more than {limit:,} bytes "
+                                       f"({why}); refusing to read it (a decompression bomb?)")
             if d.unconsumed_tail:
                 buf = d.unconsumed_tail
                 continue
@@ -216,12 +252,12 @@ def parse(data: bytes, path: str = "<bytes>", rank: int = 0) -> RankTrace:
     return RankTrace(str(path), rank, gm, nodes, offsets)
 
 
-def read_file(path, rank: int | None = None) -> RankTrace:
+def read_file(path, rank: int | None = None, budget: int | None = None) -> RankTrace:
     """One rank's file. ``rank`` defaults to the number in the name (``<prefix>.<rank>.et``)."""
     if rank is None:
         m = _RANK_NAME.match(Path(path).name)
         rank = int(m.group("rank")) if m else 0
-    return parse(read_bytes(path), str(path), rank)
+    return parse(read_bytes(path, budget), str(path), rank)
 
 
 def trace_files(path) -> list[tuple[int, Path]]:
@@ -259,7 +295,13 @@ def _ranked(files: list[Path], what: str) -> list[tuple[int, Path]]:
 
 def read_trace(path) -> list[RankTrace]:
     """Every rank of a trace (directory, single file or list of files), sorted by rank."""
-    return [read_file(f, rank=r) for r, f in trace_files(path)]
+    budget = memory_budget_bytes()  # for all files together
+    out = []
+    for r, f in trace_files(path):
+        data = read_bytes(f, budget)
+        budget -= len(data)
+        out.append(parse(data, str(f), r))
+    return out
 
 
 # =========================================================================== attributes

@@ -68,34 +68,87 @@ def choices(block: Block) -> list[tuple[int, ...]]:
     return [tuple(int(x) for x in np.unravel_index(int(i), sizes)) for i in flat]
 
 
+def block_points(block: Block) -> int:
+    """Points a block gives, from its axes alone (nothing expanded)."""
+    return block.n if block.mode == "sample" else block_size(block)
+
+
+def count_points(spec: SweepSpec) -> int:
+    """Points of the whole sweep, computed from the axes before anything is expanded; a sweep
+    beyond MAX_POINTS is refused here, with the count."""
+    sizes = [block_points(b) for b in spec.blocks]
+    total = sum(sizes)
+    if total > MAX_POINTS:
+        shape = "; ".join(
+            f"{b.where}: " + (" x ".join(str(len(a.values)) for a in b.axes)
+                              if b.mode == "grid" and len(b.axes) > 1 else f"{n:,}")
+            for b, n in zip(spec.blocks, sizes))
+        raise InputError(f"sweep: {total:,} points ({shape}) is more than a sweep may hold "
+                         f"({MAX_POINTS:,}); use fewer values, or mode = \"sample\" with n")
+    return total
+
+
 def expand(spec: SweepSpec) -> list[Point]:
     """Every point of every block, scenario tables built and shape-checked (unknown keys,
     wrong types); parts are built later by ``check_points``."""
+    count_points(spec)
     points = []
     for block in spec.blocks:
-        picks = choices(block)
-        if len(points) + len(picks) > MAX_POINTS:
-            raise InputError(f"sweep: more than {MAX_POINTS} points")
-        fixed = copy.deepcopy(spec.base)
-        for path, value in block.fixed:
-            _apply(fixed, path, value, f"{block.where}.set")
-        for pick in picks:
-            data = copy.deepcopy(fixed)
-            params = dict(block.constants)
-            for axis, i in zip(block.axes, pick):
-                params[axis.column] = axis.values[i]
-                for path, value in axis.settings[i]:
-                    _apply(data, path, copy.deepcopy(value), f"{block.where}.{axis.key}")
-            label = ", ".join(f"{k}={_fmt(v)}" for k, v in params.items())
-            where = f"sweep point {len(points)} ({label})"
-            try:
-                Scenario.from_dict(data, source=spec.source, default_name="sweep")
-            except InputError as e:
-                raise InputError(f"{where}: {e}") from None
-            points.append(Point(len(points), params, data, where))
+        fixed = _fixed(spec, block)
+        for pick in choices(block):
+            points.append(_point(spec, block, fixed, pick, len(points)))
     if not points:
         raise InputError("sweep: no points")
     return points
+
+
+def sample_points(spec: SweepSpec, per_block: int) -> list[Point]:
+    """At most ``per_block`` points of each block, without expanding the others: the first,
+    the last and evenly spaced ones between (indexes as in ``expand``)."""
+    count_points(spec)
+    points, offset = [], 0
+    for block in spec.blocks:
+        n = block_points(block)
+        fixed = _fixed(spec, block)
+        if n <= per_block:
+            at = np.arange(n)
+        else:
+            at = np.unique(np.linspace(0, n - 1, per_block).round().astype(np.int64))
+        if block.mode == "sample":
+            picks = choices(block)
+            sel = [picks[int(i)] for i in at]
+        elif block.mode == "zip":
+            sel = [tuple([int(i)] * len(block.axes)) for i in at]
+        else:
+            sizes = [len(a.values) for a in block.axes]
+            sel = [tuple(int(x) for x in np.unravel_index(int(i), sizes)) for i in at]
+        for i, pick in zip(at, sel):
+            points.append(_point(spec, block, fixed, pick, offset + int(i)))
+        offset += n
+    return points
+
+
+def _fixed(spec: SweepSpec, block: Block) -> dict:
+    fixed = copy.deepcopy(spec.base)
+    for path, value in block.fixed:
+        _apply(fixed, path, value, f"{block.where}.set")
+    return fixed
+
+
+def _point(spec: SweepSpec, block: Block, fixed: dict, pick, index: int) -> Point:
+    data = copy.deepcopy(fixed)
+    params = dict(block.constants)
+    for axis, i in zip(block.axes, pick):
+        params[axis.column] = axis.values[i]
+        for path, value in axis.settings[i]:
+            _apply(data, path, copy.deepcopy(value), f"{block.where}.{axis.key}")
+    label = ", ".join(f"{k}={_fmt(v)}" for k, v in params.items())
+    where = f"sweep point {index} ({label})"
+    try:
+        Scenario.from_dict(data, source=spec.source, default_name="sweep")
+    except InputError as e:
+        raise InputError(f"{where}: {e}") from None
+    return Point(index, params, data, where)
 
 
 def _apply(data: dict, path: list, value, where: str) -> None:

@@ -37,7 +37,9 @@ MODES = ("grid", "zip", "sample")
 RESERVED = ("mode", "n", "sample_seed", "set", "columns")
 PLOT_KEYS = ("kind", "x", "y", "metric", "hue", "facet", "where", "title", "name")
 PLOT_KINDS = ("line", "heatmap")
-MAX_POINTS = 1_000_000  # a typo such as x1.0001 must not allocate the world
+# points a sweep may hold (docs/sweeps.md): counted from the axes before anything is expanded,
+# so a typo such as x1.0001 or a 10^12-point grid is refused at once
+MAX_POINTS = 1_000_000
 
 
 @dataclass
@@ -100,7 +102,7 @@ def parse_sweep(data: dict, source: str | None = None) -> SweepSpec:
         raise InputError(f"sweep = {short_repr(raw)}: expected a table ([sweep]) or an array of "
                          f"tables ([[sweep]])")
     spec = SweepSpec(base, blocks, source, plots)
-    check_plot_columns(plots, spec.columns)
+    check_plot_columns(plots, spec.columns, result_columns(spec))
     return spec
 
 
@@ -147,19 +149,91 @@ def parse_plots(raw) -> list[dict]:
     return out
 
 
-def check_plot_columns(plots: list, columns: list) -> None:
+# The result columns of a sweep row, where they are known before the run: every row's
+# (netcosim/sweep/worker.py, table.py), summary.json's (netcosim/outputs.summary), each
+# engine's info and each workload kind's figures. A kind or engine not listed here has columns
+# only its run knows: then result columns are checked by `netcosim plot` after the run.
+# tests/test_reliability.py runs each listed kind on each engine and compares.
+ROW_COLUMNS = ("point", "point_id", "status", "error", "run_s", "cpu_s", "engine", "routing",
+               "seed", "makespan_us", "hosts", "switches", "links", "nodes", "transfers",
+               "transfers_finished", "network_detail_used", "engine_flows",
+               "transfers_represented", "stranded", "unfinished", "bytes", "fault_events",
+               "events", "wall_s")
+ENGINE_COLUMNS = {
+    "flow": ("compile_s", "setup_s", "loop_s", "wall_total_s", "time_steps", "recomputes",
+             "solved_flows", "skipped_recomputes", "cap_events", "events_per_s",
+             "stranded_no_path", "link_classes", "links_used", "member_sets", "split_pieces"),
+    "packet": ("transport", "mtu", "mss", "events_per_s", "reroutes", "reroute_wall_s", "drops",
+               "ecn_marks", "retransmissions", "headroom_violations", "peak_packets",
+               "peak_pending_events", "end_time_s"),
+}
+WORKLOAD_COLUMNS = {
+    "flows": (),
+    "collective": ("op", "algorithm", "ranks", "message_bytes", "algbw_GBps", "busbw_GBps"),
+}
+
+
+def _kinds_of(spec: "SweepSpec", table: str, default) -> set | None:
+    """Every ``kind`` the sweep's points may have in ``table`` (workload, engine); None when an
+    axis sets it in a way that cannot be read without expanding."""
+    base = spec.base.get(table)
+    kinds = {base.get("kind", default) if isinstance(base, dict) else default}
+    for b in spec.blocks:
+        sets = [b.fixed] + [st for a in b.axes for st in a.settings]
+        for settings in sets:
+            for path, value in settings:
+                if path == [table]:
+                    if not isinstance(value, dict):
+                        return None
+                    kinds.add(value.get("kind", default))
+                elif path == [table, "kind"]:
+                    kinds.add(value)
+    return kinds
+
+
+def result_columns(spec: "SweepSpec") -> set | None:
+    """Result columns every point of the sweep may have, or None when they are known only
+    after the run (a workload kind or engine not in the tables above)."""
+    wk = _kinds_of(spec, "workload", None)
+    ek = _kinds_of(spec, "engine", "flow")
+    if not wk or not ek or not all(k in WORKLOAD_COLUMNS for k in wk) or \
+            not all(k in ENGINE_COLUMNS for k in ek):
+        return None
+    cols = set(ROW_COLUMNS)
+    for k in wk:
+        cols.update(WORKLOAD_COLUMNS[k])
+    for k in ek:
+        cols.update(ENGINE_COLUMNS[k])
+    return cols
+
+
+def check_plot_columns(plots: list, columns: list, results: set | None = None) -> None:
     """A [[plot]] column written as a dotted scenario path (``topology.k``) must be one the
-    sweep varies; other names are the runs' figures (makespan_us, hosts, ...), which
-    ``netcosim plot`` checks against the table it reads."""
+    sweep varies; another name must be a result column of the sweep's workload kinds and
+    engines (``results``) when those are known before the run, else ``netcosim plot`` checks
+    it against the table it reads."""
     for i, sp in enumerate(plots):
         named = [(k, sp.get(k)) for k in ("x", "hue", "facet")]
         if sp["kind"] == "heatmap":
             named.append(("y", sp["y"]))
+            named.append(("metric", sp.get("metric")))
+        else:
+            named += [("y", y) for y in sp["y"]]
         named += [("where", c) for c in sp["where"]]
         for key, c in named:
-            if isinstance(c, str) and "." in c and c not in columns:
+            if not isinstance(c, str):
+                continue
+            if "." in c and c not in columns:
                 raise InputError(f"plot[{i}].{key} = {c!r}: not a column of this sweep "
                                  f"(swept: {', '.join(columns) or 'none'})")
+            if "." not in c and results is not None and c not in columns and c not in results:
+                owner = [k for k, v in WORKLOAD_COLUMNS.items() if c in v] + \
+                        [f"the {k} engine" for k, v in ENGINE_COLUMNS.items() if c in v]
+                why = (f"a result of {' and '.join(owner)} runs only" if owner else
+                       "neither a swept column nor a result column")
+                raise InputError(f"plot[{i}].{key} = {c!r}: {why}; this sweep's columns are "
+                                 f"{', '.join(columns) or 'none'} and its results "
+                                 f"{', '.join(sorted(results - set(ROW_COLUMNS[:6])))}")
 
 
 def parse_block(table: dict, where: str) -> Block:

@@ -5,7 +5,8 @@ group, global links between groups.
 ``hosts_per_router`` (p) hosts and owns ``global_links`` (h) global ports. Routers of a group
 are fully connected by local links. Every pair of groups gets the same number
 m = a*h / (g-1) of global links, which requires a*h to be a multiple of g-1 (refused
-otherwise, naming ``global_links``).
+otherwise, naming ``global_links``), and h <= a*(g-1): a router has only a*(g-1) routers of
+other groups to link to (more would be parallel links; refused with the numbers).
 
 Global wiring ("palmtree"-style, deterministic): port k of group i (on router k // h) goes to
 group (i - (k mod (g-1)) - 1) mod g, arriving on port (k div (g-1))*(g-1) + (g-2 - k mod (g-1))
@@ -56,12 +57,19 @@ def dragonfly(groups, routers_per_group, hosts_per_router, global_links, link_gb
                 f"{where}.global_links = {h}: routers_per_group * global_links = {a * h} global "
                 f"ports per group must be a positive multiple of groups - 1 = {g - 1}, so that "
                 f"every pair of groups gets the same number of global links")
+        if h > a * (g - 1):
+            raise InputError(
+                f"{where}.global_links = {h}: a router can place at most one global link to "
+                f"each of the routers_per_group * (groups - 1) = {a} * {g - 1} = {a * (g - 1)} "
+                f"routers of other groups, so {h} global links per router would need "
+                f"parallel links (use at most {a * (g - 1)}, or more groups or routers)")
     m = a * h // (g - 1) if g > 1 else 0
     n_routers = g * a
     n_hosts = n_routers * p
     n_channels = g * a * h // 2
     check_size(n_hosts + n_routers, n_hosts + g * a * (a - 1) // 2 + n_channels,
-               f"{where}.groups", g)
+               *((f"{where}.global_links", h) if n_channels > n_hosts + g * a * (a - 1) // 2
+                 else (f"{where}.groups", g)))
     r0 = n_hosts
 
     hid = np.arange(n_hosts, dtype=np.int64)
