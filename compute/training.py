@@ -534,28 +534,22 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                                                       topology):
                 stamp(op, nbytes, groups[rows], ready[rows], done[rows], ckind, tag, lab, t_, sw_)
             return
-        if agg:
-            # groups that wait for the same nodes are copies of one collective (folded by
-            # symmetry): each such family becomes one aggregated collective
-            _, fam = np.unique(ready, axis=0, return_inverse=True)
-            fam = fam.reshape(-1)
-            order = np.argsort(fam, kind="stable")
-            cuts = np.flatnonzero(np.diff(fam[order])) + 1
+        if agg and sw is None:
+            # a ring-like collective: each group becomes one stream (all its connections in
+            # lock step). Copies of a group on other rails stay separate streams: they hash to
+            # other paths, and in lock step they would wait for one another (a MoE step +1.27%
+            # with copies merged, +1.07% apart; docs/scale.md). Other collectives keep one
+            # transfer per template node and group; their count does not grow with the
+            # data-parallel degree, as only the simulated replicas run them
             st = None if tpl is not None else comm.stream(op, g, _size(nbytes), algo(op))
             if st is None:
-                if tpl is None:
-                    tpl = comm.template(op, g, _size(nbytes), algo(op))
-                if tpl.n == 0:
-                    acc.edges(done, ready)
-                    return
-                st = stream_of(tpl) if sw is None else None
-            for rows in np.split(order, cuts):
-                if st is not None:
-                    stamp_stream(op, st, groups[rows], ready[rows], done[rows], ckind, tag, lab)
-                else:
-                    stamp_classes(op, tpl, groups[rows], ready[rows], done[rows], ckind, tag,
-                                  lab, None if sw is None else sw[rows])
-            return
+                tpl = comm.template(op, g, _size(nbytes), algo(op)) if tpl is None else tpl
+                st = stream_of(tpl) if tpl.n else None
+            if st is not None:
+                for r in range(k):
+                    stamp_stream(op, st, groups[r:r + 1], ready[r:r + 1], done[r:r + 1], ckind,
+                                 tag, lab)
+                return
         if tpl is None:
             tpl = comm.template(op, g, _size(nbytes), algo(op))
         if tpl.n == 0:
@@ -609,39 +603,6 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                        ckind=ckind, stream=1, mset=sid, steps=st.steps)
         acc.edges(node, after)
         acc.edges(np.unique(done), node)
-
-    def stamp_classes(op, tpl, groups, ready, done, ckind, tag, lab, sw=None):
-        """``stamp`` of any other collective in the scalable form: one node per template
-        node, a transfer standing for that transfer in every group."""
-        k, g = groups.shape
-        hosts, granks = _with_switches(host[groups], groups, sw)
-        label = acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}")
-        n = tpl.n
-        is_t = tpl.kind == TRANSFER
-        tsrc, tdst = tpl.src.astype(np.int64), tpl.dst.astype(np.int64)
-        msets = np.full(n, -1, dtype=np.int64)
-        if k > 1:
-            for j in np.flatnonzero(is_t):
-                msets[j] = acc.sets.add(hosts[:, tsrc[j]], hosts[:, tdst[j]])
-        base = acc.add(n, kind=tpl.kind, src=hosts[0, tsrc],
-                       dst=np.where(tdst >= 0, hosts[0, np.maximum(tdst, 0)], -1),
-                       size=tpl.size, duration=tpl.duration, tag=tag, label=label,
-                       rank=granks[0, tsrc], ckind=ckind, stream=1, mset=msets)[0]
-        cnt = np.diff(tpl.dep_ptr)
-        acc.edges(base + np.repeat(np.arange(n), cnt), base + tpl.dep_idx)
-        roots = np.flatnonzero(cnt == 0)
-        ready_u = np.unique(ready, axis=0)  # groups folded onto the same chains coincide
-        done_u = np.unique(done, axis=0)
-        for end in (tsrc, np.where(tdst >= 0, tdst, tsrc)):
-            r_ = roots[end[roots] < g]  # a switch endpoint has no ready node of its own
-            acc.edges(base + r_[None, :], ready_u[:, end[r_]])
-        cptr, _ = tpl.children()
-        sinks = np.flatnonzero(np.diff(cptr) == 0)
-        for lr in range(g):
-            touch = sinks[(tdst[sinks] == lr) | (tsrc[sinks] == lr)]
-            if touch.size == 0:
-                touch = sinks
-            acc.edges(done_u[:, lr:lr + 1], base + touch[None, :])
 
     d_all = np.arange(D)
     for s in range(P):
