@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from compute import layouts
+from netcosim.sweep.table import _cell
 from compute.parallel import ParallelConfig
 from topo.errors import InputError
 
@@ -355,17 +356,7 @@ def write_csv(path, rows: list[dict]) -> None:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(cols)
         for r in rows:
-            w.writerow([_cell(r.get(c)) for c in cols])
-
-
-def _cell(v) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else ""
-    return str(v)
+            w.writerow([_cell(r.get(c)) for c in cols])  # the sweep table's cell text
 
 
 def format_table(res: PlanResult, limit: int | None = None) -> str:
