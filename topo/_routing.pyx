@@ -102,6 +102,15 @@ cdef inline int32_t _pick(int mode, uint64_t seed, int64_t fid, int32_t u, int32
     return 0
 
 
+cdef Py_ssize_t _max_degree(const int64_t[::1] ptr):
+    # room for every candidate next hop of the busiest node
+    cdef Py_ssize_t j, m = 1
+    for j in range(ptr.shape[0] - 1):
+        if ptr[j + 1] - ptr[j] > m:
+            m = ptr[j + 1] - ptr[j]
+    return m
+
+
 def walk_single(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::1] dl,
                 const uint8_t[::1] alive, int32_t n_hosts, bint hosts_forward,
                 const double[::1] dlat, const int32_t[:, ::1] rows, const int64_t[::1] row_of,
@@ -120,13 +129,10 @@ def walk_single(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::
     cdef int32_t u, d, w, du, count, pick
     cdef const int32_t* D
     cdef double lat
-    cdef Py_ssize_t stuck = 0, max_deg = 1
+    cdef Py_ssize_t stuck = 0
     cdef vector[Py_ssize_t] cand_buf
     cdef Py_ssize_t* cand
-    for j in range(ptr.shape[0] - 1):
-        if ptr[j + 1] - ptr[j] > max_deg:
-            max_deg = ptr[j + 1] - ptr[j]
-    cand_buf.resize(max_deg)
+    cand_buf.resize(_max_degree(ptr))
     cand = cand_buf.data()
     with nogil:
         for q in range(nf):
@@ -359,13 +365,10 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
     cdef Py_ssize_t nf = src.shape[0], i, j, k, a0, a1, a
     cdef int32_t u, d, w, du, count
     cdef double lat
-    cdef Py_ssize_t stuck = 0, max_deg = 1
+    cdef Py_ssize_t stuck = 0
     cdef vector[Py_ssize_t] cand_buf
     cdef Py_ssize_t* cand
-    for j in range(ptr.shape[0] - 1):
-        if ptr[j + 1] - ptr[j] > max_deg:
-            max_deg = ptr[j + 1] - ptr[j]
-    cand_buf.resize(max_deg)
+    cand_buf.resize(_max_degree(ptr))
     cand = cand_buf.data()
     with nogil:
         for i in range(nf):
