@@ -254,35 +254,53 @@ def _sharp_tree(t, hosts, leaf_of, capable) -> Tree:
     if len(leaves) == 1:
         return Tree(leaves, np.array([-1]), np.zeros(len(hosts), np.int64),
                     np.array([bw[leaves[0]]]))
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order, shortest_path
-
     # the graph of reducing switches; root: least eccentricity over the leaves (ties: lowest
-    # id), i.e. the lowest common tier (a pod's aggregation switch, else a core switch)
+    # id), i.e. the lowest common tier (a pod's aggregation switch, else a core switch).
+    # Distances come from the routing's compiled BFS over the links between reducing switches.
+    from topo import _routing
+
     sw = np.flatnonzero(capable)
-    idx = np.full(t.n_nodes, -1, dtype=np.int64)
-    idx[sw] = np.arange(len(sw))
-    u, v = idx[t.link_u], idx[t.link_v]
-    ok = (u >= 0) & (v >= 0)
-    g = csr_matrix((np.ones(2 * ok.sum()), (np.r_[u[ok], v[ok]], np.r_[v[ok], u[ok]])),
-                   shape=(len(sw), len(sw)))
-    d = shortest_path(g, unweighted=True, indices=idx[leaves])
-    ecc = d.max(axis=0)
+    ptr, nbr, dl = (np.ascontiguousarray(x) for x in t.adjacency)
+    ptr = ptr.astype(np.int64)
+    nbr = nbr.astype(np.int32)
+    dl = dl.astype(np.int32)
+    alive = (capable[t.dlink_src] & capable[t.dlink_dst]).astype(np.uint8)
+
+    def rows(dsts):
+        out = np.empty((len(dsts), t.n_nodes), dtype=np.int32)
+        _routing.bfs_rows(ptr, nbr, dl, alive, t.n_hosts, False,
+                          np.ascontiguousarray(dsts, dtype=np.int32), out)
+        return out
+
+    ecc = np.zeros(len(sw))
+    for c in range(0, len(leaves), 256):  # bounded memory: a block of leaves at a time
+        d = rows(leaves[c:c + 256])[:, sw].astype(float)
+        d[d < 0] = np.inf
+        ecc = np.maximum(ecc, d.max(axis=0))
     if not np.isfinite(ecc).any():
         raise InputError(f"{FIELD}: no tree of reducing switches joins the ranks' "
                          f"{len(leaves)} first switches ({describe(t)})")
-    root = int(np.flatnonzero(ecc == ecc.min())[0])
-    order, pred = breadth_first_order(g, root, directed=False, return_predecessors=True)
-    # the union of the leaves' BFS paths to the root
-    keep = np.zeros(len(sw), bool)
-    for leaf in idx[leaves].tolist():
+    root = int(sw[np.flatnonzero(ecc == ecc.min())[0]])
+    dist = rows([root])[0]
+    # predecessor of every reducing switch: its lowest-id neighbour one hop nearer the root
+    pred = np.full(t.n_nodes, -1, dtype=np.int64)
+    for x in sw[dist[sw] > 0].tolist():
+        js = np.arange(ptr[x], ptr[x + 1])
+        w = nbr[js]
+        ok = alive[dl[js]].astype(bool) & (dist[w] == dist[x] - 1)
+        if ok.any():
+            pred[x] = int(w[ok].min())
+    # the union of the leaves' paths to the root, parents first (by distance, then id)
+    keep = np.zeros(t.n_nodes, bool)
+    for leaf in leaves.tolist():
         x = leaf
         while x >= 0 and not keep[x]:
             keep[x] = True
-            x = pred[x] if x != root else -1
-    nodes = order[keep[order]]  # BFS order: parents first
-    pos = np.full(len(sw), -1, dtype=np.int64)
+            x = int(pred[x]) if x != root else -1
+    kept = np.flatnonzero(keep)
+    nodes = kept[np.lexsort((kept, dist[kept]))]
+    pos = np.full(t.n_nodes, -1, dtype=np.int64)
     pos[nodes] = np.arange(len(nodes))
     parent = np.where(nodes == root, -1, pos[np.maximum(pred[nodes], 0)])
-    switches = sw[nodes]
-    return Tree(switches, parent.astype(np.int64), pos[idx[leaf_of]], bw[switches])
+    switches = nodes
+    return Tree(switches, parent.astype(np.int64), pos[leaf_of], bw[switches])
