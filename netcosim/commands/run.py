@@ -51,7 +51,10 @@ def run(args) -> int:
     extra = "".join(f", {k} {summary[k]:.4g}" for k in ("algbw_GBps", "busbw_GBps", "step_time_s",
                                                          "mfu")
                     if isinstance(summary.get(k), (int, float)))
+    rep = summary.get("transfers_represented", summary["transfers"])
+    flows = (f"{summary['transfers']} transfers" if rep == summary["transfers"] else
+             f"{summary['transfers']} flows standing for {rep:,} transfers")
     print(f"{scenario.name}: makespan {summary['makespan_us']:.6g} us, "
-          f"{summary['transfers']} transfers{stranded}{extra}; {prepared.engine} engine "
+          f"{flows}{stranded}{extra}; {prepared.engine} engine "
           f"{summary['wall_s']:.3g} s -> {out}")
     return 0
