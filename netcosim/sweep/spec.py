@@ -23,6 +23,8 @@ units). Ends are included when a step lands on them and never exceeded.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import math
 import re
 from dataclasses import dataclass, field
@@ -179,7 +181,8 @@ def _kinds_of(spec: "SweepSpec", table: str, default) -> set | None:
     base = spec.base.get(table)
     kinds = {base.get("kind", default) if isinstance(base, dict) else default}
     for b in spec.blocks:
-        sets = [b.fixed] + [st for a in b.axes for st in a.settings]
+        sets = [b.fixed] + [st for a in b.axes if not _other_path(a.settings, table)
+                            for st in a.settings]
         for settings in sets:
             for path, value in settings:
                 if path == [table]:
@@ -189,6 +192,12 @@ def _kinds_of(spec: "SweepSpec", table: str, default) -> set | None:
                 elif path == [table, "kind"]:
                     kinds.add(value)
     return kinds
+
+
+def _other_path(settings, table: str) -> bool:
+    """An axis that only sets a path outside ``table``'s kind (no need to look at each value)."""
+    return isinstance(settings, OnePathSettings) and settings.path not in ([table],
+                                                                          [table, "kind"])
 
 
 def result_columns(spec: "SweepSpec") -> set | None:
@@ -322,7 +331,24 @@ def _axis(key: str, value, where: str) -> Axis:
                          f"topology.link_gbps)")
     path = _path(path_text, at)
     values = expand_values(value, at)
-    return Axis(alias or path_text, values, [[(path, v)] for v in values], key)
+    return Axis(alias or path_text, values, OnePathSettings(path, values), key)
+
+
+class OnePathSettings(Sequence):
+    """The settings of an axis that sets one path, ``[(path, values[i])]`` per choice, made on
+    demand: a million-value range does not become a million lists before the point count is
+    checked."""
+
+    def __init__(self, path: list, values: list):
+        self.path, self.values = path, values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [[(self.path, v)] for v in self.values[i]]
+        return [(self.path, self.values[i])]
 
 
 def _bundle(name: str, tables: list, at: str, key: str) -> Axis:
