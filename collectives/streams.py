@@ -55,7 +55,7 @@ def stream_of(template: Schedule) -> Stream | None:
 
 
 # ring-family algorithms whose stream form is known without building the template
-_RING = {("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather", "ring")}
+RING_STREAMS = {("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather", "ring")}
 
 
 def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
@@ -65,7 +65,7 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
     template (which has g(g-1) transfers per phase); None for other algorithms."""
     from collectives._plan import chunked_layout
 
-    if (op, algorithm) not in _RING or g < 2 or nbytes <= 0:
+    if (op, algorithm) not in RING_STREAMS or g < 2 or nbytes <= 0:
         return None
     blocks = chunked_layout(int(nbytes), int(chunks), g).reshape(chunks, g)
     chunk_total = blocks.sum(axis=1, keepdims=True)

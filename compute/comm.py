@@ -12,7 +12,6 @@ against the collectives registry before anything is built.
 """
 from __future__ import annotations
 
-import copy
 import inspect
 from functools import lru_cache
 
@@ -116,12 +115,8 @@ def template(op: str, g: int, nbytes, algorithm: str | None = None) -> Schedule:
 
     Built once per key and cached; every caller gets its own copy, so changing one (arrays,
     labels, meta) can never leak into another training step."""
-    t = _template(op, int(g), nbytes if op == "all_to_all_v" else int(nbytes), algorithm)
-    return Schedule(kind=t.kind.copy(), src=t.src.copy(), dst=t.dst.copy(), size=t.size.copy(),
-                    duration=t.duration.copy(), start=t.start.copy(), dep_ptr=t.dep_ptr.copy(),
-                    dep_idx=t.dep_idx.copy(), tag=t.tag.copy(), label=t.label.copy(),
-                    labels=list(t.labels), extra={k: v.copy() for k, v in t.extra.items()},
-                    meta=copy.deepcopy(t.meta))
+    return _template(op, int(g), nbytes if op == "all_to_all_v" else int(nbytes),
+                     algorithm).copy()
 
 
 @lru_cache(maxsize=256)
@@ -176,12 +171,6 @@ def innet_templates(op: str, nbytes: int, algorithm: str, hosts: np.ndarray, top
     g = np.asarray(hosts).shape[1]
     for key, (rows, sws) in fam.items():
         t = _innet_template(op, g, int(nbytes), algorithm, key)
-        yield np.asarray(rows), _copy(t), np.stack(sws)
+        yield np.asarray(rows), t.copy(), np.stack(sws)
 
 
-def _copy(t: Schedule) -> Schedule:
-    return Schedule(kind=t.kind.copy(), src=t.src.copy(), dst=t.dst.copy(), size=t.size.copy(),
-                    duration=t.duration.copy(), start=t.start.copy(), dep_ptr=t.dep_ptr.copy(),
-                    dep_idx=t.dep_idx.copy(), tag=t.tag.copy(), label=t.label.copy(),
-                    labels=list(t.labels), extra={k: v.copy() for k, v in t.extra.items()},
-                    meta=copy.deepcopy(t.meta))

@@ -140,17 +140,21 @@ def _merge(items: list[Item], granularity: str, keep_layers: bool) -> list[Item]
 
 
 # ====================================================================== faults
-def fault_location(topology, faults) -> tuple[np.ndarray, bool]:
-    """(hosts at a link with a fault event, whether a scale-up link has one): what
-    ``build_step`` needs to keep analytic tensor parallelism and symmetry where faults do not
-    reach."""
+def fault_args(topology, faults) -> dict:
+    """``build_step``'s keyword arguments for the link faults ``faults`` (LinkFaults or None):
+    that there are faults, the hosts at a link with a fault event, and whether a scale-up link
+    has one -- what it needs to keep analytic tensor parallelism and symmetry where faults do
+    not reach. Empty without faults."""
+    if faults is None or not len(faults):
+        return {}
     d = np.asarray(faults.dlink, dtype=np.int64)
     ends = np.concatenate([topology.dlink_src[d], topology.dlink_dst[d]]).astype(np.int64)
     layers = tuple(topology.layer_names)
     # directed links 2i and 2i + 1 are physical link i
     scaleup = "scaleup" in layers and bool(
         (topology.link_layer[d // 2] == layers.index("scaleup")).any())
-    return np.unique(ends[ends < topology.n_hosts]), scaleup
+    return {"faults": True, "fault_hosts": np.unique(ends[ends < topology.n_hosts]),
+            "fault_scaleup": scaleup}
 
 
 def _size(nbytes):

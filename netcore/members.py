@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topo.errors import InputError
+from topo.routing import spans
 
 
 @dataclass(eq=False)
@@ -50,9 +51,10 @@ class MemberSets:
     def sizes(self) -> np.ndarray:
         return np.diff(self.ptr)
 
-    def members(self, s: int) -> tuple[np.ndarray, np.ndarray]:
-        a, b = self.ptr[s], self.ptr[s + 1]
-        return self.src[a:b], self.dst[a:b]
+    def positions(self, sets) -> np.ndarray:
+        """Indices into ``src``/``dst`` of the members of ``sets``, set after set."""
+        sets = np.asarray(sets, dtype=np.int64)
+        return spans(self.ptr[sets], self.sizes[sets])
 
     @staticmethod
     def concat(parts: list["MemberSets | None"]) -> tuple["MemberSets", np.ndarray]:

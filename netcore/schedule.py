@@ -24,6 +24,7 @@ times. ``src``/``dst`` of such a node are its first member's.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -143,14 +144,18 @@ class Schedule:
     def has_members(self) -> bool:
         return self.sets is not None and bool((self.mset >= 0).any())
 
-    def multiplicity(self) -> np.ndarray:
-        """Per node, the point-to-point transfers it stands for: members x serial steps for a
-        transfer, 0 for compute and delay nodes."""
+    def members_per_node(self) -> np.ndarray:
+        """Per node, the transfers moving together that it stands for (1 without a set)."""
         m = np.ones(self.n, dtype=np.int64)
         if self.has_members:
             has = self.mset >= 0
             m[has] = self.sets.sizes[self.mset[has]]
-        return np.where(self.kind == TRANSFER, m * self.steps, 0)
+        return m
+
+    def multiplicity(self) -> np.ndarray:
+        """Per node, the point-to-point transfers it stands for: members x serial steps for a
+        transfer, 0 for compute and delay nodes."""
+        return np.where(self.kind == TRANSFER, self.members_per_node() * self.steps, 0)
 
     @property
     def n_member_transfers(self) -> int:
@@ -160,11 +165,7 @@ class Schedule:
 
     def node_bytes(self) -> np.ndarray:
         """Bytes every node moves over the fabric in all (size x members)."""
-        m = np.ones(self.n, dtype=np.int64)
-        if self.has_members:
-            has = self.mset >= 0
-            m[has] = self.sets.sizes[self.mset[has]]
-        return np.where(self.kind == TRANSFER, self.size * m, 0)
+        return np.where(self.kind == TRANSFER, self.size * self.members_per_node(), 0)
 
     @property
     def total_bytes(self) -> int:
@@ -275,6 +276,15 @@ class Schedule:
                 raise ScheduleError(f"node {child}: depends on node {int(self.dep_idx[bad[0]])}, "
                                     f"which does not exist")
         self.topological_order()
+
+    def copy(self) -> "Schedule":
+        """An independent copy: every array, label list and meta value its own."""
+        return Schedule(self.kind.copy(), self.src.copy(), self.dst.copy(), self.size.copy(),
+                        self.duration.copy(), self.start.copy(), self.dep_ptr.copy(),
+                        self.dep_idx.copy(), self.tag.copy(), self.label.copy(),
+                        list(self.labels), {k: v.copy() for k, v in self.extra.items()},
+                        copy.deepcopy(self.meta), self.mset.copy(), self.steps.copy(),
+                        self.sets, self.conn.copy())
 
     # ------------------------------------------------------------------ combination
     def subset(self, keep: np.ndarray) -> "Schedule":

@@ -163,11 +163,8 @@ def flows_table(schedule, result, topology=None) -> tuple[list, list]:
         cols.append(Labels(schedule.label[t], schedule.labels))
     if schedule.has_members or (schedule.steps[t] > 1).any():
         # a row stands for `members` transfers of `bytes` each, `steps` times in series
-        m = np.ones(len(t), dtype=np.int64)
-        has = schedule.mset[t] >= 0
-        m[has] = schedule.sets.sizes[schedule.mset[t][has]]
         header += ["members", "steps"]
-        cols += [_ints(m), _ints(schedule.steps[t])]
+        cols += [_ints(schedule.members_per_node()[t]), _ints(schedule.steps[t])]
     n = schedule.n
     for name in sorted(result.node_extra):
         if name.startswith("path_") or name in header:  # paths: the `path` column below

@@ -321,7 +321,7 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     """The collective in stream form when ``network_detail`` allows it and the algorithm has
     one (ring all-reduce, reduce-scatter, all-gather); None for the full schedule, which is
     then checked against the memory there is before it is built."""
-    from collectives.streams import ring_stream, stream_schedule
+    from collectives.streams import RING_STREAMS, ring_stream, stream_schedule
     from netcosim.memory_guard import check_transfers, collective_transfers
 
     detail = network_detail(spec, where)
@@ -338,7 +338,7 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     count = collective_transfers(op_c, algo, len(ranks), chunks)
     if opts.get("step_latency_s", 0.0) > 0:
         count *= 2  # a delay node before every transfer
-    streamable = ring_stream(op_c, "ring", 4, 1 << 20) is not None
+    streamable = (op_c, "ring") in RING_STREAMS
     hint = ("use fewer ranks or chunks" +
             (", or algorithm = \"ring\" with network_detail = \"auto\" (one stream)"
              if streamable and (algo != "ring" or detail == "full") else "") +

@@ -9,7 +9,7 @@ import pytest
 import collectives
 from collectives.streams import ring_stream, stream_of
 from compute.report import summarize
-from compute.training import build_step, fault_location
+from compute.training import build_step, fault_args
 from netcore.api import simulate
 from netcore.members import MemberSets
 from netcore.schedule import TRANSFER, Schedule
@@ -73,18 +73,9 @@ def test_ring_all_reduce_stream_equals_the_full_ring(k, policy):
 
 
 # ---------------------------------------------------------------- training steps
-def _located(fab, faults) -> dict:
-    """Where the faults are, as the scenario path tells the step generator."""
-    if faults is None or not len(faults):
-        return {}
-    hosts, scaleup = fault_location(fab, faults)
-    return {"fault_hosts": hosts, "fault_scaleup": scaleup}
-
-
 def _step(par, fab, detail, faults=None, model=SMALL, **kw):
     s = build_step(model, par, "h100_sxm", fab, granularity="coarse", network_detail=detail,
-                   faults=faults is not None,
-                       **_located(fab, faults), **kw)
+                   **fault_args(fab, faults), **kw)
     r = simulate(fab, s, "ecmp", faults=faults, engine="flow")
     return s, r, summarize(s, r.start, r.end)
 
@@ -138,7 +129,7 @@ def test_degraded_scaleout_link_auto_equals_full():
     faults = LinkFaults.from_records(fab, [{"link": _scaleout_link(fab, 5), "kind": "degrade",
                                             "factor": 0.25, "at_us": 0.0}])
     f, a = _agree(PAR, fab, faults)
-    g = _step(PAR, fab, "auto", LinkFaults.none())[2]  # same model, no fault
+    g = _step(PAR, fab, "auto")[2]  # the same step without the fault
     assert f["step_time_s"] > g["step_time_s"] * 1.001  # the fault shows its effect
 
 

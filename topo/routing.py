@@ -84,10 +84,20 @@ class Paths:
         cnt = self.ptr[idx + 1] - self.ptr[idx]
         ptr = np.zeros(len(idx) + 1, dtype=np.int64)
         np.cumsum(cnt, out=ptr[1:])
-        pos = np.repeat(self.ptr[idx] - ptr[:-1], cnt) + np.arange(ptr[-1], dtype=np.int64)
+        pos = spans(self.ptr[idx], cnt)
         return Paths(ptr, self.link[pos], self.weight[pos], self.reachable[idx],
                      self.latency[idx], self.hops[idx],
                      None if self.saf is None else self.saf[idx])
+
+
+def spans(starts, counts) -> np.ndarray:
+    """The ranges ``[starts[i], starts[i] + counts[i])`` one after another, as one int64 array:
+    the positions of chosen rows of a CSR (rows ``i`` of ``ptr`` are ``spans(ptr[i],
+    ptr[i + 1] - ptr[i])``)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    offsets = np.cumsum(counts) - counts
+    return (np.repeat(np.asarray(starts, dtype=np.int64) - offsets, counts) +
+            np.arange(int(counts.sum()), dtype=np.int64))
 
 
 def _merge(n: int, parts) -> Paths:
@@ -112,7 +122,7 @@ def _merge(n: int, parts) -> Paths:
     weight = np.empty(ptr[-1], dtype=np.float64)
     for idx, p in parts:
         c = np.diff(p.ptr)
-        pos = np.repeat(ptr[idx] - p.ptr[:-1], c) + np.arange(len(p.link), dtype=np.int64)
+        pos = spans(ptr[idx], c)
         link[pos] = p.link
         weight[pos] = p.weight
     return Paths(ptr, link, weight, reachable, latency, hops, saf)
@@ -345,8 +355,7 @@ class Routing:
         destinations whose anchors' rows fit the cache budget together."""
         uniq = np.unique(dst)
         deg = self._ptr[uniq + 1] - self._ptr[uniq]
-        pos = np.repeat(self._ptr[uniq] - np.concatenate([[0], np.cumsum(deg)[:-1]]), deg) + \
-            np.arange(int(deg.sum()))
+        pos = spans(self._ptr[uniq], deg)
         live = alive8[self._dl[pos] ^ 1].astype(bool)  # the anchor's link towards the host
         # (destination, anchor) pairs, each once (parallel links name an anchor twice), in
         # ascending anchor order per destination
@@ -394,7 +403,7 @@ class Routing:
         cnt = d_ptr[d_of + 1] - d_ptr[d_of]
         aptr = np.zeros(len(s) + 1, dtype=np.int64)
         np.cumsum(cnt, out=aptr[1:])
-        pos = np.repeat(d_ptr[d_of] - aptr[:-1], cnt) + np.arange(int(aptr[-1]))
+        pos = spans(d_ptr[d_of], cnt)
         arow = np.ascontiguousarray(d_row[pos], dtype=np.int64)
         anode = np.ascontiguousarray(d_node[pos], dtype=np.int32)
         # hops: 1 + the nearest anchor's distance from the source (0 when s == d)

@@ -19,7 +19,7 @@ import collectives
 import topo.builders as tb
 from collectives.streams import ring_stream, stream_schedule
 from compute.report import summarize
-from compute.training import build_step, fault_location
+from compute.training import build_step, fault_args
 from netcore.api import simulate
 from topo.faults import LinkFaults
 
@@ -35,21 +35,12 @@ def _fabric(kind, gpus):
     return tb.fullflat(gpus, planes=8, switch_radix=64, gpu_gbps=7200)
 
 
-def _located(fab, faults) -> dict:
-    """Where the faults are, as the scenario path tells the step generator."""
-    if faults is None or not len(faults):
-        return {}
-    hosts, scaleup = fault_location(fab, faults)
-    return {"fault_hosts": hosts, "fault_scaleup": scaleup}
-
-
 def _training(name, model, par, fab, faults=None):
     out = {}
     for detail in ("full", "auto"):
         t0 = time.perf_counter()
         s = build_step(model, par, "h100_sxm", fab, granularity="coarse",
-                       network_detail=detail, faults=faults is not None,
-                       **_located(fab, faults))
+                       network_detail=detail, **fault_args(fab, faults))
         r = simulate(fab, s, "ecmp", faults=faults, engine="flow")
         out[detail] = (summarize(s, r.start, r.end)["step_time_s"], r.link_bytes,
                        s.n_transfers, time.perf_counter() - t0)

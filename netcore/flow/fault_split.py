@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from netcore.flow.member_routing import route_members
 from netcore.members import MemberSets
 from netcore.schedule import TRANSFER, Schedule, connection_keys
+from topo.routing import spans
 
 
 def affected_members(schedule: Schedule, routing, faults) -> np.ndarray | None:
@@ -25,11 +27,8 @@ def affected_members(schedule: Schedule, routing, faults) -> np.ndarray | None:
         return None
     ms = schedule.sets
     t = schedule.kind == TRANSFER
-    used = np.unique(schedule.mset[t & (schedule.mset >= 0)])
-    cnt = ms.sizes[used]
-    pos = np.repeat(ms.ptr[used] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + \
-        np.arange(int(cnt.sum()))
-    p = routing.paths(ms.src[pos], ms.dst[pos], flow_id=connection_keys(ms.src[pos], ms.dst[pos]))
+    pos = ms.positions(np.unique(schedule.mset[t & (schedule.mset >= 0)]))
+    p = route_members(routing, ms, pos)
     faulted = np.zeros(routing.topology.n_dlinks, bool)
     faulted[np.asarray(faults.dlink, dtype=np.int64)] = True
     owner = np.repeat(np.arange(len(pos)), np.diff(p.ptr))
@@ -98,13 +97,10 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
     piece_id = n + np.arange(c)
     deg = np.diff(schedule.dep_ptr)[orig]
     pc = np.repeat(piece_id, deg)
-    pp = schedule.dep_idx[np.repeat(schedule.dep_ptr[orig], deg) +
-                          np.arange(int(deg.sum())) -
-                          np.repeat(np.concatenate([[0], np.cumsum(deg)[:-1]]), deg)]
+    pp = schedule.dep_idx[spans(schedule.dep_ptr[orig], deg)]
     cptr, cidx = schedule.children()
     nch = np.diff(cptr)[orig]
-    cc = cidx[np.repeat(cptr[orig], nch) + np.arange(int(nch.sum())) -
-              np.repeat(np.concatenate([[0], np.cumsum(nch)[:-1]]), nch)]
+    cc = cidx[spans(cptr[orig], nch)]
     cp = np.repeat(piece_id, nch)
     ch = np.concatenate([child, pc, cc])
     pa = np.concatenate([parent, pp, cp])
@@ -142,13 +138,11 @@ def fold_back(res, origin: np.ndarray, n: int):
     for k, v in list(res.node_extra.items()):
         v = np.asarray(v)
         if v.ndim == 1 and len(v) == n + len(pieces):
+            w = v[:n].copy()  # flags: any piece; counts: summed over the pieces
             if v.dtype == bool:
-                w = v[:n].copy()
                 np.logical_or.at(w, pieces, v[n:])
-            else:
-                w = v[:n].copy()
-                if np.issubdtype(v.dtype, np.number):
-                    np.add.at(w, pieces, v[n:])
+            elif np.issubdtype(v.dtype, np.number):
+                np.add.at(w, pieces, v[n:])
             res.node_extra[k] = w
     res.info["split_pieces"] = int(len(pieces))
     return res

@@ -23,21 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from netcore.schedule import TRANSFER, connection_keys
+from topo._routing import hash3
 from topo.routing import Paths, _merge
-
-_M1 = np.uint64(0x9E3779B97F4A7C15)
-_M2 = np.uint64(0xBF58476D1CE4E5B9)
-_M3 = np.uint64(0x94D049BB133111EB)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser, vectorised (uint64 arithmetic wraps, as intended)."""
-    with np.errstate(over="ignore"):
-        z = x.astype(np.uint64) + _M1
-        z = (z ^ (z >> np.uint64(30))) * _M2
-        z = (z ^ (z >> np.uint64(27))) * _M3
-        return z ^ (z >> np.uint64(31))
-
 
 def _alive_states(n_dlinks: int, faults) -> list[np.ndarray]:
     """The alive masks the engine can route with: all up, then the mask after each fault
@@ -56,6 +43,13 @@ def _alive_states(n_dlinks: int, faults) -> list[np.ndarray]:
             states.append(alive.copy())
         i = j
     return states
+
+
+def route_members(routing, ms, pos: np.ndarray, alive=None) -> Paths:
+    """Paths of members ``pos`` of member sets ``ms``, each hashed as the connection it stands
+    for (the full form keys its transfers alike)."""
+    src, dst = ms.src[pos], ms.dst[pos]
+    return routing.paths(src, dst, flow_id=connection_keys(src, dst), alive=alive)
 
 
 class MemberRouting:
@@ -79,7 +73,6 @@ class MemberRouting:
         self._cache: dict = {}
         self.states = _alive_states(self.L, faults)
         faulted = np.unique(np.asarray(faults.dlink, dtype=np.int64))
-        self.faulted = faulted
         self.rep = np.arange(self.L, dtype=np.int64)
         self.n_classes = self.n_used_links = 0
         set_paths = self._build_quotient(used, faulted)
@@ -91,11 +84,7 @@ class MemberRouting:
         """Summed member paths of ``sets`` (over the physical links)."""
         ms = self.sets
         cnt = ms.sizes[sets]
-        pos = np.repeat(ms.ptr[sets] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt) + \
-            np.arange(int(cnt.sum()))
-        # members hash as the connections they stand for (the full form keys them alike)
-        p = self.routing.paths(ms.src[pos], ms.dst[pos],
-                               flow_id=connection_keys(ms.src[pos], ms.dst[pos]), alive=alive)
+        p = route_members(self.routing, ms, ms.positions(sets), alive)
         # member -> set: concatenate each set's member rows, then merge duplicate links
         owner_ptr = np.concatenate([[0], np.cumsum(cnt)])
         eptr = p.ptr[owner_ptr]
@@ -186,11 +175,13 @@ class MemberRouting:
             uid += faulted.size
         if not users:
             return set_paths
-        u = np.concatenate(users).astype(np.uint64)
+        u = np.concatenate(users).astype(np.int64)
         lk = np.concatenate(links)
-        w = np.concatenate(weights).view(np.uint64)
-        h1 = _mix(_mix(u) ^ w)
-        h2 = _mix(h1 ^ _mix(u * np.uint64(3) + np.uint64(1)))
+        w = np.ascontiguousarray(np.concatenate(weights)).view(np.int64)
+        # two independent 64-bit hashes of (user, weight) (routing's splitmix64 mix, seeds 0
+        # and 1): a link's signature is their sums, so the order of its users does not matter
+        h1 = hash3(0, u, w)
+        h2 = hash3(1, u, w)
         with np.errstate(over="ignore"):
             s1 = np.zeros(self.L, dtype=np.uint64)
             s2 = np.zeros(self.L, dtype=np.uint64)
@@ -249,7 +240,3 @@ class MemberRouting:
             row = np.searchsorted(self.used_sets, ms[grouped])
             parts.append((grouped, table.take(row)))
         return _merge(len(nodes), parts)
-
-    def expand_links(self, arr: np.ndarray) -> np.ndarray:
-        """A per-directed-link result with every link given its representative's value."""
-        return arr[self.rep]

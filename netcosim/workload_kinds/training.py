@@ -17,7 +17,7 @@ from compute.memory import memory_per_gpu
 from compute.model import get_model
 from compute.parallel import ParallelConfig, validate
 from compute.report import summarize
-from compute.training import build_step, fault_location, parse_gpu_faults
+from compute.training import build_step, fault_args, parse_gpu_faults
 from topo.errors import InputError
 
 KEYS = ("model", "gpu", "parallel", "placement", "tp_comm", "symmetry", "granularity",
@@ -72,9 +72,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
 
     detail = network_detail(spec, where)
     gpu_faults = parse_gpu_faults(spec.get("gpu_faults"), f"{where}.gpu_faults")
-    faults = scenario_faults()
-    has_faults = faults is not None and len(faults) > 0
-    fault_hosts, fault_scaleup = fault_location(topology, faults) if has_faults else (None, None)
+    located = fault_args(topology, scenario_faults())
     n_gpus = par.n_gpus if par.dp else topology.n_hosts
     try:
         m = get_model(spec["model"])
@@ -87,9 +85,8 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
                               tp_comm=spec.get("tp_comm", "auto"),
                               symmetry=spec.get("symmetry", "auto"),
                               granularity=spec.get("granularity", "segment"),
-                              algorithm=spec.get("algorithm"), faults=has_faults,
-                              network_detail=how, fault_hosts=fault_hosts,
-                              fault_scaleup=fault_scaleup, gpu_faults=gpu_faults)
+                              algorithm=spec.get("algorithm"), network_detail=how,
+                              gpu_faults=gpu_faults, **located)
 
         sched = build_as("auto")
         if detail == "full":
