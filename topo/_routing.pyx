@@ -111,6 +111,17 @@ cdef Py_ssize_t _max_degree(const int64_t[::1] ptr):
     return m
 
 
+cdef inline Py_ssize_t _hop(Py_ssize_t* cand, int32_t count, int mode, uint64_t seed,
+                            int64_t fid, int32_t u, int32_t d, const int32_t[::1] dl,
+                            const double[::1] dlat, int32_t[::1] out_link, Py_ssize_t k,
+                            double* lat) noexcept nogil:
+    # take the policy's candidate: record its link as hop k, add its latency; its index back
+    cdef Py_ssize_t j = cand[_pick(mode, seed, fid, u, d, count)]
+    out_link[k] = dl[j]
+    lat[0] += dlat[dl[j]]
+    return j
+
+
 def walk_single(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::1] dl,
                 const uint8_t[::1] alive, int32_t n_hosts, bint hosts_forward,
                 const double[::1] dlat, const int32_t[:, ::1] rows, const int64_t[::1] row_of,
@@ -154,9 +165,7 @@ def walk_single(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::
                     if count == 0 or k >= out_ptr[i + 1]:
                         stuck += 1
                         break
-                    j = cand[_pick(mode, seed, fid[i], u, d, count)]
-                    out_link[k] = dl[j]
-                    lat += dlat[dl[j]]
+                    j = _hop(cand, count, mode, seed, fid[i], u, d, dl, dlat, out_link, k, &lat)
                     k += 1
                     u = nbr[j]
             out_lat[i] = lat
@@ -401,9 +410,7 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
                     if count == 0 or k >= out_ptr[i + 1]:
                         stuck += 1
                         break
-                    j = cand[_pick(mode, seed, fid[i], u, d, count)]
-                    out_link[k] = dl[j]
-                    lat += dlat[dl[j]]
+                    j = _hop(cand, count, mode, seed, fid[i], u, d, dl, dlat, out_link, k, &lat)
                     k += 1
                     u = nbr[j]
             out_lat[i] = lat
