@@ -70,7 +70,7 @@ def run(name, model=True, dt=0.5e-6, fifo=False):
     P, mtu = build(name)
     topo, sched, routing, faults = P.topology, P.schedule, P.routing, P.faults
     tr = np.flatnonzero(sched.kind == 0)
-    p = routing.paths(sched.src[tr], sched.dst[tr], flow_id=tr)
+    p = routing.paths(sched.src[tr], sched.dst[tr], flow_id=sched.routing_keys(tr))
     n = sched.n
     bw = topo.dlink_bw.astype(float)
     cap = bw.copy()

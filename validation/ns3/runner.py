@@ -56,7 +56,8 @@ def _epoch_paths(routing, schedule: Schedule, alive, tidx):
     reach = np.ones(n, dtype=np.uint8)
     if tidx.size == 0:
         return ptr, np.zeros(0, dtype=np.int32), reach
-    p = routing.paths(schedule.src[tidx], schedule.dst[tidx], flow_id=tidx, alive=alive)
+    p = routing.paths(schedule.src[tidx], schedule.dst[tidx], flow_id=schedule.routing_keys(tidx),
+                      alive=alive)
     if p.weight.size and not np.all(p.weight == 1.0):
         raise NS3Unsupported(f"routing.policy = {routing.policy!r}: splits flows over several "
                              f"paths, which ns-3 static routes cannot reproduce")

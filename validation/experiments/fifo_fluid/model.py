@@ -41,6 +41,7 @@ class FifoState:
         self.bw = topology.dlink_bw.astype(np.float64)
         self.lat = topology.dlink_lat.astype(np.float64)
         self.src, self.dst = schedule.src, schedule.dst
+        self.keys = schedule.routing_keys(np.arange(n))  # ECMP hash key, as the engines use
         self.payload = np.asarray(schedule.size, dtype=np.float64)
         # one step = one full data packet serialised on the fastest link
         self.dt = self.pkt / float(self.bw.max()) if L else 1.0
@@ -254,7 +255,7 @@ def run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> Re
     st = FifoState(topology, schedule, opts, faults)
     tr = np.flatnonzero(schedule.kind == TRANSFER).astype(np.int64)
     if len(tr):
-        st.assign(tr, routing.paths(st.src[tr], st.dst[tr], flow_id=tr))
+        st.assign(tr, routing.paths(st.src[tr], st.dst[tr], flow_id=st.keys[tr]))
     setup_s = time.perf_counter() - wall0
     delay = opts["reroute_delay_us"] * 1e-6
     ftime = np.asarray(faults.time, dtype=np.float64)
@@ -306,21 +307,21 @@ def _fault_instant(st, routing, faults, fi, t, delay, reroute_at) -> int:
             # not sending yet (waiting, or in the handshake): a new path now
             wait = st.transfers_on(np.flatnonzero(~alive), [F.WAIT, F.TIMED])
             if len(wait):
-                st.assign(wait, routing.paths(st.src[wait], st.dst[wait], flow_id=wait,
+                st.assign(wait, routing.paths(st.src[wait], st.dst[wait], flow_id=st.keys[wait],
                                               alive=alive))
                 st.moved[wait] = True
         if any_up:
             w = np.flatnonzero((st.kind == TRANSFER) & (st.state == F.WAIT) &
                                (st.moved | (st.plen < 0)))
             if len(w):
-                st.assign(w, routing.paths(st.src[w], st.dst[w], flow_id=w, alive=alive))
+                st.assign(w, routing.paths(st.src[w], st.dst[w], flow_id=st.keys[w], alive=alive))
     due = reroute_at.pop(t, None)
     if due:
         flows = np.unique(np.concatenate(due))
         flows = flows[st.state[flows] == F.STALLED]
         if len(flows):
             st.reroutes[flows] += 1
-            lost = st.assign(flows, routing.paths(st.src[flows], st.dst[flows], flow_id=flows,
+            lost = st.assign(flows, routing.paths(st.src[flows], st.dst[flows], flow_id=st.keys[flows],
                                                   alive=alive))
             st.state[lost] = F.STRANDED
             st.resume(np.setdiff1d(flows, lost))
