@@ -9,7 +9,15 @@ Node by node (docs/interop.md has the full table):
   attributes ``comm_dst`` (send) and ``comm_src`` (receive), the size from ``comm_size``, the tag
   from ``comm_tag``. Matching follows MPI's non-overtaking rule: the k-th send from s to d with
   tag t pairs with the k-th receive at d from s with tag t, in node-id order; then pairs whose
-  tags differ; then sides without a peer (a warning each).
+  tags differ; then sides without a peer (a warning each). How a pair waits (``p2p``):
+
+  - ``"eager"`` (default; ASTRA-sim's send/recv): the TRANSFER waits for the send's parents only
+    and is the send's completion (the data has been delivered); the receive is a zero-time
+    DELAY ``p2p_recv`` on the receiver that waits for the TRANSFER and the receive's own
+    parents, and is what the receive's children wait for. A rank may thus post its send
+    before its receive (custom-collective traces do) without a deadlock.
+  - ``"rendezvous"``: the TRANSFER waits for the parents of both sides and is the completion of
+    both (netcosim before eager semantics).
 * ``COMM_COLL_NODE`` -> the transfers of ``collectives.build(op, algorithm, members, comm_size)``.
   The k-th collective of communicator ``pg_name`` on every member rank forms one instance
   (node-id order). Members come from ``comm_groups`` (pg_name -> ranks) or, failing that, are the
@@ -53,6 +61,8 @@ COMM_OPS = {
     pb.REDUCE_SCATTER_BLOCK: "reduce_scatter",
     pb.BARRIER: "barrier",
 }
+# How a matched send/receive pair waits (docs/interop.md "Point-to-point semantics").
+P2P_MODES = ("eager", "rendezvous")
 DEFAULT_ALGORITHMS = {
     "all_reduce": "ring",
     "reduce": "ring",
@@ -180,14 +190,15 @@ class _Warn:
 
 def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None = None,
                 algorithms: dict | None = None, gpu=None, precision: str = "bf16",
-                deps: str = "both", rank_hosts=None, where: str = "chakra") -> Schedule:
+                deps: str = "both", rank_hosts=None, p2p: str = "eager",
+                where: str = "chakra") -> Schedule:
     """The Schedule of ``traces`` (a path, or the list of :class:`RankTrace` from
     :func:`read_trace`). ``n_hosts``: the fabric's host count, to refuse ranks outside it.
-    ``rank_hosts``: host of each rank (default: rank r on host r)."""
+    ``rank_hosts``: host of each rank (default: rank r on host r). ``p2p``: ``"eager"`` or
+    ``"rendezvous"``, how a matched send/receive pair waits (module docstring)."""
+    check_options(deps, p2p, where)
     if not isinstance(traces, (list, tuple)) or (traces and not isinstance(traces[0], RankTrace)):
         traces = read_trace(traces)
-    if deps not in ("both", "data"):
-        raise InputError(f"{where}.deps = {deps!r}: expected \"both\" or \"data\"")
     _check_algorithms(algorithms or {}, where)
     _check_precision(precision, where)
     algorithms = {**DEFAULT_ALGORITHMS, **(algorithms or {})}
@@ -232,7 +243,7 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 i = out.add(DELAY, h, -1, 0, node.duration_micros * 1e-6, "delay", r, node.id)
                 entry[r][k] = exit_[r][k] = i
 
-    _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn)
+    _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn, eager=p2p == "eager")
     for pg in sorted(colls):
         _map_collectives(out, pg, colls[pg], comm_groups, by_rank, host_of, n_hosts, algorithms,
                          entry, exit_, warn, where)
@@ -260,13 +271,22 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 out.edge(int(entry[r][k]), int(exit_[r][pk]))
     warn.flush()
     sched = _build(out)
-    sched.meta.update({"workload": "chakra", "n_ranks": len(traces),
+    sched.meta.update({"workload": "chakra", "n_ranks": len(traces), "p2p": p2p,
                        "trace_files": [t.path for t in traces]})
-    _check_dag(sched, by_rank)
+    _check_dag(sched, by_rank, p2p, where)
     return sched
 
 
 # =========================================================================== pieces
+def check_options(deps, p2p, where: str) -> None:
+    """``deps`` and ``p2p`` name known modes (checked before any trace file is read)."""
+    if not isinstance(deps, str) or deps not in ("both", "data"):
+        raise InputError(f"{where}.deps = {deps!r}: expected \"both\" or \"data\"")
+    if not isinstance(p2p, str) or p2p not in P2P_MODES:
+        raise InputError(f"{where}.p2p = {p2p!r}: expected \"eager\" (the default) or "
+                         f"\"rendezvous\"")
+
+
 def _host_map(traces, n_hosts, rank_hosts, where) -> dict:
     ranks = [t.rank for t in traces]
     if rank_hosts is None:
@@ -366,8 +386,9 @@ def _comp_seconds(node, spec, precision, t, k, warn) -> float:
     return 0.0
 
 
-def _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn):
-    """Pair sends and receives; one TRANSFER per pair (or per unpaired side with a peer)."""
+def _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn, eager: bool):
+    """Pair sends and receives; one TRANSFER per pair (or per unpaired side with a peer).
+    ``eager``: a pair's receive is a join node after the transfer (see _transfer)."""
     sends.sort(key=lambda s: (s[0], s[1]))
     recvs.sort(key=lambda s: (s[0], s[1]))
     s_used = [False] * len(sends)
@@ -412,7 +433,8 @@ def _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn):
         if s[5] is not None and rv[5] is not None and s[5] != rv[5]:
             warn("size", f"{_w(by_rank, s)}: comm_size {s[5]} but its receive "
                          f"{_w(by_rank, rv)} expects {rv[5]}; using the send's")
-        _transfer(out, host_of[s[0]], host_of[rv[0]], size, [s, rv], entry, exit_, by_rank, warn)
+        _transfer(out, host_of[s[0]], host_of[rv[0]], size, [s, rv], entry, exit_, by_rank, warn,
+                  eager)
     for i, s in enumerate(sends):
         if not s_used[i]:
             _lonely(out, s, "COMM_SEND", host_of, entry, exit_, by_rank, warn, sender=True)
@@ -458,7 +480,16 @@ def _w(by_rank, rec) -> str:
     return by_rank[rec[0]].where(rec[2])
 
 
-def _transfer(out, src_h, dst_h, size, recs, entry, exit_, by_rank, warn):
+def _transfer(out, src_h, dst_h, size, recs, entry, exit_, by_rank, warn, eager=False):
+    """The TRANSFER (a zero-time DELAY for a rank sending to itself) of ``recs``: a matched
+    [send, receive] or a lone side.
+
+    Rendezvous (and a lone side): the transfer is the entry and the exit of every record, so
+    it waits for the parents of both sides and the children of both wait for it. Eager, for a
+    pair: the transfer is the send's entry and exit (it leaves when the send's parents are
+    done; the send completes when the data is delivered), and the receive gets a zero-time
+    join node after the transfer that is its entry and exit (it completes when its own
+    parents are done and the data has arrived)."""
     rec = recs[0]
     if size is None:
         warn("nosize", f"{_w(by_rank, rec)}: no comm_size; the transfer carries 0 bytes")
@@ -469,6 +500,13 @@ def _transfer(out, src_h, dst_h, size, recs, entry, exit_, by_rank, warn):
         i = out.add(DELAY, src_h, -1, 0, 0.0, "p2p", rec[0], rec[1])
     else:
         i = out.add(TRANSFER, src_h, dst_h, int(size), 0.0, "p2p", rec[0], rec[1], rec[4])
+    if eager and len(recs) == 2:
+        s, rv = recs
+        entry[s[0]][s[2]] = exit_[s[0]][s[2]] = i
+        j = out.add(DELAY, dst_h, -1, 0, 0.0, "p2p_recv", rv[0], rv[1])
+        out.edge(j, i)
+        entry[rv[0]][rv[2]] = exit_[rv[0]][rv[2]] = j
+        return
     for r in recs:
         entry[r[0]][r[2]] = exit_[r[0]][r[2]] = i
 
@@ -622,8 +660,9 @@ def _build(out: _Out) -> Schedule:
     )
 
 
-def _check_dag(sched: Schedule, by_rank) -> None:
-    """A cycle in the trace is reported as the file and node id it goes through."""
+def _check_dag(sched: Schedule, by_rank, p2p: str = "eager", where: str = "chakra") -> None:
+    """A cycle in the trace is reported as the file and node id it goes through (with a hint
+    when rendezvous semantics may be what makes it one)."""
     try:
         sched.topological_order()
     except ScheduleError:
@@ -632,9 +671,14 @@ def _check_dag(sched: Schedule, by_rank) -> None:
         r = int(sched.extra["chakra_rank"][i])
         cid = int(sched.extra["chakra_id"][i])
         path = by_rank[r].path if r in by_rank else f"rank {r}"
+        hint = ""
+        if p2p == "rendezvous" and (sched.kind[indeg_left] == TRANSFER).any():
+            hint = (f" under {where}.p2p = \"rendezvous\" (a transfer waits for the parents "
+                    f"of both its send and its receive; traces that post a send before its "
+                    f"receive need p2p = \"eager\")")
         raise ChakraMappingError(f"{path}: node id {cid}: dependency cycle (through this node "
                                  f"and {len(indeg_left) - 1} other schedule nodes); the trace "
-                                 f"can never finish") from None
+                                 f"can never finish{hint}") from None
 
 
 def _stuck_nodes(s: Schedule) -> np.ndarray:

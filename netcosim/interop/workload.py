@@ -12,6 +12,7 @@ algorithms = { all_reduce = "ring" }    # op -> collectives algorithm
 gpu = "h100_sxm"                        # prices COMP nodes that only carry num_ops/tensor_size
 precision = "bf16"
 deps = "both"                           # "both" (data + ctrl deps) or "data"
+p2p = "eager"                           # send/recv semantics: "eager" or "rendezvous"
 rank_hosts = [0, 1, 2, 3]               # host of each rank (default: rank r on host r)
 ```
 
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from topo.errors import InputError
 
-KEYS = ("path", "comm_groups", "algorithms", "gpu", "precision", "deps", "rank_hosts")
+KEYS = ("path", "comm_groups", "algorithms", "gpu", "precision", "deps", "rank_hosts", "p2p")
 
 
 def scenario_dir() -> Path | None:
@@ -70,12 +71,14 @@ def _comm_groups(v, where: str, base: Path | None, trace_path: Path):
 
 def build(topology, spec: dict, where: str, seed: int):
     from netcosim.interop.chakra_reader import read_trace
-    from netcosim.interop.chakra_to_schedule import no_gc, to_schedule
+    from netcosim.interop.chakra_to_schedule import check_options, no_gc, to_schedule
 
     path = spec.get("path")
     if not isinstance(path, str) or not path:
         raise InputError(f"{where}.path = {path!r}: expected the trace directory or file "
                          f"(relative to the scenario file)")
+    deps, p2p = spec.get("deps", "both"), spec.get("p2p", "eager")
+    check_options(deps, p2p, where)  # before a possibly large trace is read
     base = scenario_dir()
     trace_path = _resolve(path, base)
     if not trace_path.exists():
@@ -97,7 +100,7 @@ def build(topology, spec: dict, where: str, seed: int):
     with no_gc():  # see chakra_to_schedule.no_gc
         sched = to_schedule(read_trace(trace_path), topology.n_hosts, comm_groups=groups,
                             algorithms=algorithms, gpu=gpu, precision=precision,
-                            deps=spec.get("deps", "both"), rank_hosts=rank_hosts, where=where)
+                            deps=deps, rank_hosts=rank_hosts, p2p=p2p, where=where)
     if sched.n == 0:
         raise InputError(f"{where}.path = {path!r}: the trace has no nodes")
     return sched
