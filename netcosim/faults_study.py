@@ -289,10 +289,11 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
                           single, max_single, single_samples,
                           gpu_hosts=prepared.schedule.meta.get("gpu_hosts"))
     params = GPU_PARAMS if fkind.gpu else PARAMS
+    timers = tcp_timers(scenario)
     meta = {"kind": "faults", "scenario": title or scenario.name, "baseline_makespan_us": base_us,
             "fault_kind": fkind.kind, "factor": fkind.factor,
             "layer": "gpus" if fkind.gpu else layer,
-            "at_us": at, "fractions": fractions, "trials": trials}
+            "at_us": at, "fractions": fractions, "trials": trials, "tcp_timers": timers}
     outcome = run_points(points, out_dir, backend, resume, params=params, meta=meta,
                          desc="faults")
     rows = outcome.rows
@@ -317,7 +318,21 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
         json.dump(base, fh, indent=2)
         fh.write("\n")
     return {"baseline": base, "summary": summ, "costliest": costly, "outcome": outcome,
-            "at_us": at}
+            "at_us": at, "tcp_timers": timers}
+
+
+def tcp_timers(scenario) -> dict | None:
+    """The TCP timers a study runs with (packet engine, tcp or dctcp), else None: with loss,
+    the recovery timers rather than the fabric can decide the slowdown, so a study says which
+    ones it used (engine.tcp_timers and the values)."""
+    if scenario.engine_kind != "packet":
+        return None
+    from netcore.packet.options import TIMER_KEYS
+
+    opts = scenario.engine_options()
+    if opts["transport"] not in ("tcp", "dctcp"):
+        return None
+    return {"preset": opts["tcp_timers"], **{k: opts[k] for k in TIMER_KEYS}}
 
 
 def _slowdown(r: dict, base_us: float):

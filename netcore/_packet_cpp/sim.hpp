@@ -116,6 +116,10 @@ struct alignas(64) Conn {
     ps_t last_ts = 0;
     size_t rx_head = 0;     // first transfer not yet completed at the receiver
     ps_t syn_ts = 0;
+    // time of the live EV_RTO event (rto_pending). A deadline moved later is caught lazily when
+    // that event fires; one moved earlier (the first data segment after a SYN timer of 3 s, an
+    // RTO shrunk by a new RTT sample) gets an event of its own, and later ones are then stale
+    ps_t rto_evt = NEVER;
     // DCTCP
     double alpha = 1.0;
     int64_t win_acked = 0, win_marked = 0;
@@ -241,6 +245,7 @@ private:
     void node_finish(int32_t node);
     void transfer_done(int32_t node);
     void strand_conn(int32_t c);
+    bool tcp_like() const { return cfg.transport == T_TCP || cfg.transport == T_DCTCP; }
     int32_t next_link(Pkt& p, int32_t node);
     int32_t pkt_dst(const Pkt& p) const {  // destination host (per-hop routing)
         const Conn& C = conns[p.conn];
@@ -329,6 +334,7 @@ private:
     void tcp_on_synack(int32_t c, ps_t ts);
     void tcp_rto(int32_t c);
     void tcp_arm_rto(int32_t c);
+    void tcp_schedule_rto(Conn& C, int32_t c);  // push EV_RTO for C.rto_deadline unless one is due by then
     void tcp_delack(int32_t c, int64_t gen);
     void tcp_rtt_sample(Conn& c, ps_t sample);
     // ideal / DCQCN (transport_rate.cpp)

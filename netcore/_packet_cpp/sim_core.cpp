@@ -199,11 +199,12 @@ void Sim::dispatch(const Event& e) {
         case EV_NODE_DONE: node_end[e.a] = now; node_finish(e.a); return;
         case EV_RTO: {
             Conn& C = conns[e.a];
+            if (!C.rto_pending || now != C.rto_evt) return;  // superseded by an earlier one
             C.rto_pending = false;
+            C.rto_evt = NEVER;
             if (C.done || C.dead || C.rto_deadline == NEVER) return;
             if (now < C.rto_deadline) {  // lazily re-armed timer: fire at the new deadline
-                eq.push(C.rto_deadline, EV_RTO, e.a);
-                C.rto_pending = true;
+                tcp_schedule_rto(C, e.a);
                 return;
             }
             tcp_rto(e.a);
@@ -655,10 +656,13 @@ std::vector<int32_t> Sim::dead_transfers() const {
         return false;
     };
     for (size_t i = 0; i < kind.size(); ++i) {
+        // (a transfer under way without a path is found through its connection, below)
         if (kind[i] != 0 || node_end[i] >= 0 || node_stranded[i] || !nreach[i]) continue;
         if (path_dead(npath_off[i], npath_len[i])) { out.push_back((int32_t)i); mark[i] = 1; }
     }
-    for (const Conn& C : conns)  // warm connections keep the path of their first transfer
+    // warm connections keep the path of their first transfer; a TCP connection left without
+    // a path keeps its old one and asks again whenever that path is still dead
+    for (const Conn& C : conns)
         if (!C.done && !C.dead && !mark[C.owner] && path_dead(C.path_off, C.path_len)) {
             out.push_back(C.owner);
             mark[C.owner] = 1;
@@ -683,7 +687,14 @@ void Sim::set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t
     for (size_t c = 0; c < conns.size(); ++c) {
         Conn& C = conns[c];
         if (C.done || C.dead) continue;
-        if (!nreach[C.owner]) { strand_conn((int32_t)c); continue; }
+        if (!nreach[C.owner]) {
+            // TCP under way keeps its old path, whose dead link drops what it sends (as a
+            // router with no route does), and its timers: it resumes if a later reroute (the
+            // link coming back) gives it a path, and gives up after data_retries timeouts.
+            // Rate-based senders would resend into the dead link at once, forever: stranded.
+            if (!tcp_like()) strand_conn((int32_t)c);
+            continue;
+        }
         if (C.path_off != npath_off[C.owner]) paths_changed = true;
         C.path_off = npath_off[C.owner];
         C.path_len = npath_len[C.owner];

@@ -39,7 +39,14 @@ void Sim::tcp_send_syn(int32_t c) {
     const ps_t wait = cfg.conn_timeout > (TIME_LIMIT >> shift) ? TIME_LIMIT
                                                                : cfg.conn_timeout << shift;
     C2.rto_deadline = now + wait;
-    if (!C2.rto_pending) { eq.push(C2.rto_deadline, EV_RTO, c); C2.rto_pending = true; }
+    tcp_schedule_rto(C2, c);
+}
+
+void Sim::tcp_schedule_rto(Conn& C, int32_t c) {
+    if (C.rto_pending && C.rto_evt <= C.rto_deadline) return;  // caught when that event fires
+    eq.push(C.rto_deadline, EV_RTO, c);
+    C.rto_pending = true;
+    C.rto_evt = C.rto_deadline;
 }
 
 void Sim::tcp_on_synack(int32_t c, ps_t ts) {
@@ -72,7 +79,7 @@ void Sim::tcp_rtt_sample(Conn& C, ps_t m) {
 void Sim::tcp_arm_rto(int32_t c) {
     Conn& C = conns[c];
     C.rto_deadline = now + C.rto;
-    if (!C.rto_pending) { eq.push(C.rto_deadline, EV_RTO, c); C.rto_pending = true; }
+    tcp_schedule_rto(C, c);
 }
 
 void Sim::tcp_send_seg(int32_t c, int32_t seg) {

@@ -22,6 +22,30 @@ L3L4_HEADER = {
     "dcqcn": 44,  # RoCEv2: IPv4 20 + UDP 8 + InfiniBand BTH 12 + ICRC 4
 }
 
+# Named sets of TCP timers (`engine.tcp_timers`). A timer key given explicitly wins over its
+# preset. ns-3's defaults stay the cross-validation reference, but they measure timers rather
+# than the fabric in a failure study of an AI cluster (a 1 s minimum RTO against RTTs of
+# microseconds), hence a Linux set and a data-centre-tuned set (docs/packet_engine.md, "TCP
+# timers", gives the sources).
+TIMER_KEYS = ("min_rto_s", "init_rto_s", "max_rto_s", "clock_granularity_s", "conn_timeout_s")
+TIMER_PRESETS = {
+    # ns-3.44: TcpSocketBase::MinRto 1 s, RttEstimator::InitialEstimation 1 s, 60 s cap,
+    # ClockGranularity 1 ms, TcpSocket::ConnTimeout 3 s
+    "ns3": {"min_rto_s": 1.0, "init_rto_s": 1.0, "max_rto_s": 60.0,
+            "clock_granularity_s": 1e-3, "conn_timeout_s": 3.0},
+    # Linux (include/net/tcp.h): TCP_RTO_MIN = HZ/5 = 200 ms, TCP_TIMEOUT_INIT = 1 s (RFC 6298,
+    # also the first SYN timeout), TCP_RTO_MAX = 120 s; 1 ms timer granularity (HZ = 1000)
+    "linux": {"min_rto_s": 0.2, "init_rto_s": 1.0, "max_rto_s": 120.0,
+              "clock_granularity_s": 1e-3, "conn_timeout_s": 1.0},
+    # data-centre-tuned Linux: the minimum RTO lowered to 5 ms per route (`ip route ... rto_min
+    # 5ms`, or net.ipv4.tcp_rto_min_us), between DCTCP's 10 ms (Alizadeh et al., SIGCOMM 2010)
+    # and the 200 us of fine-grained timers (Vasudevan et al., SIGCOMM 2009); microsecond
+    # timer granularity (hrtimers); SYNs keep Linux's 1 s
+    "datacenter": {"min_rto_s": 5e-3, "init_rto_s": 1.0, "max_rto_s": 120.0,
+                   "clock_granularity_s": 1e-6, "conn_timeout_s": 1.0},
+}
+
+
 DEFAULTS = {
     "transport": "tcp",
     "mtu": 9000,                  # IP MTU, bytes (docs/DESIGN.md scenario example)
@@ -31,12 +55,10 @@ DEFAULTS = {
     "buffer_bytes": 0,            # per output port, 0 = no byte limit
     "switch_buffer_bytes": 0,     # shared by all ports of a switch, 0 = none
     # --- TCP (ns-3.44 defaults) ---
+    "tcp_timers": "ns3",          # named set of the timer options below (TIMER_PRESETS)
     "init_cwnd": 10,              # TcpSocket::InitialCwnd = 10 segments
-    "min_rto_s": 1.0,             # TcpSocketBase::MinRto = 1 s (RFC 6298)
-    "init_rto_s": 1.0,            # RttEstimator::InitialEstimation = 1 s
-    "max_rto_s": 60.0,            # RFC 6298 upper bound (ns-3 caps the backed-off RTO at 60 s)
-    "clock_granularity_s": 1e-3,  # TcpSocketBase::ClockGranularity = 1 ms
-    "conn_timeout_s": 3.0,        # TcpSocket::ConnTimeout = 3 s (SYN retransmission)
+    **TIMER_PRESETS["ns3"],       # min_rto_s, init_rto_s, max_rto_s, clock_granularity_s,
+                                  # conn_timeout_s (SYN retransmission)
     "syn_retries": 6,             # TcpSocket::ConnCount = 6
     "data_retries": 6,            # TcpSocket::DataRetries = 6 (then the connection gives up)
     "dupack_threshold": 3,        # TcpSocketBase::ReTxThreshold = 3
@@ -110,6 +132,12 @@ def check_options(opts: dict) -> dict:
             raise InputError(f"engine.{key}: unknown option of the packet engine (known: "
                              f"{', '.join(sorted(DEFAULTS))})")
         out[key] = val
+    preset = out["tcp_timers"]
+    _need(isinstance(preset, str) and preset in TIMER_PRESETS, "tcp_timers", preset,
+          f"expected one of {', '.join(TIMER_PRESETS)}")
+    for key in TIMER_KEYS:  # the preset fills the timers the scenario does not set
+        if key not in (opts or {}):
+            out[key] = TIMER_PRESETS[preset][key]
     t = out["transport"]
     _need(t in TRANSPORTS, "transport", t, f"expected one of {', '.join(TRANSPORTS)}")
     hdr = L3L4_HEADER[t]
@@ -134,8 +162,8 @@ def check_options(opts: dict) -> dict:
     for key in ("clock_granularity_s", "reroute_delay_us", "sample_queues_us", "kmin_bytes",
                 "kmax_bytes"):
         _need(_num(out[key]) and out[key] >= 0, key, out[key], "expected a number >= 0")
-    _need(out["max_rto_s"] >= out["min_rto_s"], "max_rto_s", out["max_rto_s"],
-          f"below engine.min_rto_s = {out['min_rto_s']}")
+    _need(out["min_rto_s"] <= out["max_rto_s"], "min_rto_s", out["min_rto_s"],
+          f"above engine.max_rto_s = {out['max_rto_s']}")
     for key in ("dctcp_g", "dcqcn_g", "dctcp_alpha_init", "pmax"):
         _need(_num(out[key]) and 0 <= out[key] <= 1, key, out[key], "expected 0 <= value <= 1")
     for key in ("dctcp_g", "dcqcn_g"):

@@ -341,10 +341,11 @@ class Driver {
         }
         for (int i : changed)
         {
+            // a transfer under way that lost its path keeps its socket: what it sends is
+            // dropped for want of a route while its timers back off, and it resumes when a
+            // later epoch gives it a path again (TCP strands it after DataRetries timeouts,
+            // OnErrorClose), as the packet engine does
             AddRoutes(e, i);
-            // a transfer under way that lost its path is stranded (with its descendants)
-            if (!pReach[e][i] && released[i] && !done[i] && !stranded[i])
-                Strand(i);
         }
     }
 
@@ -389,7 +390,20 @@ class Driver {
         }
     }
     // never expected (no loss model, routes installed before the SYN): counted and reported
-    static void OnConnectFail(int, Ptr<Socket>) { g_drv->connectFailures++; }
+    // TCP gave up (SYN retries, or DataRetries timeouts in a row): the transfer is stranded,
+    // after the callback has returned (Strand closes the socket)
+    static void OnConnectFail(int i, Ptr<Socket>)
+    {
+        g_drv->connectFailures++;
+        Simulator::ScheduleNow([i]() { g_drv->Strand(i); });
+    }
+
+    static void OnNormalClose(int, Ptr<Socket>) {}
+
+    static void OnErrorClose(int i, Ptr<Socket>)
+    {
+        Simulator::ScheduleNow([i]() { g_drv->Strand(i); });
+    }
 
     void PrintRoutes(int u)
     {
@@ -419,6 +433,8 @@ class Driver {
         s->Bind();
         s->SetConnectCallback(MakeBoundCallback(&Driver::OnConnected, i),
                               MakeBoundCallback(&Driver::OnConnectFail, i));
+        s->SetCloseCallbacks(MakeBoundCallback(&Driver::OnNormalClose, i),
+                             MakeBoundCallback(&Driver::OnErrorClose, i));
         if (!traceCwnd.empty() && traceCwnd[i])
             s->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&Driver::OnCwnd, i));
         s->Connect(InetSocketAddress(DstAddr(i), 9));
