@@ -151,3 +151,28 @@ def test_study_file_cases_and_options():
     assert cases[1][1] == [(["workload"], d["faults_study"]["case"][1]["workload"])]
     with pytest.raises(InputError, match="faults_study.colour"):
         split_study(dict(BASE, faults_study={"colour": 1}))
+
+
+def test_a_packet_tcp_study_records_and_prints_its_timers(tmp_path):
+    """With loss, the TCP timers can decide a study's answer: it says which it ran with."""
+    import json
+    import subprocess
+    import sys
+
+    from netcosim.faults_study import tcp_timers
+
+    packet = dict(BASE, engine={"kind": "packet", "transport": "tcp", "tcp_timers": "linux",
+                                "min_rto_s": 0.01})
+    t = tcp_timers(Scenario.from_dict(packet))
+    assert t["preset"] == "linux" and t["min_rto_s"] == 0.01 and t["conn_timeout_s"] == 1.0
+    assert tcp_timers(Scenario.from_dict(dict(BASE))) is None  # flow engine: no timers
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(packet))
+    r = subprocess.run([sys.executable, "-m", "netcosim", "faults", str(f), "--fraction",
+                        "0.1", "--trials", "1", "--layer", "core", "--no-single",
+                        "--no-progress", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "TCP timers 'linux': minimum RTO 10 ms" in r.stdout
+    meta = json.loads((tmp_path / "o" / "sweep_meta.json").read_text())
+    assert meta["tcp_timers"]["min_rto_s"] == 0.01
