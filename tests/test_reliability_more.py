@@ -40,3 +40,157 @@ def test_scenario_layer_reuses_the_one_size_parser():
 
     with pytest.raises(InputError, match=r"workload.bytes = '0.3B': is 0.3 bytes"):
         netcosim.units.parse_bytes("0.3B", "workload.bytes")
+
+
+# =========================================================================== memory estimates
+BUDGET = "NETCOSIM_MEMORY_BUDGET"
+
+
+def _chain_file(tmp_path, n_hosts, pairs, name="chain.json") -> Path:
+    """A custom chain (host i - host i+1) with one flow per (src, dst) pair, written as JSON
+    text directly (the shape of a 3,000,000-host chain with 10^7 flows, scaled down)."""
+    links = ",".join(f"[{i},{i + 1},100,1.0]" for i in range(n_hosts - 1))
+    flows = ",".join(f'{{"src":{s},"dst":{d},"bytes":1000}}' for s, d in pairs)
+    p = tmp_path / name
+    p.write_text(f'{{"topology": {{"kind": "custom", "hosts": {n_hosts}, "links": [{links}]}}, '
+                 f'"workload": {{"kind": "flows", "flows": [{flows}]}}}}')
+    return p
+
+
+def _budget_for(p: Path, flows: int, extra: int) -> str:
+    """A budget ``extra`` bytes above what the file check estimates for ``p``."""
+    from netcosim import memory_guard as mg
+
+    need = mg.BASE_BYTES + mg.PARSED_BYTES_PER_BYTE * p.stat().st_size + \
+        flows * mg.BYTES_PER_TRANSFER
+    return str(need + extra)
+
+
+def test_a_flows_file_beyond_the_budget_is_refused_before_it_is_parsed(tmp_path, capsys,
+                                                                        monkeypatch):
+    import tomllib
+
+    import netcosim.scenario as scenario
+
+    n = 5_000
+    p = _chain_file(tmp_path, 3_000, [(i % 2999, i % 2999 + 1) for i in range(n)])
+    monkeypatch.setenv(BUDGET, _budget_for(p, n, -1))
+
+    def parsed(*a, **k):
+        raise AssertionError("the file was parsed before the estimate")
+
+    monkeypatch.setattr(scenario, "parse_json", parsed)
+    monkeypatch.setattr(tomllib, "loads", parsed)
+    out = tmp_path / "o"
+    line = refused(capsys, "run", p, "--out", out,
+                   has=(f"{p}", f"with about {n:,} flows", "needs, to load and run, about",
+                        f"{BUDGET} = ", "split the flows over several scenarios"))
+    assert "MiB of memory" in line or "GiB of memory" in line
+    assert not out.exists()
+    refused(capsys, "validate", p, has=(f"with about {n:,} flows",))
+
+
+def test_a_flows_file_within_the_budget_runs(tmp_path, capsys, monkeypatch):
+    n = 200
+    p = _chain_file(tmp_path, 300, [(i % 299, i % 299 + 1) for i in range(n)])
+    monkeypatch.setenv(BUDGET, _budget_for(p, n, 1 << 20))
+    rc, _, err = cli(capsys, "run", p, "--out", tmp_path / "o")
+    assert rc == 0, err
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["transfers"] == n and summary["stranded"] == 0
+
+
+def test_flows_whose_paths_cannot_fit_are_refused_before_the_schedule(tmp_path, capsys,
+                                                                     monkeypatch):
+    # a long chain: flows i -> n-1-i are n-1-2i hops long; the file itself is small
+    from netcosim import memory_guard as mg
+
+    n_hosts, k = 3_000, 400
+    far = [(i, n_hosts - 1 - i) for i in range(k)]
+    p = _chain_file(tmp_path, n_hosts, far)
+    true_mean = sum(d - s for s, d in far) / k
+    paths = k * (true_mean - mg.HOPS_INCLUDED) * mg.BYTES_PER_HOP
+    # room for the file and the transfers, and for half of the paths
+    monkeypatch.setenv(BUDGET, _budget_for(p, k, int(paths / 2)))
+
+    import netcore.schedule
+
+    def built(*a, **kw):
+        raise AssertionError("the schedule was built before the estimate")
+
+    monkeypatch.setattr(netcore.schedule.Schedule, "from_transfers", built)
+    line = refused(capsys, "validate", p, has=(f"workload.flows: {k:,} flows over paths of about",
+                                               "hops on average", f"{BUDGET} = ",
+                                               "flows between closer hosts"))
+    hops = float(line.split("paths of about ")[1].split(" hops")[0].replace(",", ""))
+    assert abs(hops - true_mean) < 0.05 * true_mean, (hops, true_mean)
+    monkeypatch.undo()
+    # the same number of flows between neighbours fits the same budget and runs
+    q = _chain_file(tmp_path, n_hosts, [(i, i + 1) for i in range(k)], name="near.json")
+    monkeypatch.setenv(BUDGET, _budget_for(q, k, int(paths / 2)))
+    rc, _, err = cli(capsys, "run", q, "--out", tmp_path / "o")
+    assert rc == 0, err
+
+
+def test_the_budget_variable_is_checked(tmp_path, capsys, monkeypatch):
+    p = _chain_file(tmp_path, 10, [(0, 9)])
+    monkeypatch.setenv(BUDGET, "lots")
+    refused(capsys, "validate", p, has=(f"{BUDGET} = 'lots'", "expected a size"))
+
+
+def test_a_large_flows_file_is_refused_in_a_subprocess_without_a_hang(tmp_path):
+    # the reported shape (a chain, many flows) end to end: one line, exit 2, no traceback
+    n = 20_000
+    p = _chain_file(tmp_path, 3_000, [(i % 2999, (i * 7) % 2999 + 1) for i in range(n)])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), BUDGET: "420MiB"}  # the file needs ~431
+    r = subprocess.run([sys.executable, "-m", "netcosim", "run", str(p), "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, timeout=60,
+                       env=env, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"with about {n:,} flows" in lines[0] and "420 MiB" in lines[0], lines[0]
+    assert not (tmp_path / "o").exists()
+
+
+# =========================================================================== validate, long chains
+def test_validate_on_a_long_chain_checks_reachability_without_walking_paths(tmp_path, capsys,
+                                                                           monkeypatch):
+    # every far pair of a switchless chain: the check walked each path (300 flows on a
+    # 3,000,000-host chain: 9.0 GB, 67 s); a connected fabric whose nodes all forward reaches
+    # every pair
+    from topo.routing import Routing
+
+    n_hosts = 20_000
+    p = _chain_file(tmp_path, n_hosts, [(i, n_hosts - 1 - i) for i in range(300)])
+
+    def walked(*a, **k):
+        raise AssertionError("paths were walked to check reachability")
+
+    monkeypatch.setattr(Routing, "paths", walked)
+    monkeypatch.setenv(BUDGET, "64GiB")  # the run's paths are not what is checked here
+    rc, out, err = cli(capsys, "validate", p)
+    assert rc == 0, err
+    assert out.startswith("OK ") and "300 transfers" in out
+
+
+def test_validate_on_a_chain_cut_by_a_fault_names_the_flow(tmp_path, capsys, monkeypatch):
+    from topo.routing import Routing
+
+    n_hosts = 2_000
+    p = _chain_file(tmp_path, n_hosts, [(0, 10), (5, 1_500), (1_999, 1_998)])
+    data = json.loads(p.read_text())
+    data["faults"] = [{"link": [1_000, 1_001], "kind": "down", "at_us": 0}]
+    p.write_text(json.dumps(data))
+
+    def walked(*a, **k):
+        raise AssertionError("paths were walked to check reachability")
+
+    monkeypatch.setattr(Routing, "paths", walked)
+    refused(capsys, "validate", p, has=("workload.flows[1]: host 5 cannot reach host 1500",
+                                        "down from time 0"))
+    # the link comes back later: a run-time stranding, not an input error
+    data["faults"].append({"link": [1_000, 1_001], "kind": "up", "at_us": 5})
+    p.write_text(json.dumps(data))
+    rc, _, err = cli(capsys, "validate", p)
+    assert rc == 0, err
