@@ -194,3 +194,94 @@ def test_validate_on_a_chain_cut_by_a_fault_names_the_flow(tmp_path, capsys, mon
     p.write_text(json.dumps(data))
     rc, _, err = cli(capsys, "validate", p)
     assert rc == 0, err
+
+
+# =========================================================================== sweeps of 10^6 points
+SWEEP_BASE = """
+[topology]
+kind = "fat_tree"
+k = 4
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 5, bytes = 100000}]
+[sweep]
+"""
+MILLION = '"seed" = "0..999 +1"\n"workload.flows.0.bytes" = "1..1000 +1"\n'
+
+
+def test_a_million_point_sweep_starts_checking_without_building_its_points(tmp_path, capsys,
+                                                                          monkeypatch):
+    # it built every point's scenario table first: no answer in 100 s, 1.7 GB
+    import time
+
+    from netcosim.sweep import points, worker
+    from topo.errors import InputError
+
+    made = []
+    real_point = points._point
+    monkeypatch.setattr(points, "_point", lambda *a: made.append(1) or real_point(*a))
+    first = []
+
+    def stop(items):
+        first.append([i for i, _, _ in items])
+        raise InputError("stopped at the first batch")
+
+    monkeypatch.setattr(worker, "check_batch", stop)
+    s = write(tmp_path, SWEEP_BASE + MILLION)
+    out = tmp_path / "o"
+    t0 = time.perf_counter()
+    refused(capsys, "sweep", s, "--out", out, "-j", "1", has=("stopped at the first batch",))
+    assert time.perf_counter() - t0 < 60  # a hang guard, not a speed target
+    assert first == [list(range(200))]  # batches of at most 200, in point order
+    assert len(made) < 1000, len(made)  # points are made as batches are asked for
+    assert not out.exists()
+
+
+def test_a_million_point_sweep_whose_first_point_fails_is_refused_at_once(tmp_path):
+    # every point names a host that does not exist: the first batch decides (in a
+    # subprocess: the real pool, no monkeypatching)
+    s = write(tmp_path, SWEEP_BASE + '"workload.flows.0.dst" = "16..1000015 +1"\n')
+    out = tmp_path / "o"
+    r = subprocess.run([sys.executable, "-m", "netcosim", "sweep", str(s), "--out", str(out),
+                        "-j", "1"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("netcosim: error: sweep point 0 (workload.flows.0.dst=16): "
+                               "workload.flows[0].dst = 16: host 16 does not exist"), lines[0]
+    assert not out.exists()
+
+
+def test_the_first_failing_point_is_named_whatever_order_batches_finish_in(tmp_path, capsys):
+    # points 1 and 3 fail. Two workers check batches of 2 ([0, 1], [2, 3], ...) in any order:
+    # the sweep stops once every batch up to a failing one is checked, and names point 1
+    s = write(tmp_path, SWEEP_BASE + '"workload.flows.0.dst" = [1, 99, 2, 77, 3, 4, 6]\n')
+    line = refused(capsys, "sweep", s, "--out", tmp_path / "o", "-j", "2",
+                   has=("sweep point 1 (workload.flows.0.dst=99): workload.flows[0].dst = 99",))
+    assert "point 3" not in line
+    # one worker checks batches of 4: both failures of the first are counted
+    refused(capsys, "sweep", s, "--out", tmp_path / "o", "-j", "1",
+            has=("sweep point 1 (workload.flows.0.dst=99)", "(2 of 4 points checked fail)"))
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_streamed_table_matches_the_rows_whatever_its_row_groups(tmp_path, monkeypatch):
+    pq = pytest.importorskip("pyarrow.parquet")
+    from netcosim.sweep import table
+
+    monkeypatch.setattr(table, "PARQUET_GROUP", 3)
+    rows = [{"point": i, "point_id": f"id{i}", "status": "ok", "x": i, "mixed": [i, "a"][i % 2],
+             "big": 2**64 + i, "maybe": None if i < 5 else 0.5, "flag": i % 2 == 0}
+            for i in range(8)]
+    table.write_table(tmp_path, rows, ["x"])
+    t = pq.read_table(tmp_path / "sweep.parquet")
+    assert t.num_rows == 8 and pq.ParquetFile(tmp_path / "sweep.parquet").num_row_groups == 3
+    d = t.to_pydict()
+    assert d["x"] == list(range(8)) and str(t.schema.field("x").type) == "int64"
+    assert d["mixed"] == ["0", "a", "2", "a", "4", "a", "6", "a"]  # mixed types: the CSV text
+    assert d["big"] == [str(2**64 + i) for i in range(8)]  # beyond int64: text, not a crash
+    assert d["maybe"] == [None] * 5 + [0.5] * 3 and d["flag"] == [i % 2 == 0 for i in range(8)]
+    cols, back = table.read_table(tmp_path / "sweep.csv")
+    assert cols[:4] == ["point", "point_id", "status", "x"] and len(back) == 8
+    assert [r["big"] for r in back] == [2**64 + i for i in range(8)]
