@@ -285,3 +285,197 @@ def test_a_streamed_table_matches_the_rows_whatever_its_row_groups(tmp_path, mon
     cols, back = table.read_table(tmp_path / "sweep.csv")
     assert cols[:4] == ["point", "point_id", "status", "x"] and len(back) == 8
     assert [r["big"] for r in back] == [2**64 + i for i in range(8)]
+
+
+# =========================================================================== what the fuzzing found
+STUDY = """
+[topology]
+kind = "fat_tree"
+k = 4
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 5, bytes = 100000}]
+[faults_study]
+trials = 1
+fraction = 0.1
+"""
+
+
+@pytest.mark.parametrize("argv, has", [
+    # each built its list of runs first: no answer (trials), MemoryError (n), ValueError
+    (["--trials", "1000000000000"], "--trials = 1000000000000: 1 fractions x "
+                                    "1,000,000,000,000 trials"),
+    (["--set", "faults_study.trials=1000000000000"], "faults_study.trials = 1000000000000"),
+    (["--fraction", "0.01..0.5 n1000000000000"], "1,000,000,000,000 values is more than"),
+    (["--fraction", "0.01..0.5 +1e-12"], "490,000,000,001 values is more than"),
+    (["--fraction", "0.01..0.5 +1e"], "the step must be a number"),
+    (["--set", 'faults_study.fraction=["x"]'], "expected a list of fractions"),
+])
+def test_fault_study_sizes_and_fractions_are_checked_before_any_run(tmp_path, capsys, argv,
+                                                                    has):
+    import time
+
+    s = write(tmp_path, STUDY)
+    out = tmp_path / "o"
+    t0 = time.perf_counter()
+    refused(capsys, "faults", s, "--out", out, "-j", "1", *argv, has=(has,))
+    assert time.perf_counter() - t0 < 60  # a hang guard
+    assert not out.exists()
+
+
+def test_sweep_with_a_workload_kind_that_is_not_a_name_is_refused(tmp_path, capsys):
+    # the [[plot]] result-column check hashed it: TypeError, exit 1
+    s = write(tmp_path, SWEEP_BASE.replace('kind = "flows"', "kind = []") +
+              '"seed" = [0, 1]\n[[plot]]\nx = "seed"\ny = "makespan_us"\n')
+    refused(capsys, "sweep", s, "--dry-run", has=("workload.kind = []: expected a string",))
+
+
+def test_a_fault_study_case_setting_that_cannot_apply_names_the_case(tmp_path, capsys):
+    # it was reported as a --set of the command line
+    s = write(tmp_path, STUDY + '[[faults_study.case]]\nlabel = "a"\n'
+                               '"workload.flows.x.bytes" = 5\n')
+    line = refused(capsys, "faults", s, "--out", tmp_path / "o", "-j", "1",
+                   has=("faults_study.case[0]: workload.flows.x.bytes: workload.flows has 1 "
+                        "entries; 'x' is not an index of it",))
+    assert "--set" not in line
+
+
+# =========================================================================== fuzzing study files
+# The pattern of test_reliability.py's CLI fuzz for the two file formats beyond the scenario
+# contract: a sweep file ([sweep] axes, ranges, bundles, blocks, [[plot]]) and a fault-study
+# file ([faults_study] options and cases), mutated (keys deleted, renamed, added, retyped;
+# values replaced by TOML literals, range strings among them) and run in a forked child:
+# exit 0 or 2, one line on stderr, no traceback, an answer within 60 s. 20 examples each by
+# default; NETCOSIM_FUZZ_EXAMPLES=500 for a longer search.
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fuzz_helpers import HUGE_OK, LITERALS, mutated, run_forked  # noqa: E402
+
+FUZZ_N = max(1, int(os.environ.get("NETCOSIM_FUZZ_EXAMPLES", "40")) // 2)
+FUZZ_SETTINGS = settings(max_examples=FUZZ_N, deadline=None, database=None,
+                         suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                HealthCheck.too_slow])
+SMALL_FLOWS = {"kind": "flows", "flows": [{"src": 0, "dst": 1, "bytes": 100000},
+                                          {"src": 1, "dst": 0, "bytes": 50000, "deps": [0]}]}
+SWEEP_BASES = [
+    {"name": "fz", "topology": {"kind": "fat_tree", "k": 4}, "workload": SMALL_FLOWS,
+     "sweep": {"seed": [0, 1], "workload.flows.0.bytes": "1KiB..4KiB",
+               "topology.link_gbps as bw": [100, 200],
+               "fabric": [{"label": "k2", "topology.k": 2}, {"label": "k4", "topology.k": 4}]},
+     "plot": [{"x": "bw", "y": "makespan_us", "hue": "fabric"}]},
+    {"name": "fz2", "topology": {"kind": "fat_tree", "k": 2}, "workload": SMALL_FLOWS,
+     "sweep": [{"mode": "zip", "seed": [0, 1, 2], "workload.flows.1.bytes": [10, 20, 30],
+                "columns": {"family": "zip"}},
+               {"mode": "sample", "n": 3, "sample_seed": 1, "set": {"routing.policy": "spray"},
+                "workload.flows.0.start_us": "0..4 +1", "seed": "1..3"}]},
+]
+SWEEP_LITERALS = LITERALS + ['"1..4"', '"1..1000000000000 +1"', '"1KiB..1GiB x4"', '"4..1"',
+                             '"1..2 x1"', '"1..8 +0"', '"x..y"', '"1..1e300 x2"',
+                             '"0.1..0.5 +0.1"', '"grid"', '"zip"', '"sample"', "[1, 2, 3]",
+                             '[{label = "a", "topology.k" = 4}]', '"topology.k"',
+                             '"makespan_us"', '"heatmap"', '{x = "seed", y = "makespan_us"}',
+                             '{"routing.policy" = "ecmp"}']
+FAULTS_BASE = {
+    "name": "fzf", "seed": 3, "topology": {"kind": "fat_tree", "k": 4},
+    "workload": {"kind": "flows", "flows": [{"src": 0, "dst": 5, "bytes": 100000}]},
+    "faults_study": {"trials": 2, "fraction": "0.05..0.2 n2", "kind": ["down", "degrade:0.5"],
+                     "layer": "core", "max_single": 4, "single_samples": 2,
+                     "case": [{"label": "small", "workload.flows.0.bytes": 1000},
+                              {"label": "pair", "workload": {"kind": "flows", "flows": [
+                                  {"src": 0, "dst": 15, "bytes": 2000}]}}]},
+}
+FAULTS_LITERALS = LITERALS + ['"0.01..0.5 n3"', '"0.01..0.5 +1e-12"',
+                              '"0.01..0.5 n1000000000000"', '"0.5..0.1"', '"degrade:0.5"',
+                              '"degrade:2"', '"gpu_slow:0.5"', '"hbm_degrade"', '"core"',
+                              '"edge"', '"aggregation"', '"any"', '"bogus"', '["down", "x"]',
+                              "[0.1, 0.2]", '["x"]', "0.99", '"down"']
+FAULTS_FLAGS = [("--trials", ["0", "1", "3", "1000000000000", "-2"]),
+                ("--fraction", ["0.1", "0.5,0.1", "0.01..0.5 n3", "2", "nan", "0.1..0.2 +0"]),
+                ("--kind", ["down", "degrade:0.1", "degrade:nan", "gpu_slow", "x:1"]),
+                ("--layer", ["core", "any", "edge", "spine"]),
+                ("--at-fraction", ["0.5", "1.5", "-0.1"]), ("--at-us", ["10", "-1", "inf"]),
+                ("--max-single", ["0", "-1", "1000000"]), ("--single-samples", ["0", "5"]),
+                ("--no-single", [])]
+
+
+def _fuzz_dir(tmp_path) -> Path:
+    import tempfile
+
+    return Path(tempfile.mkdtemp(dir=tmp_path))  # one per example (tmp_path is shared)
+
+
+def _one_line_or_ok(rc, err, argv):
+    shown = f"netcosim {' '.join(map(str, argv))}\n{err}"
+    assert rc in (0, 2), shown
+    assert "Traceback" not in err and "internal error" not in err, shown
+    if rc == 2:
+        lines = [x for x in err.strip().splitlines() if x.strip()]
+        usage = lines[0].startswith("usage: netcosim ") and \
+            lines[-1].startswith(f"netcosim {argv[0]}: error: ")  # argparse: flags clash
+        assert usage or (len(lines) == 1 and lines[0].startswith("netcosim: error: ")), shown
+    return shown
+
+
+@pytest.fixture(scope="module")
+def warm_flow_engine():
+    """Compile/load the flow engine here once, so forked children do not each load it."""
+    from netcosim.runner import warm_engine
+
+    warm_engine("flow")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forks the test process")
+@FUZZ_SETTINGS
+@given(data=st.data())
+def test_fuzz_sweep_files_exit_0_or_2_with_one_line(tmp_path, warm_flow_engine, data):
+    base = data.draw(st.sampled_from(range(len(SWEEP_BASES))))
+    sweep, _ = mutated(SWEEP_BASES[base], data.draw, literals=SWEEP_LITERALS,
+                       huge_ok=HUGE_OK | {"bytes", "seed"}, as_sets=False,
+                       add_keys=["colour", "mode", "n", "set", "columns", "label", "kind"])
+    here = _fuzz_dir(tmp_path)
+    f = here / "sweep.json"
+    f.write_text(json.dumps(sweep))
+    argv = ["sweep", f, "--dry-run"]
+    rc, err, out = run_forked(argv, here, with_stdout=True)
+    _one_line_or_ok(rc, err, argv)
+    if rc != 0:
+        return
+    n = int(out.split(" points")[0].replace(",", ""))
+    assert n >= 1, out
+    if n > 12:  # the run itself only for small sweeps (each point is a real run)
+        return
+    argv = ["sweep", f, "--out", here / "out", "-j", "1", "--no-progress"]
+    rc, err = run_forked(argv, here)
+    shown = _one_line_or_ok(rc, err, argv)
+    assert rc == 0, shown  # every point passed the check: rows, not a refusal
+    from netcosim.sweep.table import read_table
+
+    _, rows = read_table(here / "out" / "sweep.csv")
+    assert len(rows) == n and all(r["status"] in ("ok", "error", "infeasible")
+                                  for r in rows), shown
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forks the test process")
+@FUZZ_SETTINGS
+@given(data=st.data())
+def test_fuzz_fault_study_files_exit_0_or_2_with_one_line(tmp_path, warm_flow_engine, data):
+    study, _ = mutated(FAULTS_BASE, data.draw, literals=FAULTS_LITERALS,
+                       huge_ok=HUGE_OK | {"trials", "max_single", "single_samples", "fraction"},
+                       as_sets=False,
+                       add_keys=["colour", "trials", "layer", "case", "label", "kind"])
+    flags = []
+    for _ in range(data.draw(st.integers(0, 2))):
+        flag, values = data.draw(st.sampled_from(FAULTS_FLAGS))
+        flags += [flag] + ([data.draw(st.sampled_from(values))] if values else [])
+    here = _fuzz_dir(tmp_path)
+    f = here / "study.json"
+    f.write_text(json.dumps(study))
+    out = here / "out"
+    argv = ["faults", f, "--out", out, "-j", "1", "--no-progress", *flags]
+    rc, err = run_forked(argv, here)
+    shown = _one_line_or_ok(rc, err, argv)
+    if rc == 2:
+        assert not out.exists() or not any(out.iterdir()), shown
+    else:
+        assert any(out.rglob("fault_summary.csv")), shown
