@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from cli_helpers import cli, refused, write
-from netcosim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -600,8 +599,6 @@ def test_deeply_nested_set_value_is_one_line(capsys):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzz_helpers import HUGE, HUGE_OK, LITERALS, TIMEOUT_S  # noqa: E402,F401
-from fuzz_helpers import fuzz_paths as _fuzz_paths  # noqa: E402,F401
 from fuzz_helpers import mutated as _mutated  # noqa: E402
 from fuzz_helpers import run_forked as _run_forked  # noqa: E402
 
