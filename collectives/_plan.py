@@ -60,7 +60,7 @@ def check_ranks(ranks, name: str = "ranks") -> np.ndarray:
 
 def check_nbytes(nbytes, name: str = "nbytes") -> int:
     if isinstance(nbytes, str):
-        from netcosim.units import parse_bytes
+        from netcore.sizes import parse_bytes
 
         nbytes = parse_bytes(nbytes, name)
     if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, (int, np.integer, float)):

@@ -93,6 +93,8 @@ def parse_fractions(text) -> list[float]:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         vals = [float(text)]
     elif isinstance(text, (list, tuple)):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in text):
+            raise InputError(f"{field} {text!r}: expected a list of fractions (numbers)")
         vals = [float(v) for v in text]
     elif isinstance(text, str) and ".." in text:
         m = re.match(r"^\s*([0-9.eE+-]+)\s*\.\.\s*([0-9.eE+-]+?)\s*(?:(n|\+)\s*([0-9.eE+-]+))?\s*$",
@@ -109,13 +111,18 @@ def parse_fractions(text) -> list[float]:
         if hi < lo:
             raise InputError(f"{field} {text!r}: the range is empty (end < start)")
         if m.group(3) == "+":
-            step = float(m.group(4))
+            try:
+                step = float(m.group(4))
+            except ValueError:
+                raise InputError(f"{field} {text!r}: the step must be a number") from None
             if not step > 0:
                 raise InputError(f"{field} {text!r}: the step must be > 0")
             count = math.floor((hi - lo) / step + 1e-9) + 1
+            _check_count(count, text)
             vals = [float(f"{lo + i * step:.12g}") for i in range(count)]
         else:
             count = 6 if m.group(3) is None else _count(m.group(4), text)
+            _check_count(count, text)
             vals = ([lo] if count == 1 or lo == hi else
                     [float(f"{v:.6g}") for v in np.geomspace(lo, hi, count)])
     elif isinstance(text, str):
@@ -141,6 +148,27 @@ def _count(t, text) -> int:
     if n < 1:
         raise InputError(f"--fraction {text!r}: n{t} must be >= 1")
     return n
+
+
+def _check_count(count: int, text) -> None:
+    """A range's values are made one by one: refuse more than a study can run before making
+    them ("0.01..0.5 +1e-12" is 490 billion)."""
+    from netcosim.sweep.spec import MAX_POINTS
+
+    if count > MAX_POINTS:
+        raise InputError(f"--fraction {text!r}: {count:,} values is more than a study can "
+                         f"run ({MAX_POINTS:,} runs)")
+
+
+def check_size(n_fractions: int, trials: int, from_cli: dict) -> None:
+    """Fractions x trials runs, before any is drawn: at most MAX_POINTS, as for a sweep."""
+    from netcosim.sweep.spec import MAX_POINTS
+
+    if n_fractions * trials > MAX_POINTS:
+        name = "--trials" if from_cli.get("trials") is not None else "faults_study.trials"
+        raise InputError(f"{name} = {trials}: {n_fractions} fractions x {trials:,} trials is "
+                         f"{n_fractions * trials:,} runs, more than a study can run "
+                         f"({MAX_POINTS:,}); use fewer trials or fractions")
 
 
 def _check_fraction(v, text) -> None:
@@ -484,13 +512,17 @@ def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, so
         raise InputError("faults_study.kind = []: no fault kind")
     for k in kinds:
         FaultKind.parse(k)  # refuse a bad kind before any run
-    parse_fractions(opts["fraction"])
+    check_size(len(parse_fractions(opts["fraction"])), opts["trials"], options)
     out = Path(out_dir)
     results, jobs = [], []
-    for label, settings in cases:
+    for i, (label, settings) in enumerate(cases):
         d = copy.deepcopy(base)
         for path, value in settings:
-            apply_override(d, path, copy.deepcopy(value), ".".join(map(str, path)))
+            try:
+                apply_override(d, path, copy.deepcopy(value), ".".join(map(str, path)))
+            except InputError as e:  # a case's setting, not a --set of the command line
+                raise InputError(str(e).replace("--set ", f"faults_study.case[{i}]: ", 1)) \
+                    from None
         sc = Scenario.from_dict(d, source=source, default_name=name or "faults")
         for k in kinds:
             sub = out if len(cases) == 1 and len(kinds) == 1 else \

@@ -4,12 +4,29 @@ A transfer-by-transfer schedule costs about ``BYTES_PER_TRANSFER`` from the mome
 until its results are written (schedule arrays, dependency CSR, the flow engine's node and path
 state, the CSV text); measured on this project's machines: a 1 GiB ring all-reduce over the
 2,048 hosts of fat_tree k=16 (2.1 M transfers) peaks at 1.8 GB, a GPT-3 175B step on 4,096
-GPUs (4.9 M transfers) at 3.5 GB: 700-900 bytes each. The estimate rounds up, so a refusal is
-never a scenario that would have run; what to change comes with it (docs/scale.md).
+GPUs (4.9 M transfers) at 3.5 GB: 700-900 bytes each. The estimate is meant to round up;
+what to change comes with it (docs/scale.md).
+
+Three checks, each before the allocation it covers:
+
+* ``check_file``: a scenario file before it is parsed, from its size and a count of its flow
+  records (``"src"``): the parsed tables (``PARSED_BYTES_PER_BYTE`` per byte of file) plus
+  the transfers the flows become.
+* ``check_transfers``: a workload's transfer count before its schedule is built.
+* ``check_flow_paths``: explicit flows before their schedule is built, with the hops their
+  paths take sampled on the fabric: a transfer's path state grows with its hops
+  (``BYTES_PER_HOP`` beyond the ``HOPS_INCLUDED`` the per-transfer figure was measured with),
+  and on a 3,000,000-host chain a random pair is a million hops apart.
+
+The budget is ``SHARE`` of the machine's available memory, or ``NETCOSIM_MEMORY_BUDGET`` (a
+size such as ``"8GiB"``) when that is set: to plan for a smaller share of a shared machine,
+or, in tests, to make a small input trip a guard.
 """
 from __future__ import annotations
 
 import os
+
+import numpy as np
 
 from topo.errors import InputError
 
@@ -17,6 +34,23 @@ BYTES_PER_TRANSFER = 1000
 BASE_BYTES = 400 << 20  # interpreter, compiled kernels, topology and routing tables
 # the share of the machine's available memory a run may plan to use
 SHARE = 0.85
+BUDGET_ENV = "NETCOSIM_MEMORY_BUDGET"
+# A parsed JSON or TOML scenario: 11-13 bytes of Python tables per byte of JSON, 12-15 of TOML
+# (1,000,000 flows in 38 MB of JSON: 430 MB; a 3,000,000-host chain in 76 MB: 970 MB; peaks
+# while parsing, the file's bytes and text included)
+PARSED_BYTES_PER_BYTE = 16
+# One explicit flow's parsed table, kept for the whole run (the 430 MB above / 1,000,000)
+FLOW_TABLE_BYTES = 450
+# Path state per hop of a transfer, beyond the hops BYTES_PER_TRANSFER was measured with:
+# 1,000 random flows on a 20,000-host chain (6.7 M hops) took 730 MB more than 2 flows
+# (routing's CSR, the engine's per-link entries, the path column of flows.csv): 110 bytes
+BYTES_PER_HOP = 128
+HOPS_INCLUDED = 6
+# flows whose hop counts are measured to estimate the mean: one breadth-first search each,
+# at most HOP_SAMPLE_WORK node visits in all (16 on a 3,000,000-node chain, about 5 s)
+HOP_SAMPLE = 32
+HOP_SAMPLE_MIN = 8
+HOP_SAMPLE_WORK = 50_000_000
 
 
 def available_bytes() -> int:
@@ -34,24 +68,114 @@ def available_bytes() -> int:
         return 1 << 62  # unknown: never refuse on a guess
 
 
+def budget() -> tuple[int, str]:
+    """(bytes a run may plan to use, the words that say where that figure came from)."""
+    raw = os.environ.get(BUDGET_ENV, "").strip()
+    if raw:
+        from netcore.sizes import parse_bytes
+
+        b = parse_bytes(raw, BUDGET_ENV, allow_zero=False)
+        return b, f"{BUDGET_ENV} = {raw} allows {_gb(b)}"
+    have = available_bytes()
+    return int(SHARE * have), f"{_gb(have)} is available (a run plans on {SHARE:.0%} of it)"
+
+
 def estimate_bytes(n_transfers: int) -> int:
     return BASE_BYTES + int(n_transfers) * BYTES_PER_TRANSFER
+
+
+def check_bytes(need: int, lead: str, hint: str) -> None:
+    """InputError "<lead> about <need> of memory, but <budget>; <hint>" when ``need`` bytes
+    exceed the budget: one line with the estimate, the memory there is and what to change."""
+    allowed, have = budget()
+    if need > allowed:
+        raise InputError(f"{lead} about {_gb(need)} of memory, but {have}; {hint}")
 
 
 def check_transfers(n_transfers: int, where: str, what: str, hint: str) -> None:
     """InputError (exit 2 from the CLI) when ``n_transfers`` point-to-point transfers cannot
     fit; the message gives the estimate, the memory there is, and ``hint``."""
-    need = estimate_bytes(n_transfers)
-    have = available_bytes()
-    if need > SHARE * have:
-        raise InputError(f"{where}: {what} is {n_transfers:,} transfers, about "
-                         f"{_gb(need)} of memory, but {_gb(have)} is available; {hint}")
+    check_bytes(estimate_bytes(n_transfers), f"{where}: {what} is {n_transfers:,} transfers,",
+                hint)
+
+
+def check_file(path, size: int, data: bytes | None = None) -> None:
+    """A scenario file of ``size`` bytes. Without ``data``, before it is read: its bytes must
+    fit. With ``data`` (its bytes), before it is parsed: its parsed tables plus the transfers
+    its flow records (counted as ``"src"`` keys) become."""
+    if data is None:
+        check_bytes(BASE_BYTES + int(size), f"scenario file {str(path)!r}: {_mb(size)} needs",
+                    "use a smaller file, or a machine with more memory")
+        return
+    flows = data.count(b'"src"' if str(path).lower().endswith(".json") else b"src")
+    need = BASE_BYTES + PARSED_BYTES_PER_BYTE * int(size) + flows * BYTES_PER_TRANSFER
+    what = f"{_mb(size)}" + (f" with about {flows:,} flows" if flows else "")
+    hint = "split the flows over several scenarios" if flows else "use a smaller file"
+    check_bytes(need, f"scenario file {str(path)!r}: {what} needs, to load and run,",
+                f"{hint}, or a machine with more memory")
+
+
+def check_flow_paths(topology, flows: list, where: str) -> None:
+    """Explicit ``flows`` (their tables, not yet checked) before their schedule is built: the
+    transfers, their tables and their paths, with the mean hop count measured on a sample of
+    them. The hop count is only sampled when the paths could matter at all."""
+    n = len(flows)
+    base = BASE_BYTES + n * (BYTES_PER_TRANSFER + FLOW_TABLE_BYTES)
+    allowed, _ = budget()
+    worst = base + n * max(0, topology.n_nodes - 1 - HOPS_INCLUDED) * BYTES_PER_HOP
+    if worst <= allowed:
+        check_bytes(base, f"{where}: {n:,} flows need", "split the flows over several scenarios")
+        return
+    hops = mean_hops(topology, flows)
+    need = base + int(n * max(0.0, hops - HOPS_INCLUDED) * BYTES_PER_HOP)
+    check_bytes(need, f"{where}: {n:,} flows over paths of about {hops:,.0f} hops on average "
+                      f"need", "use fewer flows, or flows between closer hosts")
+
+
+def mean_hops(topology, flows: list) -> float:
+    """Mean shortest-path hops of a sample of flows spread evenly over ``flows``
+    (deterministic); entries that are not valid flows are left out (the build names them)."""
+    from topo.routing import Routing
+
+    n_hosts = topology.n_hosts
+    k = min(len(flows), HOP_SAMPLE, max(HOP_SAMPLE_MIN, HOP_SAMPLE_WORK // topology.n_nodes))
+    at = np.unique(np.linspace(0, len(flows) - 1, k).astype(np.int64))
+    src, dst = [], []
+    for i in at.tolist():
+        f = flows[i]
+        if not isinstance(f, dict):
+            continue
+        s, d = f.get("src"), f.get("dst")
+        if all(type(x) is int and 0 <= x < n_hosts for x in (s, d)) and s != d:
+            src.append(s)
+            dst.append(d)
+    if not src:
+        return 0.0
+    src, dst = np.array(src), np.array(dst)
+    routing = Routing(topology, "shortest", cache_bytes=0)
+    uniq = np.unique(dst)
+    # a few distance rows at a time: a row is 4 bytes per node (12 MB on a 3M-node chain)
+    step = max(1, (64 << 20) // (4 * topology.n_nodes))
+    total = 0
+    for c in range(0, len(uniq), step):
+        chunk = uniq[c:c + step]
+        rows = routing.distances(chunk)
+        pick = np.isin(dst, chunk)
+        h = rows[np.searchsorted(chunk, dst[pick]), src[pick]]
+        total += int(h[h > 0].sum())  # unreachable (-1) pairs carry no path
+    return total / len(src)
 
 
 def _gb(b: float) -> str:
     if b >= 1 << 40:
         return f"{b / (1 << 40):,.1f} TiB"
+    if b < 1 << 30:
+        return f"{b / (1 << 20):,.0f} MiB"
     return f"{b / (1 << 30):,.1f} GiB"
+
+
+def _mb(b: float) -> str:
+    return f"{b / 1e6:,.1f} MB" if b >= 1e5 else f"{int(b):,} bytes"
 
 
 def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1) -> int:

@@ -195,6 +195,11 @@ def build_flows(topology, spec: dict, where: str, seed: int):
     if not isinstance(flows, list) or not flows:
         raise InputError(f"{where}.flows = {flows!r}: expected a non-empty array of tables "
                          f"([[{where}.flows]] with src, dst, bytes)")
+    # the transfers and their paths, before anything per flow is built: on a long fabric a
+    # flow's path is as costly as thousands of transfers (netcosim/memory_guard.py)
+    from netcosim.memory_guard import check_flow_paths
+
+    check_flow_paths(topology, flows, f"{where}.flows")
     n_hosts = topology.n_hosts
     src, dst, size, start, deps = [], [], [], [], []
     for i, f in enumerate(flows):

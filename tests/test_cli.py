@@ -17,6 +17,7 @@ import pytest
 import netcore.api
 import netcosim.scenario
 from netcore.result import Result
+from cli_helpers import cli, write
 from netcore.schedule import TRANSFER
 from netcosim.cli import main
 from topo.errors import InputError
@@ -42,15 +43,7 @@ flows = [{src = 0, dst = 2, bytes = "1MiB"}, {src = 1, dst = 3, bytes = "2MiB", 
 
 
 def scenario(tmp_path, text=STAR, name="s.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def cli(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
+    return write(tmp_path, text, name)
 
 
 # --------------------------------------------------------------------------- stand-in engine

@@ -12,34 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netcosim.cli import main
+from cli_helpers import cli, refused, write
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-
-
-def write(tmp_path, text, name="s.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def cli(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def refused(capsys, *argv, has=()):
-    """Runs the CLI and asserts exit 2 with one line on stderr containing every `has`."""
-    rc, out, err = cli(capsys, *argv)
-    assert rc == 2, (rc, out, err)
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("netcosim: error: "), err
-    for h in has:
-        assert h in lines[0], (h, lines[0])
-    return lines[0]
 
 
 # =========================================================================== packet engine ranges
@@ -623,21 +599,12 @@ def test_deeply_nested_set_value_is_one_line(capsys):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from fuzz_helpers import mutated as _mutated  # noqa: E402
+from fuzz_helpers import run_forked as _run_forked  # noqa: E402
+
 FUZZ_BASES = ["custom_pipeline.toml", "incast_flows.toml", "fault_core_link.toml",
               "torus_allreduce.toml", "chakra_ring.toml", "two_tier_allreduce.toml"]
 SMALL_BASES = FUZZ_BASES[:2]  # also run with the packet engine
-LITERALS = ["nan", "inf", "-inf", "0", "-1", "1", "2", "3", "0.5", "-0.0", "1e300", "1e15",
-            "9223372036854775807", "18446744073709551616", '""', '"x"', '"1e15B"', '"1PiB"',
-            '"0.3B"', '"-5KiB"', "[]", "{}", "true", "[1, 2]", "[0, 0]", "[-1, 1]", '"packet"',
-            '"flow"', "{a = 1}", '"ecmp"', '"spray"', '"dor"', '"up"', '"degrade"',
-            '"all_to_all"', '"nan"', '"10us"', '"-10us"']
-# keys where huge numbers are not memory tests of the fabric or schedule size (another
-# issue's guard)
-HUGE_OK = {"bytes", "start_us", "at_us", "seed", "latency_us", "link_gbps", "factor",
-           "step_latency_us", "name", "description", "mtu", "buffer_packets",
-           "reroute_delay_us", "max_time_s", "min_rto_s", "max_rto_s"}
-HUGE = {"1e300", "1e15", "9223372036854775807", "18446744073709551616", '"1e15B"', '"1PiB"'}
-TIMEOUT_S = 60.0
 PACKET_OPTIONS = ["transport", "alpha_timer_us", "rate_timer_us", "sample_queues_us",
                   "min_rto_s", "max_rto_s", "conn_timeout_s", "delack_timeout_s",
                   "reroute_delay_us", "max_time_s", "loss_rate", "init_cwnd", "handshake",
@@ -645,90 +612,6 @@ PACKET_OPTIONS = ["transport", "alpha_timer_us", "rate_timer_us", "sample_queues
                   "pmax", "cnp_interval_us", "min_rate_gbps", "buffer_packets", "ns3_ties"]
 PACKET_LITERALS = ["1e-9", "0", "-1", "nan", "inf", "1e300", "0.5", "1", "2", "true",
                    '"dcqcn"', '"ideal"', '"dctcp"', '"tcp"']
-
-
-def _fuzz_paths(v, prefix=()):
-    if prefix:
-        yield prefix
-    if isinstance(v, dict):
-        for k, x in v.items():
-            yield from _fuzz_paths(x, prefix + (k,))
-    elif isinstance(v, list):
-        for i, x in enumerate(v[:3]):
-            yield from _fuzz_paths(x, prefix + (i,))
-
-
-def _run_forked(argv, cwd):
-    """(exit status, stderr) of main(argv) in a forked child; fails the test on overrun."""
-    import contextlib
-    import io
-    import multiprocessing
-    import traceback
-
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-
-    def child():
-        err = io.StringIO()
-        try:
-            os.chdir(cwd)
-            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-                rc = main([str(a) for a in argv])
-        except BaseException:  # noqa: BLE001 - whatever escapes main is the finding
-            rc = "escaped"
-            err.write(traceback.format_exc())
-        send.send((rc, err.getvalue()))
-        os._exit(0)
-
-    p = ctx.Process(target=child)
-    p.start()
-    try:
-        if not recv.poll(TIMEOUT_S):
-            pytest.fail(f"no answer within {TIMEOUT_S} s (a hang?): netcosim "
-                        f"{' '.join(map(str, argv))}")
-        return recv.recv()
-    finally:
-        p.kill()
-        p.join()
-
-
-def _mutated(data, draw):
-    import copy
-
-    d = copy.deepcopy(data)
-    for _ in range(draw(st.integers(0, 2))):
-        paths = list(_fuzz_paths(d))
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        node = d
-        for seg in path[:-1]:
-            node = node[seg]
-        last = path[-1]
-        op = draw(st.sampled_from(["delete", "rename", "add", "type"]))
-        if op == "delete":
-            del node[last]
-        elif op == "rename" and isinstance(node, dict):
-            node[f"{last}x"] = node.pop(last)
-        elif op == "add" and isinstance(node[last], dict):
-            node[last][draw(st.sampled_from(["colour", "kind", "k", "bytes", "at_us"]))] = 1
-        elif op == "add" and isinstance(node[last], list):
-            node[last].append(copy.deepcopy(node[last][0]) if node[last] else 0)
-        else:
-            node[last] = draw(st.sampled_from([[], {}, "x", -1, 0.5, True, None and 0]))
-    sets = []
-    for _ in range(draw(st.integers(0, 3))):
-        paths = [p for p in _fuzz_paths(d) if all(isinstance(s, (str, int)) for s in p)
-                 and all(isinstance(s, int) or (s and "." not in s and "=" not in s)
-                         for s in p)]
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        lit = draw(st.sampled_from(LITERALS))
-        if lit in HUGE and path[-1] not in HUGE_OK:
-            lit = "-1"
-        sets += ["--set", ".".join(map(str, path)) + "=" + lit]
-    return d, sets
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="forks the test process")

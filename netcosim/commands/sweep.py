@@ -49,12 +49,14 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from netcosim import outputs
-    from netcosim.sweep import expand, load_sweep, run_points
+    from netcosim.sweep import PointSet, load_sweep, run_points
 
     spec = load_sweep(args.file)
     if args.dry_run:
         return dry_run(spec)
-    points = expand(spec)
+    # made on demand while checking, running and writing the table: a sweep of a million
+    # points starts checking at once instead of first building a million scenario tables
+    points = PointSet(spec)
     backend = backend_from_args(args)
     name = outputs.table_name(spec.base, args.file)
     out = outputs.command_out_dir(args.out, name, "-sweep")
@@ -79,7 +81,7 @@ def run(args) -> int:
     print(f"{info['finished']} of {info['points']} points{resumed}{extra} in "
           f"{outcome.wall_s:.1f} s on {info['workers']} {info['backend']} workers -> "
           f"{out / 'sweep.csv'}")
-    return finish(out, args.plot and bool(outcome.rows), outcome.interrupted)
+    return finish(out, args.plot and info["finished"] > 0, outcome.interrupted)
 
 
 # a dry run checks every point up to this many; beyond it, a summary and a sample of points

@@ -131,9 +131,9 @@ def frame(messages) -> bytes:
 # =========================================================================== files
 def memory_budget_bytes() -> int:
     """Bytes of trace (decompressed) whose parsed form fits the memory a run may use."""
-    from netcosim.memory_guard import BASE_BYTES, SHARE, available_bytes
+    from netcosim.memory_guard import BASE_BYTES, budget
 
-    return max(0, int(SHARE * available_bytes()) - BASE_BYTES) // PARSED_BYTES_PER_BYTE
+    return max(0, budget()[0] - BASE_BYTES) // PARSED_BYTES_PER_BYTE
 
 
 def _too_big(path, size: int, budget: int) -> ChakraTraceError:

@@ -74,10 +74,10 @@ class Pool:
         self._n_jobs = n_jobs
 
     def map(self, fn, batches):
+        """``batches`` may be a generator: it is consumed as workers free up (joblib's
+        pre-dispatch), so a million points are never all batched at once."""
         from joblib import Parallel, delayed
 
-        if not batches:
-            return iter(())
         return Parallel(n_jobs=self._n_jobs, backend=self._backend,
                         return_as="generator_unordered")(delayed(fn)(b) for b in batches)
 

@@ -48,24 +48,31 @@ def block_size(block: Block) -> int:
     return n
 
 
-def choices(block: Block) -> list[tuple[int, ...]]:
-    """Per point, the index of the value chosen on each axis."""
+def choices(block: Block):
+    """Per point, the index of the value chosen on each axis, made one at a time (a
+    million-point grid is never a million tuples at once)."""
     sizes = [len(a.values) for a in block.axes]
     if block.mode == "zip":
-        return [tuple([i] * len(sizes)) for i in range(sizes[0])]
+        return (tuple([i] * len(sizes)) for i in range(sizes[0]))
     total = block_size(block)
     if block.mode == "grid":
         if total > MAX_POINTS:
             raise InputError(f"{block.where}: {total} grid points is more than a sweep can "
                              f"hold ({MAX_POINTS}); use mode = \"sample\"")
-        return list(itertools.product(*[range(s) for s in sizes]))
-    # sample: n distinct grid points, in grid order so the table reads like a thinned grid
+        return itertools.product(*[range(s) for s in sizes])
+    flat = sampled(block)
+    return (tuple(int(x) for x in np.unravel_index(int(i), sizes)) for i in flat)
+
+
+def sampled(block: Block) -> np.ndarray:
+    """mode = "sample": the flat grid positions of its n distinct points, in grid order so
+    the table reads like a thinned grid."""
+    total = block_size(block)
     if block.n > total:
         raise InputError(f"{block.where}.n = {block.n}: the grid has only {total} points "
                          f"(use mode = \"grid\" to run them all)")
     rng = np.random.default_rng(block.sample_seed)
-    flat = np.sort(rng.choice(total, size=block.n, replace=False))
-    return [tuple(int(x) for x in np.unravel_index(int(i), sizes)) for i in flat]
+    return np.sort(rng.choice(total, size=block.n, replace=False))
 
 
 def block_points(block: Block) -> int:
@@ -88,18 +95,34 @@ def count_points(spec: SweepSpec) -> int:
     return total
 
 
+class PointSet:
+    """The points of a sweep, made on demand: each pass over it builds them one at a time
+    (``netcosim sweep`` passes over them to check, to run and to write the table), so a
+    million-point sweep is never a million scenario tables at once. ``len()`` is counted from
+    the axes, and a sweep beyond MAX_POINTS is refused on creation."""
+
+    def __init__(self, spec: SweepSpec):
+        self.spec = spec
+        self._n = count_points(spec)
+        if not self._n:
+            raise InputError("sweep: no points")
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self):
+        spec, index = self.spec, 0
+        for block in spec.blocks:
+            fixed = _fixed(spec, block)
+            for pick in choices(block):
+                yield _point(spec, block, fixed, pick, index)
+                index += 1
+
+
 def expand(spec: SweepSpec) -> list[Point]:
-    """Every point of every block, scenario tables built and shape-checked (unknown keys,
-    wrong types); parts are built later by ``check_points``."""
-    count_points(spec)
-    points = []
-    for block in spec.blocks:
-        fixed = _fixed(spec, block)
-        for pick in choices(block):
-            points.append(_point(spec, block, fixed, pick, len(points)))
-    if not points:
-        raise InputError("sweep: no points")
-    return points
+    """Every point of every block as a list, scenario tables built and shape-checked (unknown
+    keys, wrong types); parts are built later by ``check_points``."""
+    return list(PointSet(spec))
 
 
 def sample_points(spec: SweepSpec, per_block: int) -> list[Point]:
@@ -115,8 +138,9 @@ def sample_points(spec: SweepSpec, per_block: int) -> list[Point]:
         else:
             at = np.unique(np.linspace(0, n - 1, per_block).round().astype(np.int64))
         if block.mode == "sample":
-            picks = choices(block)
-            sel = [picks[int(i)] for i in at]
+            sizes = [len(a.values) for a in block.axes]
+            flat = sampled(block)[at]
+            sel = [tuple(int(x) for x in np.unravel_index(int(i), sizes)) for i in flat]
         elif block.mode == "zip":
             sel = [tuple([int(i)] * len(block.axes)) for i in at]
         else:

@@ -179,7 +179,7 @@ def _kinds_of(spec: "SweepSpec", table: str, default) -> set | None:
     """Every ``kind`` the sweep's points may have in ``table`` (workload, engine); None when an
     axis sets it in a way that cannot be read without expanding."""
     base = spec.base.get(table)
-    kinds = {base.get("kind", default) if isinstance(base, dict) else default}
+    kinds = [base.get("kind", default) if isinstance(base, dict) else default]
     for b in spec.blocks:
         sets = [b.fixed] + [st for a in b.axes if not _other_path(a.settings, table)
                             for st in a.settings]
@@ -188,10 +188,11 @@ def _kinds_of(spec: "SweepSpec", table: str, default) -> set | None:
                 if path == [table]:
                     if not isinstance(value, dict):
                         return None
-                    kinds.add(value.get("kind", default))
+                    kinds.append(value.get("kind", default))
                 elif path == [table, "kind"]:
-                    kinds.add(value)
-    return kinds
+                    kinds.append(value)
+    # a kind that is not a name (a list, a table) is the points' check's to refuse
+    return set(kinds) if all(k is None or isinstance(k, str) for k in kinds) else None
 
 
 def _other_path(settings, table: str) -> bool:

@@ -37,6 +37,13 @@ def check_batch(items: list) -> tuple[int, list]:
     return len(items), bad
 
 
+def check_numbered(numbered: tuple) -> tuple[int, int, list]:
+    """``check_batch`` of batch ``k`` = ``numbered[0]``: (k, n, bad), so the parent knows
+    which batches are done (results arrive in any order)."""
+    k, items = numbered
+    return (k, *check_batch(items))
+
+
 def run_batch(items: list) -> list[dict]:
     """``items``: [(index, point_id, data, strandable)]. One row per point: ``status`` "ok" with the
     summary's figures, or "error" with the message (the sweep goes on)."""

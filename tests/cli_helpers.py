@@ -1,0 +1,29 @@
+"""Helpers the CLI tests share: write a scenario, run the CLI in-process, expect a refusal."""
+from pathlib import Path
+
+from netcosim.cli import main
+
+
+def write(tmp_path, text, name="s.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def cli(capsys, *argv):
+    """(exit status, stdout, stderr) of ``netcosim argv...`` run in this process."""
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def refused(capsys, *argv, has=()):
+    """Runs the CLI and asserts exit 2 with one line on stderr containing every `has`."""
+    rc, out, err = cli(capsys, *argv)
+    assert rc == 2, (rc, out, err)
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("netcosim: error: "), err
+    for h in has:
+        assert h in lines[0], (h, lines[0])
+    return lines[0]
