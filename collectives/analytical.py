@@ -137,6 +137,22 @@ def round_parts(fab: Fabric, src, dst, nbytes) -> float:
     return max(t, float(np.max(load)) + float(np.min(lat)))
 
 
+def link_load_time(fab: Fabric, src, dst, nbytes) -> float:
+    """The busiest directed link's bytes / bandwidth when messages src[i] -> dst[i] of
+    nbytes[i] go at once on their routed paths (node ids; for hosts with several links, e.g.
+    a GPU's NVLink and NIC, where ``round_parts``' injection figure sums them)."""
+    src = np.asarray(src, dtype=np.int64).reshape(-1)
+    dst = np.asarray(dst, dtype=np.int64).reshape(-1)
+    if not src.size:
+        return 0.0
+    b = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape)
+    p = fab.routing.paths(src, dst)
+    per = np.repeat(b, np.diff(p.ptr)) * p.weight
+    load = np.bincount(p.link, weights=per, minlength=fab.topology.n_dlinks)
+    used = load > 0
+    return float(np.max(load[used] / fab.topology.dlink_bw[used])) if used.any() else 0.0
+
+
 def round_time(fab: Fabric, src, dst, nbytes, step_latency_s=0.0) -> float:
     """One round: messages src[i] -> dst[i] of nbytes[i] (host ids) at the same time."""
     if not np.asarray(src).size:
@@ -220,6 +236,11 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
 
         return innet.estimate(fab, op, algorithm, ranks, int(S), chunks, step_latency_s,
                               options.get("trees"), proto)
+    if algorithm == "nvls_tree":
+        from collectives import nvls_tree
+
+        return nvls_tree.estimate(fab, ranks, int(S), chunks, step_latency_s,
+                                  options.get("group_size"), proto, options.get("trees"))
     C = _default_chunks(op, algorithm, int(S), n, options, proto) if chunks is None else \
         check_int(chunks, "chunks")
     return _rounds(op, algorithm, n, S, M, C, options, R2) + costs.launch_s

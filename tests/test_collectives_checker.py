@@ -17,6 +17,13 @@ def _options(op, algo, n):
         return {"dims": (f[0], n // f[0]) if f else (n,)}
     if algo in co.IN_NETWORK:  # the switches reduce: a fabric whose switches can
         return {"fabric": _NODE if algo == "nvls" else _FT}
+    if algo == "nvls_tree":  # nodes of g GPUs whose switches reduce (ranks from 0 or 10)
+        gs = [g for g in (2, 3) if n % g == 0 and g < n]
+        if not gs:
+            return None
+        fab = build("two_tier", {"nodes": (n + 16) // gs[0] + 1, "gpus_per_node": gs[0],
+                                 "reduce_gbps": "line"})
+        return {"group_size": gs[0], "fabric": fab}
     return {}
 
 
