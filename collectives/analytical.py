@@ -192,8 +192,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     instead of the protocol's."""
     import collectives as co
     from collectives import protocols
-    from collectives._plan import check_int, check_latency, check_ranks, check_root, split
-    from collectives.hierarchical import _check_groups
+    from collectives._plan import check_chunks, check_int, check_latency, check_ranks
 
     op, algorithm = co.resolve(op, algorithm)
     ranks = check_ranks(ranks)
@@ -241,8 +240,13 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
 
         return nvls_tree.estimate(fab, ranks, int(S), chunks, step_latency_s,
                                   options.get("group_size"), proto, options.get("trees"))
-    C = _default_chunks(op, algorithm, int(S), n, options, proto) if chunks is None else \
-        check_int(chunks, "chunks")
+    if chunks is None:
+        C = _default_chunks(op, algorithm, int(S), n, options, proto)
+    elif op == "all_to_all_v":
+        C = check_int(chunks, "chunks")
+    else:  # the builders' check: every block of every chunk keeps a byte
+        C = check_chunks(chunks, int(S), protocols.blocks_per_chunk(
+            op, algorithm, n, options.get("group_size")), f"{algorithm} {op} over {n} ranks")
     return _rounds(op, algorithm, n, S, M, C, options, R2) + costs.launch_s
 
 
@@ -250,9 +254,7 @@ def _default_chunks(op, algorithm, S, n, options, proto) -> int:
     """The builders' default chunk count (their block layout and transfer count per chunk)."""
     from collectives import protocols
 
-    per = {("all_reduce", "double_binary_tree"): 4 * (n - 1)}.get((op, algorithm), n - 1)
-    parts = 2 if algorithm == "double_binary_tree" else 1
-    return protocols.default_chunks(op, algorithm, S, parts, proto, per)
+    return protocols.chunks_for(op, algorithm, S, n, proto, options.get("group_size"))
 
 
 def _rounds(op, algorithm, n, S, M, C, options, R2) -> float:

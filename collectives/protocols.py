@@ -157,6 +157,43 @@ def default_chunks(op: str, algorithm: str, nbytes: int, parts: int, protocol=No
     return int(max(1, min(c, int(nbytes) // max(1, parts))))
 
 
+def transfers_per_chunk(op: str, algorithm: str, n: int, group_size=None) -> int:
+    """Transfers one chunk of a pipelined algorithm's schedule holds (for the chunk bound)."""
+    if algorithm == "double_binary_tree":
+        return 4 * (n - 1)
+    if algorithm in ("nvls", "sharp"):
+        return 6 * n
+    if algorithm == "nvls_tree":
+        g = int(group_size or n)
+        return 6 * n + 4 * (n // g - 1) * g
+    return max(1, n - 1)  # chains and binomial trees
+
+
+def blocks_per_chunk(op: str, algorithm: str, n: int, group_size=None) -> int:
+    """Blocks one chunk is cut into by the builder (each must keep a byte)."""
+    if algorithm == "double_binary_tree":
+        return 2
+    if algorithm == "nvls_tree":
+        return 2 * int(group_size or n)
+    if algorithm in ("nvls", "sharp"):
+        return 1 if op == "all_reduce" else n
+    if op in ("broadcast", "reduce", "send_recv"):
+        return 1
+    if algorithm == "bidirectional_ring":
+        return 2 * n
+    if algorithm == "recursive_halving_doubling":
+        return 1 << (int(n).bit_length() - 1)
+    return n  # rings, direct, hierarchical, torus, all-to-all pieces
+
+
+def chunks_for(op: str, algorithm: str, nbytes: int, n: int, protocol=None,
+               group_size=None) -> int:
+    """The default chunk count the builder of ``algorithm`` uses for ``nbytes`` over n ranks."""
+    g = int(group_size or n)
+    return default_chunks(op, algorithm, nbytes, blocks_per_chunk(op, algorithm, n, g),
+                          protocol, transfers_per_chunk(op, algorithm, n, g), max(1, n // g))
+
+
 # --------------------------------------------------------------------------- latencies
 def intra_mask(topology, src, dst) -> np.ndarray:
     """Whether each step src -> dst stays in a scale-up (NVLink) domain: both ends in one
