@@ -36,7 +36,7 @@ def _setup(ranks, nbytes, chunks, step_latency_s, parts_per_chunk, algorithm, op
     else:
         C = check_chunks(chunks, nbytes, P, f"{algorithm} {op} over {n} ranks")
     lat = check_latency(step_latency_s, allow_none=True)
-    costs = protocols.costs(proto, lat, fabric)
+    costs = protocols.costs(proto, lat, fabric, algorithm)
     return Plan(op, algorithm, ranks, nbytes, C, costs, chunked_layout(nbytes, C, P)), n, C, P
 
 

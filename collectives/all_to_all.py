@@ -20,7 +20,7 @@ def _matrix(ranks, nbytes, chunks, step_latency_s, algorithm, op, protocol=None,
     ranks = check_ranks(ranks)
     n = len(ranks)
     lat = protocols.costs(_protocol(algorithm, protocol),
-                          check_latency(step_latency_s, allow_none=True), fabric)
+                          check_latency(step_latency_s, allow_none=True), fabric, algorithm)
     chunks = 1 if chunks is None else chunks  # all pairs at once: nothing to pipeline
     if op == "all_to_all_v":
         M = _check_matrix(nbytes, n)

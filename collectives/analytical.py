@@ -209,7 +209,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     if proto == protocols.AUTO:
         raise InputError("protocol = 'auto': estimate one protocol at a time "
                          "(collectives.protocols.best picks the fastest)")
-    costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), topology)
+    costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), topology,
+                            algorithm)
     wire = 1.0 if costs.num == costs.den else costs.den / costs.num
     fab = fabric or Fabric.cached(topology, routing)
 

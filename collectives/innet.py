@@ -75,7 +75,8 @@ def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees, 
     proto = protocols.check_for(algorithm, protocol)
     if proto == protocols.AUTO:
         proto = "simple"  # the only protocol NCCL runs in-network collectives with
-    lat = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), fabric)
+    lat = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), fabric,
+                          algorithm)
     trs = _trees(algorithm, ranks, fabric, trees)
     T = len(trs)
     parts = 1 if op == "all_reduce" else n
@@ -257,7 +258,7 @@ def estimate(fab, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=None
     if proto == protocols.AUTO:
         proto = "simple"
     costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True),
-                            fab.topology)
+                            fab.topology, algorithm)
     m = S / C
     wire = 1.0 if costs.num == costs.den else costs.den / costs.num
     worst = 0.0

@@ -79,7 +79,8 @@ def nvls_tree_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, group_
                                      6 * n + 4 * (G - 1) * g, G)
     else:
         C = check_chunks(chunks, nbytes, P, f"nvls_tree all_reduce over {n} ranks")
-    costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), fabric)
+    costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), fabric,
+                            "nvls_tree")
     plan = Plan("all_reduce", "nvls_tree", ranks, nbytes, C, costs,
                 chunked_layout(nbytes, C, P))
     sw = np.array([int(t.switches[0]) for t in trs], dtype=np.int64)
@@ -206,7 +207,7 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
                                  6 * n + 4 * (G - 1) * g, G) if chunks is None else \
         int(chunks)
     costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True),
-                            fab.topology)
+                            fab.topology, "nvls_tree")
     wire = costs.den / costs.num
     m = S / C
     sw = np.array([int(t.switches[0]) for t in trs], dtype=np.int64)

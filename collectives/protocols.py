@@ -46,8 +46,8 @@ class Protocol:
     num: int  # payload bytes per ``den`` wire bytes
     den: int
     launch_s: float  # NCCL base latency (ring row), once per collective
-    nvlink_step_s: float  # per step inside a scale-up (NVLink) domain
-    net_step_s: float  # per step across the network
+    nvlink_step_s: float  # per step inside a scale-up (NVLink) domain (ring row)
+    net_step_s: float  # per step across the network (ring row)
     chunk_bytes: int  # NCCL's chunk per channel (trees, chains)
 
     @property
@@ -71,6 +71,33 @@ PROTOCOLS: dict[str, Protocol] = {
     "simple": Protocol("simple", 1, 1, 8.4e-6, 3.4e-6, 14.0e-6, 512 << 10),
 }
 NAMES = tuple(PROTOCOLS)
+
+# NCCL's latencies per algorithm family (src/graph/tuning.cc, ncclTunerConstantsDefaults), in
+# seconds: (per step inside an NVLink domain, per step across the network) from hwLatencies,
+# and the launch (baseLatencies). NCCL charges a ring nsteps hops, a tree two per level; NVLS
+# 25 us and NVLSTree 25 us + 20.9 us per tree level in all, which we spread over their NVLink
+# steps (two for NVLS: to the switch and back; four for NVLSTree); CollNet (SHARP) 31 us of
+# network latency, half on a rank's step into the aggregation tree and half on the step out.
+FAMILY_LATENCY = {
+    "ring": {"ll": (0.6e-6, 2.7e-6, 6.6e-6), "ll128": (1.9e-6, 4.0e-6, 14.0e-6),
+             "simple": (3.4e-6, 14.0e-6, 8.4e-6)},
+    "tree": {"ll": (0.6e-6, 5.0e-6, 6.8e-6), "ll128": (1.25e-6, 8.5e-6, 14.0e-6),
+             "simple": (4.0e-6, 14.0e-6, 8.4e-6)},
+    "nvls": {"simple": (25.0e-6 / 2, 18.0e-6, 0.0)},
+    "nvls_tree": {"simple": (25.0e-6 / 4, 20.9e-6, 0.0)},
+    "collnet": {"simple": (3.7e-6, 31.0e-6 / 2, 0.0)},
+}
+
+
+def family(algorithm: str) -> str:
+    """NCCL's algorithm whose latencies an algorithm of ours takes."""
+    if algorithm in ("double_binary_tree", "tree"):
+        return "tree"
+    if algorithm in ("nvls", "nvls_tree"):
+        return algorithm
+    if algorithm == "sharp":
+        return "collnet"
+    return "ring"  # rings, chains, all pairs, halving-doubling, ring compositions
 AUTO = "auto"
 # NVLS on Hopper: 16 channels (NVLS_NCHANNELS_SM90) of 128 KiB chunks (NCCL_NVLS_CHUNKSIZE);
 # NVLS-Tree caps the chunk at 64 KiB from 4 nodes on (nvlsTreeMaxChunkSize), src/transport/nvls.cc
@@ -231,14 +258,29 @@ def _node_domain(topology) -> np.ndarray:
     return dom
 
 
-def step_latency(protocol, topology, src, dst) -> np.ndarray:
-    """Per step src -> dst (node ids), the protocol's latency in seconds."""
+def step_latency(protocol, topology, src, dst, algorithm: str = "ring") -> np.ndarray:
+    """Per step src -> dst (node ids), the protocol's latency in seconds for ``algorithm``'s
+    family (FAMILY_LATENCY): the NVLink figure inside a scale-up domain, else the network's;
+    CollNet's steps between two switches add none (the switches' own latency is the links')."""
     p = get(protocol)
     src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
     if p is None:
         return np.zeros(src.shape)
-    intra = intra_mask(topology, src, dst)
-    return np.where(intra, p.nvlink_step_s, p.net_step_s)
+    fam = family(algorithm)
+    nv, net, _ = FAMILY_LATENCY[fam].get(p.name, FAMILY_LATENCY["ring"][p.name])
+    out = np.where(intra_mask(topology, src, dst), nv, net)
+    if fam == "collnet" and topology is not None:
+        nh = topology.n_hosts
+        out = np.where((src >= nh) & (dst >= nh), 0.0, out)
+    return out
+
+
+def launch_latency(protocol, algorithm: str = "ring") -> float:
+    p = get(protocol)
+    if p is None:
+        return 0.0
+    return FAMILY_LATENCY[family(algorithm)].get(p.name, FAMILY_LATENCY["ring"][p.name])[2]
 
 
 @dataclass(frozen=True)
@@ -250,6 +292,7 @@ class Costs:
     launch_s: float = 0.0
     fixed_step_s: float | None = None  # a user's per-step latency (replaces the protocol's)
     topology: object = None
+    algorithm: str = "ring"
 
     def wire(self, payload):
         if self.num == self.den:
@@ -261,7 +304,7 @@ class Costs:
         src = np.asarray(src, dtype=np.int64)
         if self.fixed_step_s is not None:
             return np.full(src.shape, float(self.fixed_step_s))
-        return step_latency(self.protocol, self.topology, src, dst)
+        return step_latency(self.protocol, self.topology, src, dst, self.algorithm)
 
     @property
     def any_latency(self) -> bool:
@@ -270,30 +313,13 @@ class Costs:
         return self.protocol is not None
 
 
-def costs(protocol=None, step_latency_s=None, topology=None) -> Costs:
+def costs(protocol=None, step_latency_s=None, topology=None, algorithm: str = "ring") -> Costs:
     """The costs a builder applies. ``step_latency_s`` given: that per-step latency instead of
     the protocol's per-step and launch latencies; the protocol still sets the wire bytes."""
     p = get(protocol)
     if p is None:
         return Costs(None, fixed_step_s=0.0 if step_latency_s is None else step_latency_s)
     if step_latency_s is not None:
-        return Costs(p.name, p.num, p.den, 0.0, step_latency_s, topology)
-    return Costs(p.name, p.num, p.den, p.launch_s, None, topology)
-
-
-# --------------------------------------------------------------------------- the choice
-def best(topology, op: str, algorithm: str, ranks, nbytes, fabric=None, **options):
-    """(protocol, seconds): the protocol of least alpha-beta estimate for this collective
-    (collectives.analytical.estimate with the protocol's wire bytes, latencies and default
-    chunks), as NCCL's tuner picks the protocol of least predicted time (latency + size /
-    bandwidth per algorithm and protocol, src/graph/tuning.cc). Ties go to the earlier of
-    LL, LL128, Simple."""
-    from collectives.analytical import Fabric, estimate
-
-    fab = fabric or Fabric.cached(topology)
-    out = None
-    for p in allowed(algorithm):
-        t = estimate(topology, op, algorithm, ranks, nbytes, fabric=fab, protocol=p, **options)
-        if out is None or t < out[1]:
-            out = (p, t)
-    return out
+        return Costs(p.name, p.num, p.den, 0.0, step_latency_s, topology, algorithm)
+    return Costs(p.name, p.num, p.den, launch_latency(p.name, algorithm), None, topology,
+                 algorithm)

@@ -357,7 +357,7 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     from collectives import protocols
 
     chunks = opts.get("chunks")
-    costs = protocols.costs(opts.get("protocol"), opts.get("step_latency_s"), topology)
+    costs = protocols.costs(opts.get("protocol"), opts.get("step_latency_s"), topology, algo)
     if detail == "auto" and op != "all_to_all_v" and \
             set(opts) <= {"chunks", "step_latency_s", "protocol"}:
         r = np.asarray(ranks, dtype=np.int64)
