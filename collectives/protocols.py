@@ -323,3 +323,21 @@ def costs(protocol=None, step_latency_s=None, topology=None, algorithm: str = "r
         return Costs(p.name, p.num, p.den, 0.0, step_latency_s, topology, algorithm)
     return Costs(p.name, p.num, p.den, launch_latency(p.name, algorithm), None, topology,
                  algorithm)
+
+
+# --------------------------------------------------------------------------- the choice
+def best(topology, op: str, algorithm: str, ranks, nbytes, fabric=None, **options):
+    """(protocol, seconds): the protocol of least alpha-beta estimate for this collective
+    (collectives.analytical.estimate with the protocol's wire bytes, latencies and default
+    chunks), as NCCL's tuner picks the protocol of least predicted time (latency + size /
+    bandwidth per algorithm and protocol, src/graph/tuning.cc). Ties go to the earlier of
+    LL, LL128, Simple."""
+    from collectives.analytical import Fabric, estimate
+
+    fab = fabric or Fabric.cached(topology)
+    out = None
+    for p in allowed(algorithm):
+        t = estimate(topology, op, algorithm, ranks, nbytes, fabric=fab, protocol=p, **options)
+        if out is None or t < out[1]:
+            out = (p, t)
+    return out
