@@ -62,10 +62,14 @@ def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1) -> in
     n = int(n)
     if n < 2:
         return 0
-    if algorithm in ("nvls", "sharp"):
+    from collectives.protocols import MAX_CHUNKS
+
+    if algorithm in ("nvls", "sharp", "nvls_tree"):
         # per chunk: n up, n down, and per switch of the tree (< 2n) one reduction and one
-        # transfer each way; chunks default to up to 64 (collectives/innet.py)
-        return 6 * n * (64 if chunks is None else max(1, int(chunks)))
+        # transfer each way; nvls_tree adds a shard each way per rank and the rails' trees
+        # (< 4n); chunks default to at most MAX_CHUNKS (collectives/protocols.py)
+        per = 6 * n if algorithm != "nvls_tree" else 12 * n
+        return per * (MAX_CHUNKS if chunks is None else max(1, int(chunks)))
     c = 1 if chunks is None else max(1, int(chunks))
     per_chunk = {
         ("all_reduce", "ring"): 2 * (n - 1) * n,
