@@ -143,7 +143,8 @@ class Plan:
     its parent delivered, so the step latency comes after it) and :meth:`order` (sequence: a
     sender's previous send on the connection, which the step latency does not follow: NCCL
     keeps NCCL_STEPS steps in flight, so a sender streams its chunks while each one's flag
-    makes its way). Without latencies both kinds are the same edge.
+    makes its way). Without latencies, or with one chunk (nothing to stream), both kinds are
+    the same edge.
 
     ``costs`` (collectives.protocols.Costs) gives the wire bytes of a payload, the per-step
     latency of each transfer and the launch latency; a float is a fixed per-step latency.
@@ -317,6 +318,12 @@ class Plan:
         kind = c["kind"]
         is_t = kind == TRANSFER
         costs = self.costs
+        if self.chunks == 1 and ochild.size:
+            # one chunk: a sender has nothing to stream, its next step waits for its previous
+            # one as for its data, and the latency comes after both (the ranks of a ring then
+            # move in lock step at the slowest connection, as the stream form says)
+            child, parent = np.concatenate([child, ochild]), np.concatenate([parent, oparent])
+            ochild = oparent = np.zeros(0, np.int64)
         with_delay = costs.any_latency and bool(is_t.any())
         if with_delay:
             # each transfer i moves to new_id(i); its delay sits at new_id(i) - 1 and takes the

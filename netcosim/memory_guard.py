@@ -38,13 +38,16 @@ def estimate_bytes(n_transfers: int) -> int:
     return BASE_BYTES + int(n_transfers) * BYTES_PER_TRANSFER
 
 
-def check_transfers(n_transfers: int, where: str, what: str, hint: str) -> None:
-    """InputError (exit 2 from the CLI) when ``n_transfers`` point-to-point transfers cannot
-    fit; the message gives the estimate, the memory there is, and ``hint``."""
-    need = estimate_bytes(n_transfers)
+def check_transfers(n_transfers: int, where: str, what: str, hint: str,
+                    delays: int = 0) -> None:
+    """InputError (exit 2 from the CLI) when ``n_transfers`` point-to-point transfers (and
+    ``delays`` delay nodes, e.g. a step latency before each transfer) cannot fit; the message
+    gives the estimate, the memory there is, and ``hint``."""
+    need = estimate_bytes(n_transfers + delays)
     have = available_bytes()
     if need > SHARE * have:
-        raise InputError(f"{where}: {what} is {n_transfers:,} transfers, about "
+        extra = f" and {delays:,} delay nodes" if delays else ""
+        raise InputError(f"{where}: {what} is {n_transfers:,} transfers{extra}, about "
                          f"{_gb(need)} of memory, but {_gb(have)} is available; {hint}")
 
 

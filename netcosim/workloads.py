@@ -370,14 +370,13 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
         chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
                                       opts.get("group_size"))
     count = collective_transfers(op_c, algo, len(ranks), chunks)
-    if costs.any_latency:
-        count *= 2  # a delay node before every transfer
+    delays = count if costs.any_latency else 0  # a delay node before every transfer
     streamable = (op_c, "ring") in RING_STREAMS
     hint = ("use fewer ranks or chunks" +
             (", or algorithm = \"ring\" with network_detail = \"auto\" (one stream)"
              if streamable and (algo != "ring" or detail == "full") else "") +
             (" (the packet engine runs every transfer)" if detail == "auto" else ""))
-    check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks", hint)
+    check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks", hint, delays)
     return None
 
 

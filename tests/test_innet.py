@@ -267,8 +267,10 @@ def test_scenario_collective(tmp_path, op, algo, ranks, detail):
 def test_cli_collective(capsys):
     from netcosim.cli import main
 
+    # the bandwidth alone (no protocol latencies): near the line rate
     rc = main(["collective", "--topo", "two_tier:nodes=1,reduce_gbps=scaleup:line", "--op",
-               "all_reduce", "--algo", "nvls", "--sizes", "1GiB", "--engine", "flow"])
+               "all_reduce", "--algo", "nvls", "--sizes", "1GiB", "--engine", "flow",
+               "--step-latency-us", "0"])
     assert rc in (0, None)
     line = [x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("1073741824")]
     algbw = float(line[0].split()[2])
