@@ -2,8 +2,9 @@
 a schedule computes its collective, pick an algorithm for a fabric, and report NCCL-style.
 
 ``build(op, algorithm, ranks, nbytes, **options)`` dispatches to the per-algorithm functions
-(``ring_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0)`` and friends); docs/
-collectives.md describes each algorithm, the checker and the choice rule.
+(``ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+fabric=None)`` and friends); docs/collectives.md describes each algorithm, the protocols
+(collectives/protocols.py), the checker and the choice rule.
 """
 from __future__ import annotations
 

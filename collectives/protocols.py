@@ -9,16 +9,17 @@ A protocol changes three things in a collective's schedule (docs/collectives.md,
   load without knowing about protocols.
 * **per-step latency**: the software cost of a step (flag polling, the network proxy), a
   DELAY on the data path before every transfer (collectives/_plan.py): NCCL's per-hop latency
-  of the ring algorithm, one figure inside an NVLink domain and one across the network.
+  of the algorithm's family (FAMILY_LATENCY), one figure inside an NVLink domain and one
+  across the network.
 * **launch latency**: NCCL's base latency, once per collective and rank.
 
 Figures are NCCL's tuner constants (src/graph/tuning.cc, ``ncclTunerConstantsDefaults``:
-``baseLatencies`` and ``hwLatencies`` of the ring rows for NVLINK and NET) and its buffer
+``baseLatencies`` and ``hwLatencies`` for NVLINK and NET) and its buffer
 layout (src/include/device.h: NCCL_STEPS = 8, 16-byte LL lines of 8 data bytes, 128-byte
 LL128 lines of 15 data words; src/init.cc: DEFAULT_LL_BUFFSIZE, DEFAULT_LL128_BUFFSIZE, 4 MiB
 Simple buffer; src/enqueue.cc: chunk = step size x chunk steps, halved for LL, 15/16 for
-LL128), https://github.com/NVIDIA/nccl. NCCL's tree rows differ slightly (LL128 1.25 us, Simple
-4.0 us per NVLink hop); one figure per protocol keeps the model small.
+LL128), https://github.com/NVIDIA/nccl. Not modelled: NCCL's LL / LL128 throughput caps
+(llMaxBws, perChMaxRingLL128Bws), which bound those protocols by the GPU's threads.
 
 **Chunks.** NCCL cuts each channel's data into chunks (per channel: Simple 512 KiB per step,
 LL 32 KiB, LL128 576,000 bytes, NVLS 128 KiB) and runs ``CHANNELS`` channels side by side. A
