@@ -2,8 +2,9 @@
 a schedule computes its collective, pick an algorithm for a fabric, and report NCCL-style.
 
 ``build(op, algorithm, ranks, nbytes, **options)`` dispatches to the per-algorithm functions
-(``ring_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0)`` and friends); docs/
-collectives.md describes each algorithm, the checker and the choice rule.
+(``ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+fabric=None)`` and friends); docs/collectives.md describes each algorithm, the protocols
+(collectives/protocols.py), the checker and the choice rule.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from collectives.hierarchical import hierarchical_all_reduce, torus_all_reduce
 from collectives.innet import (IN_NETWORK, nvls_all_gather, nvls_all_reduce,
                                nvls_reduce_scatter, sharp_all_gather, sharp_all_reduce,
                                sharp_reduce_scatter)
+from collectives.nvls_tree import nvls_tree_all_reduce
 from collectives.p2p import send_recv
 from collectives.rooted import ring_broadcast, ring_reduce, tree_broadcast, tree_reduce
 from topo.errors import InputError
@@ -37,6 +39,7 @@ ALGORITHMS: dict[str, dict[str, object]] = {
         "torus": torus_all_reduce,
         "nvls": nvls_all_reduce,
         "sharp": sharp_all_reduce,
+        "nvls_tree": nvls_tree_all_reduce,
     },
     "all_to_all": {
         "direct": direct_all_to_all,
@@ -63,6 +66,7 @@ ALIASES = {
     ("all_reduce", "rhd"): "recursive_halving_doubling",
     ("all_reduce", "bidir_ring"): "bidirectional_ring",
     ("all_reduce", "torus_dor"): "torus",
+    ("all_reduce", "nvlstree"): "nvls_tree",
     ("all_to_all", "shift"): "pairwise",
     ("all_to_all_v", "shift"): "pairwise",
     ("send_recv", "p2p"): "direct",
@@ -85,14 +89,26 @@ def resolve(op: str, algorithm: str) -> tuple[str, str]:
 def build(op: str, algorithm: str, ranks, nbytes, fabric=None, **options):
     """The Schedule of ``op`` with ``algorithm`` over ``ranks`` (host ids, in ring order).
 
-    ``fabric``: the topology, passed on to the algorithms that need it (the in-network ones,
-    ``nvls`` and ``sharp``, build their reduction trees from it) and ignored by the others."""
+    ``fabric``: the topology, passed on to the algorithms (the in-network ones, ``nvls``,
+    ``sharp`` and ``nvls_tree``, build their reduction trees from it; a protocol's per-step
+    latency depends on whether a step stays in a scale-up domain). ``protocol``: None (no
+    protocol costs), "ll", "ll128", "simple", or "auto" (least estimate; needs ``fabric``);
+    collectives/protocols.py."""
+    from collectives import protocols
+
     op, algorithm = resolve(op, algorithm)
     fn = ALGORITHMS[op][algorithm]
     import inspect
 
     params = inspect.signature(fn).parameters
-    if fabric is not None and "fabric" in params and "trees" not in options:
+    if protocols.check_for(algorithm, options.get("protocol")) == protocols.AUTO:
+        if fabric is None:
+            raise InputError("protocol = 'auto': choosing a protocol by size needs the fabric "
+                             "(collectives.build(..., fabric=topology))")
+        rest = {k: v for k, v in options.items() if k != "protocol"}
+        options = dict(options, protocol=protocols.best(fabric, op, algorithm, ranks, nbytes,
+                                                        **rest)[0])
+    if fabric is not None and "fabric" in params:
         options = dict(options, fabric=fabric)
     unknown = [k for k in options if k not in params or k in ("ranks", "nbytes", "matrix")
                or k.startswith("_")]
@@ -107,7 +123,7 @@ def build(op: str, algorithm: str, ranks, nbytes, fabric=None, **options):
 def needs_fabric(op: str, algorithm: str) -> bool:
     """Whether the algorithm reduces in the network (builds from the fabric's switches)."""
     op, algorithm = resolve(op, algorithm)
-    return algorithm in IN_NETWORK
+    return algorithm in IN_NETWORK or algorithm == "nvls_tree"
 
 
 from collectives.choose import Choice, choose  # noqa: E402  (uses ALGORITHMS)

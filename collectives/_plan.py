@@ -82,7 +82,10 @@ def check_int(value, name: str, lo: int = 1) -> int:
     return int(v)
 
 
-def check_latency(step_latency_s) -> float:
+def check_latency(step_latency_s, allow_none: bool = False):
+    """Seconds >= 0; None (the protocol's latencies) when ``allow_none``."""
+    if step_latency_s is None and allow_none:
+        return None
     try:
         x = float(step_latency_s)
     except (TypeError, ValueError):
@@ -134,18 +137,32 @@ def chunked_layout(nbytes: int, chunks: int, parts: int) -> np.ndarray:
 class Plan:
     """Accumulates nodes in batches (arrays of any shape) and dependency edges, then builds.
 
-    Only transfers and zero-time joins are planned; DELAY nodes for the per-step latency are
-    inserted by :meth:`build`, one before every transfer.
+    Only transfers, zero-time joins and switch reductions are planned; DELAY nodes for the
+    per-step latency are inserted by :meth:`build`, one before every transfer, and launch
+    delays one per rank. Edges are of two kinds: :meth:`deps` (data: the transfer needs what
+    its parent delivered, so the step latency comes after it) and :meth:`order` (sequence: a
+    sender's previous send on the connection, which the step latency does not follow: NCCL
+    keeps NCCL_STEPS steps in flight, so a sender streams its chunks while each one's flag
+    makes its way). Without latencies, or with one chunk (nothing to stream), both kinds are
+    the same edge.
+
+    ``costs`` (collectives.protocols.Costs) gives the wire bytes of a payload, the per-step
+    latency of each transfer and the launch latency; a float is a fixed per-step latency.
     """
 
     def __init__(self, op: str, algorithm: str, ranks: np.ndarray, nbytes, chunks: int,
-                 step_latency_s: float, block_bytes: np.ndarray):
+                 step_latency_s, block_bytes: np.ndarray):
+        from collectives.protocols import Costs, costs as make_costs
+
         self.op, self.algorithm = op, algorithm
         self.ranks = ranks
         # endpoint of every rank index: the ranks, then any switches (in-network collectives
         # address switch j as rank index n + j)
         self.nodes = ranks
-        self.nbytes, self.chunks, self.step_latency_s = nbytes, chunks, step_latency_s
+        self.costs = step_latency_s if isinstance(step_latency_s, Costs) else \
+            make_costs(None, step_latency_s)
+        self.nbytes, self.chunks = nbytes, chunks
+        self.step_latency_s = self.costs.fixed_step_s
         self.block_bytes = np.asarray(block_bytes, dtype=np.int64)
         self._cum = np.concatenate([[0], np.cumsum(self.block_bytes)])
         self._cols: dict[str, list] = {k: [] for k in ("kind", "src", "dst", "size", "tag",
@@ -153,6 +170,8 @@ class Plan:
                                                        "red", "dur")}
         self._child: list[np.ndarray] = []
         self._parent: list[np.ndarray] = []
+        self._ochild: list[np.ndarray] = []
+        self._oparent: list[np.ndarray] = []
         self.labels: list[str] = []
         self.meta: dict = {}
         self.n = 0
@@ -183,7 +202,8 @@ class Plan:
         c["kind"].append(np.full(k, TRANSFER, dtype=np.int8))
         c["src"].append(self.nodes[flat(src)])
         c["dst"].append(self.nodes[flat(dst)])
-        c["size"].append(self._sizes(lo_, n_, s_, n2_, s2_))
+        c["size"].append(np.asarray(self.costs.wire(self._sizes(lo_, n_, s_, n2_, s2_)),
+                                    dtype=np.int64))
         c["tag"].append(flat(tag))
         c["label"].append(np.full(k, self._label(label), dtype=np.int16))
         c["lo"].append(lo_)
@@ -262,12 +282,21 @@ class Plan:
 
     # ------------------------------------------------------------------ edges
     def deps(self, child, parent) -> None:
-        """Edges parent -> child (broadcast together); entries with a negative id are skipped."""
+        """Data edges parent -> child (broadcast together); negative ids are skipped."""
         child, parent = np.broadcast_arrays(np.asarray(child, dtype=np.int64),
                                             np.asarray(parent, dtype=np.int64))
         ok = (child >= 0) & (parent >= 0)
         self._child.append(child[ok])
         self._parent.append(parent[ok])
+
+    def order(self, child, parent) -> None:
+        """Sequence edges parent -> child: the sender's previous send on the same connection
+        (or edge), which a transfer waits for without a step latency in between."""
+        child, parent = np.broadcast_arrays(np.asarray(child, dtype=np.int64),
+                                            np.asarray(parent, dtype=np.int64))
+        ok = (child >= 0) & (parent >= 0)
+        self._ochild.append(child[ok])
+        self._oparent.append(parent[ok])
 
     # ------------------------------------------------------------------ output
     def build(self) -> Schedule:
@@ -278,72 +307,109 @@ class Plan:
         c = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int64)
              for k, v in self._cols.items() if k not in skip}
         N = self.n
-        child = np.concatenate(self._child) if self._child else np.zeros(0, np.int64)
-        parent = np.concatenate(self._parent) if self._parent else np.zeros(0, np.int64)
-        if child.size and (parent >= child).any():  # an algorithm bug, not bad input
-            i = int(np.flatnonzero(parent >= child)[0])
-            raise AssertionError(f"{self.algorithm}: node {int(child[i])} depends on later "
-                                 f"node {int(parent[i])}")
+        cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)  # noqa: E731
+        child, parent = cat(self._child), cat(self._parent)
+        ochild, oparent = cat(self._ochild), cat(self._oparent)
+        for a, b in ((child, parent), (ochild, oparent)):
+            if a.size and (b >= a).any():  # an algorithm bug, not bad input
+                i = int(np.flatnonzero(b >= a)[0])
+                raise AssertionError(f"{self.algorithm}: node {int(a[i])} depends on later "
+                                     f"node {int(b[i])}")
         kind = c["kind"]
         is_t = kind == TRANSFER
-        lat = self.step_latency_s
-        if lat > 0:
-            # each transfer i moves to new_id(i); its delay sits at new_id(i) - 1 and inherits
-            # the transfer's parents (the delay is the software/NIC cost of starting the step)
+        costs = self.costs
+        if self.chunks == 1 and ochild.size:
+            # one chunk: a sender has nothing to stream, its next step waits for its previous
+            # one as for its data, and the latency comes after both (the ranks of a ring then
+            # move in lock step at the slowest connection, as the stream form says)
+            child, parent = np.concatenate([child, ochild]), np.concatenate([parent, oparent])
+            ochild = oparent = np.zeros(0, np.int64)
+        with_delay = costs.any_latency and bool(is_t.any())
+        if with_delay:
+            # each transfer i moves to new_id(i); its delay sits at new_id(i) - 1 and takes the
+            # transfer's data parents (the step's latency follows the data it waits for); the
+            # transfer keeps its order parents (the sender's previous send)
             new_id = np.arange(N) + np.cumsum(is_t)
             delay_of = new_id[is_t] - 1
-            tgt = new_id[child] - is_t[child]  # a transfer's parents go to its delay
-            child = np.concatenate([tgt, new_id[is_t]])
-            parent = np.concatenate([new_id[parent], delay_of])
+            lat = np.asarray(costs.latency(c["src"][is_t], c["dst"][is_t]), dtype=np.float64)
+            child = np.concatenate([new_id[child] - is_t[child], new_id[ochild],
+                                    new_id[is_t]])
+            parent = np.concatenate([new_id[parent], new_id[oparent], delay_of])
             M = N + int(is_t.sum())
         else:
             new_id = np.arange(N)
             delay_of = np.zeros(0, dtype=np.int64)
+            lat = np.zeros(0)
+            child = np.concatenate([child, ochild])
+            parent = np.concatenate([parent, oparent])
             M = N
-        out_kind = np.full(M, DELAY, dtype=np.int8)
-        out_kind[new_id[is_t]] = TRANSFER
 
         def spread(col, fill, dtype):
-            if lat == 0:
+            if not with_delay:
                 return col.astype(dtype, copy=False)
             a = np.full(M, fill, dtype=dtype)
             a[new_id] = col
-            if lat > 0:
-                a[delay_of] = fill
+            a[delay_of] = fill
             return a
 
+        out_kind = np.full(M, DELAY, dtype=np.int8)
+        out_kind[new_id[is_t]] = TRANSFER
         src = spread(c["src"], -1, np.int64)
-        if lat > 0:
+        if with_delay:
             src[delay_of] = c["src"][is_t]  # a delay belongs to its transfer's sender
         dst = spread(c["dst"], -1, np.int64)  # joins already carry -1 / 0
         size = spread(c["size"], 0, np.int64)
         tag = spread(c["tag"], -1, np.int64)
-        if lat > 0:
+        if with_delay:
             tag[delay_of] = c["tag"][is_t]
         dur = spread(c["dur"], 0.0, np.float64)
-        if lat > 0:
+        if with_delay:
             dur[delay_of] = lat
         labels = list(self.labels) or ["transfer"]
         label = spread(c["label"], 0, np.int16)
-        if lat > 0:
+        if with_delay:
             label[delay_of] = len(labels)
             labels.append("step_latency")
-        # CSR by child; np.unique also drops duplicate edges (data and order deps can coincide)
+        blk_lo = spread(c["lo"], -1, np.int64)
+        red = spread(c["red"], -1, np.int8)
+        t = is_t | (kind == REDUCE)
+        extra_cols = {}
+        if strided and (c["n"][t] != 1).any():
+            extra_cols["blk_n"] = spread(c["n"], 1, np.int32)
+            extra_cols["blk_s"] = spread(c["s"], 1, np.int64)
+        if strided2 and (c["n2"][t] != 1).any():
+            extra_cols["blk_n2"] = spread(c["n2"], 1, np.int32)
+            extra_cols["blk_s2"] = spread(c["s2"], 0, np.int64)
+        if costs.launch_s > 0 and M:
+            # NCCL's base latency: one launch DELAY per rank, ahead of every node of that rank
+            # that has no parent (the ids shift so that parents keep preceding children)
+            has_parent = np.zeros(M, dtype=bool)
+            has_parent[child] = True
+            roots = np.flatnonzero(~has_parent)
+            owner = src[roots]
+            owners, inv = np.unique(owner, return_inverse=True)
+            K = len(owners)
+            child = np.concatenate([child + K, roots + K])
+            parent = np.concatenate([parent + K, inv.reshape(-1)])
+            pre = lambda a, fill: np.concatenate([np.full(K, fill, dtype=a.dtype), a])  # noqa
+            out_kind = pre(out_kind, DELAY)
+            src = np.concatenate([owners.astype(np.int64), src])
+            dst, size, tag = pre(dst, -1), pre(size, 0), pre(tag, -1)
+            dur = np.concatenate([np.full(K, costs.launch_s), dur])
+            label = pre(label, len(labels))
+            labels.append("launch_latency")
+            blk_lo, red = pre(blk_lo, -1), pre(red, -1)
+            extra_cols = {k: pre(v, 1 if k in ("blk_n", "blk_s", "blk_n2") else 0)
+                          for k, v in extra_cols.items()}
+            M += K
+        # CSR by child; duplicate edges dropped (data and order deps can coincide)
         key = child * M + parent
         key.sort()  # (np.unique's hash path is several times slower at millions of edges)
         if key.size:
             key = key[np.concatenate([[True], key[1:] != key[:-1]])]
         ch, par = key // M, key % M
         dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(ch, minlength=M))])
-        extra = {"blk_lo": spread(c["lo"], -1, np.int64),
-                 "reduce": spread(c["red"], -1, np.int8)}
-        t = is_t | (kind == REDUCE)
-        if strided and (c["n"][t] != 1).any():
-            extra["blk_n"] = spread(c["n"], 1, np.int32)
-            extra["blk_s"] = spread(c["s"], 1, np.int64)
-        if strided2 and (c["n2"][t] != 1).any():
-            extra["blk_n2"] = spread(c["n2"], 1, np.int32)
-            extra["blk_s2"] = spread(c["s2"], 0, np.int64)
+        extra = {"blk_lo": blk_lo, "reduce": red, **extra_cols}
         sched = Schedule(kind=out_kind, src=src, dst=dst, size=size, duration=dur,
                          start=np.zeros(M), dep_ptr=dep_ptr, dep_idx=par, tag=tag, label=label,
                          labels=labels, extra=extra)
@@ -351,6 +417,8 @@ class Plan:
                       "ranks": self.ranks.copy(), "n_ranks": int(len(self.ranks)),
                       "nbytes": self.nbytes, "chunks": self.chunks,
                       "step_latency_s": self.step_latency_s,
+                      "protocol": costs.protocol, "wire_ratio": (costs.num, costs.den),
+                      "launch_latency_s": costs.launch_s,
                       "n_blocks": int(len(self.block_bytes)), "block_bytes": self.block_bytes,
                       **self.meta}
         return sched

@@ -73,8 +73,8 @@ def ring_phases(plan: Plan, members: np.ndarray, lo: np.ndarray, cnt, *, rs: boo
             plan.deps(ids, np.roll(ready, -1, axis=1)[None])  # receiver adds into its data
         # order: each member's sends in (step, chunk) sequence
         seq = ids.transpose(1, 2, 0, 3).reshape(R, m, K * C)
-        plan.deps(seq[:, :, 1:], seq[:, :, :-1])
-        plan.deps(seq[:, :, 0], last_send)
+        plan.order(seq[:, :, 1:], seq[:, :, :-1])
+        plan.order(seq[:, :, 0], last_send)
         last_send = seq[:, :, -1].copy()
         # member p's final receive of each chunk (the sender is p-1, at the last step)
         last_recv = np.roll(ids[-1], 1, axis=1).copy()

@@ -11,33 +11,53 @@ from collectives._plan import (Plan, check_chunks, check_latency, check_nbytes, 
                                chunked_layout)
 from collectives._ring import ring_phases
 from collectives._trees import depths, double_binary_trees
+from topo.errors import InputError
 
 
-def _setup(ranks, nbytes, chunks, step_latency_s, parts_per_chunk, algorithm, op="all_reduce"):
+def _setup(ranks, nbytes, chunks, step_latency_s, parts_per_chunk, algorithm, op="all_reduce",
+           protocol=None, fabric=None, per_chunk=None, n_groups=1):
+    """Checked arguments and the Plan. ``chunks`` None: the protocol's default
+    (collectives.protocols.default_chunks; ``per_chunk(n)``: transfers per chunk, for its
+    bound); ``protocol`` None: no protocol costs (payload on the wire, ``step_latency_s``
+    or no latency)."""
+    from collectives import protocols
+
     ranks = check_ranks(ranks)
     nbytes = check_nbytes(nbytes)
     n = len(ranks)
     P = parts_per_chunk(n) if callable(parts_per_chunk) else parts_per_chunk
-    C = check_chunks(chunks, nbytes, P, f"{algorithm} {op} over {n} ranks")
-    lat = check_latency(step_latency_s)
-    return Plan(op, algorithm, ranks, nbytes, C, lat, chunked_layout(nbytes, C, P)), n, C, P
+    proto = protocols.check_for(algorithm, protocol)
+    if proto == protocols.AUTO:
+        raise InputError("protocol = 'auto': the schedule builders take a protocol name; "
+                         "collectives.choose or collectives.protocols.best picks one")
+    if chunks is None:
+        C = protocols.default_chunks(op, algorithm, nbytes, P, proto,
+                                     per_chunk(n) if per_chunk else 0, n_groups)
+    else:
+        C = check_chunks(chunks, nbytes, P, f"{algorithm} {op} over {n} ranks")
+    lat = check_latency(step_latency_s, allow_none=True)
+    costs = protocols.costs(proto, lat, fabric, algorithm)
+    return Plan(op, algorithm, ranks, nbytes, C, costs, chunked_layout(nbytes, C, P)), n, C, P
 
 
-def ring_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+def ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+                    fabric=None):
     """Ring: reduce-scatter then all-gather around ``ranks`` in list order, 2(n-1) steps of
     S/n bytes per rank. Bandwidth-optimal: each rank sends 2(n-1)/n * S."""
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "ring")
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "ring",
+                           protocol=protocol, fabric=fabric)
     lo = (np.arange(C)[None, None, :] * n + np.arange(n)[None, :, None])
     ring_phases(plan, np.arange(n)[None, :], lo, 1, rs=True, ag=True)
     return plan.build()
 
 
-def bidirectional_ring_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+def bidirectional_ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None,
+                                  protocol=None, fabric=None):
     """Two rings in opposite directions, each all-reducing half the buffer. Helps where a
     rank's links to its two ring neighbours are distinct (a torus/ring fabric); on a switched
     fabric both halves share the rank's one NIC and it equals the ring."""
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: 2 * n,
-                           "bidirectional_ring")
+                           "bidirectional_ring", protocol=protocol, fabric=fabric)
     members = np.stack([np.arange(n), np.arange(n)[::-1]])
     lo = (np.arange(C)[None, None, :] * 2 * n + np.arange(2)[:, None, None] * n +
           np.arange(n)[None, :, None])
@@ -45,12 +65,14 @@ def bidirectional_ring_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
     return plan.build()
 
 
-def double_binary_tree_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+def double_binary_tree_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None,
+                                  protocol=None, fabric=None):
     """NCCL's double binary tree: half the buffer is reduced up tree 0 and broadcast back down,
     the other half on tree 1 (a leaf of one tree is an inner node of the other, so every
     rank sends and receives about the same). Chunks pipeline: chunk c moves up (and then down)
     while chunk c+1 follows; each tree edge carries one chunk at a time per direction."""
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 2, "double_binary_tree")
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 2, "double_binary_tree",
+                           protocol=protocol, fabric=fabric, per_chunk=lambda n: 4 * (n - 1))
     parents = double_binary_trees(n)
     up_ids = np.full((C, 2, n), -1, dtype=np.int64)
     down_ids = np.full((C, 2, n), -1, dtype=np.int64)  # edge parent(y) -> y, indexed by y
@@ -83,7 +105,7 @@ def double_binary_tree_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
         has_par = par[y] >= 0
         plan.deps(up_ids[:, t, par[y]][:, has_par & (par[y] != root)],
                   up_ids[:, t, y][:, has_par & (par[y] != root)])
-        plan.deps(up_ids[1:, t, y], up_ids[:-1, t, y])  # one chunk at a time per edge
+        plan.order(up_ids[1:, t, y], up_ids[:-1, t, y])  # one chunk at a time per edge
         # down: from the root once its children's chunk arrived, else after receiving it
         y = down_order
         from_root = par[y] == root
@@ -92,7 +114,7 @@ def double_binary_tree_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
                   up_ids[:, t, kids_of_root][:, None, :])
         inner = y[~from_root]
         plan.deps(down_ids[:, t, inner], down_ids[:, t, par[inner]])
-        plan.deps(down_ids[1:, t, y], down_ids[:-1, t, y])
+        plan.order(down_ids[1:, t, y], down_ids[:-1, t, y])
     plan.meta["trees"] = parents
     return plan.build()
 
@@ -101,7 +123,8 @@ def _pow2_floor(n: int) -> int:
     return 1 << (int(n).bit_length() - 1)
 
 
-def recursive_halving_doubling_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+def recursive_halving_doubling_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None,
+                                          protocol=None, fabric=None):
     """Rabenseifner: reduce-scatter by recursive halving (partners at distance p/2, p/4, ...,
     1, exchanging half of the current range each step) then all-gather by recursive doubling.
     log2(p) steps each way; each rank sends 2(p-1)/p * S. For n not a power of two, with
@@ -112,7 +135,7 @@ def recursive_halving_doubling_all_reduce(ranks, nbytes, chunks=1, step_latency_
     n = len(ranks_arr)
     p = _pow2_floor(n)
     plan, n, C, P = _setup(ranks_arr, nbytes, chunks, step_latency_s, p,
-                           "recursive_halving_doubling")
+                           "recursive_halving_doubling", protocol=protocol, fabric=fabric)
     r = n - p
     L = p.bit_length() - 1
     v = np.arange(p)
@@ -124,7 +147,7 @@ def recursive_halving_doubling_all_reduce(ranks, nbytes, chunks=1, step_latency_
         i = np.arange(r)
         pre = plan.transfers(2 * i[:, None], 2 * i[:, None] + 1, c[None, :] * p, n=p,
                              reduce=True, label="fixup_in", tag=0)
-        plan.deps(pre[:, 1:], pre[:, :-1])
+        plan.order(pre[:, 1:], pre[:, :-1])
         recv_into[:r] = pre
     tag = 1
 
@@ -138,8 +161,8 @@ def recursive_halving_doubling_all_reduce(ranks, nbytes, chunks=1, step_latency_
         # MPI sendrecv: the exchange of step k starts when both partners finished step k-1
         plan.deps(ids, recv_into)
         plan.deps(ids, recv_into[partner])
-        plan.deps(ids[:, 1:], ids[:, :-1])
-        plan.deps(ids[:, 0], last_send)
+        plan.order(ids[:, 1:], ids[:, :-1])
+        plan.order(ids[:, 0], last_send)
         last_send = ids[:, -1].copy()
         recv_into = ids[partner].copy()
         return ids
@@ -153,25 +176,27 @@ def recursive_halving_doubling_all_reduce(ranks, nbytes, chunks=1, step_latency_
         post = plan.transfers(2 * i[:, None] + 1, 2 * i[:, None], c[None, :] * p, n=p,
                               reduce=False, label="fixup_out", tag=tag)
         plan.deps(post, recv_into[:r])
-        plan.deps(post[:, 1:], post[:, :-1])
-        plan.deps(post[:, 0], last_send[:r])
+        plan.order(post[:, 1:], post[:, :-1])
+        plan.order(post[:, 0], last_send[:r])
     return plan.build()
 
 
-def direct_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0):
+def direct_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+                      fabric=None):
     """Reduce-scatter then all-gather with every peer at once: rank i sends piece j of its
     buffer to rank j (which sums the n pieces), then j sends the reduced piece to every rank.
     Two steps, n(n-1) transfers each; each rank sends 2(n-1)/n * S, like the ring."""
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "direct")
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "direct",
+                           protocol=protocol, fabric=fabric)
     i, j = np.nonzero(~np.eye(n, dtype=bool))  # ordered pairs i != j
     c = np.arange(C)[:, None]
     rs = plan.transfers(i[None, :], j[None, :], c * n + j[None, :], reduce=True,
                         label="reduce_scatter", tag=0)  # (C, pairs)
-    plan.deps(rs[1:], rs[:-1])
+    plan.order(rs[1:], rs[:-1])
     join = plan.joins(np.broadcast_to(np.arange(n), (C, n)), label="reduced")
     plan.deps(join[np.broadcast_to(c, rs.shape), np.broadcast_to(j, rs.shape)], rs)
     ag = plan.transfers(j[None, :], i[None, :], c * n + j[None, :], reduce=False,
                         label="all_gather", tag=1)
     plan.deps(ag, join[np.broadcast_to(c, ag.shape), np.broadcast_to(j, ag.shape)])
-    plan.deps(ag[1:], ag[:-1])
+    plan.order(ag[1:], ag[:-1])
     return plan.build()

@@ -14,10 +14,14 @@ from collectives.hierarchical import _check_groups
 from topo.errors import InputError
 
 
-def _matrix(ranks, nbytes, chunks, step_latency_s, algorithm, op):
+def _matrix(ranks, nbytes, chunks, step_latency_s, algorithm, op, protocol=None, fabric=None):
+    from collectives import protocols
+
     ranks = check_ranks(ranks)
     n = len(ranks)
-    lat = check_latency(step_latency_s)
+    lat = protocols.costs(_protocol(algorithm, protocol),
+                          check_latency(step_latency_s, allow_none=True), fabric, algorithm)
+    chunks = 1 if chunks is None else chunks  # all pairs at once: nothing to pipeline
     if op == "all_to_all_v":
         M = _check_matrix(nbytes, n)
         C = check_int(chunks, "chunks")
@@ -31,6 +35,16 @@ def _matrix(ranks, nbytes, chunks, step_latency_s, algorithm, op):
     if op == "all_to_all_v":
         plan.meta["matrix"] = M
     return plan, n, C
+
+
+def _protocol(algorithm, protocol):
+    from collectives import protocols
+
+    p = protocols.check_for(algorithm, protocol)
+    if p == protocols.AUTO:
+        raise InputError("protocol = 'auto': the schedule builders take a protocol name; "
+                         "collectives.choose or collectives.protocols.best picks one")
+    return p
 
 
 def _check_matrix(M, n):
@@ -58,22 +72,26 @@ def _pairs(n):
     return np.nonzero(~np.eye(n, dtype=bool))
 
 
-def direct_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, *, _op="all_to_all"):
+def direct_all_to_all(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+                      fabric=None, *, _op="all_to_all"):
     """Every rank sends every piece at once: n(n-1) concurrent transfers (per chunk)."""
-    plan, n, C = _matrix(ranks, nbytes, chunks, step_latency_s, "direct", _op)
+    plan, n, C = _matrix(ranks, nbytes, chunks, step_latency_s, "direct", _op, protocol,
+                         fabric)
     i, j = _pairs(n)
     c = np.arange(C)[:, None]
     ids = plan.transfers(i[None, :], j[None, :], (i * n + j)[None, :] * C + c, reduce=False,
                          label="all_to_all", tag=0)
-    plan.deps(ids[1:], ids[:-1])
+    plan.order(ids[1:], ids[:-1])
     return plan.build()
 
 
-def pairwise_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, *, _op="all_to_all"):
+def pairwise_all_to_all(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+                        fabric=None, *, _op="all_to_all"):
     """Shift exchange (MPI's pairwise algorithm for any n): in round k = 1..n-1 rank i sends to
     i+k and receives from i-k; a round starts when the rank's previous send and receive are
     done, so at most one piece per rank is in flight."""
-    plan, n, C = _matrix(ranks, nbytes, chunks, step_latency_s, "pairwise", _op)
+    plan, n, C = _matrix(ranks, nbytes, chunks, step_latency_s, "pairwise", _op, protocol,
+                         fabric)
     i = np.arange(n)
     ids = np.empty((n - 1, n, C), dtype=np.int64)
     for k in range(1, n):
@@ -81,15 +99,15 @@ def pairwise_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, *, _op="all
         ids[k - 1] = plan.transfers(i[:, None], j[:, None],
                                     (i * n + j)[:, None] * C + np.arange(C)[None, :],
                                     reduce=False, label="all_to_all", tag=k)
-    plan.deps(ids[:, :, 1:], ids[:, :, :-1])
-    plan.deps(ids[1:, :, 0], ids[:-1, :, -1])  # own previous send
+    plan.order(ids[:, :, 1:], ids[:, :, :-1])
+    plan.order(ids[1:, :, 0], ids[:-1, :, -1])  # own previous send
     recv_prev = np.stack([ids[k - 1][(i - k) % n, -1] for k in range(1, n)])  # into i, round k
     plan.deps(ids[1:, :, 0], recv_prev[:-1])
     return plan.build()
 
 
-def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_size=None,
-                            leader="node", *, _op="all_to_all"):
+def hierarchical_all_to_all(ranks, nbytes, chunks=None, step_latency_s=None, group_size=None,
+                            leader="node", protocol=None, fabric=None, *, _op="all_to_all"):
     """Groups of ``group_size`` consecutive ranks (one node each).
 
     ``leader="node"`` (one scale-out port per node, MPI-style): pieces within a node go
@@ -102,7 +120,8 @@ def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
     (intra-node step, which also delivers on-node pieces); then (a, l') sends one aggregated
     message to each (b, l') over its own rail. Data lands at its destination, so no scatter.
     """
-    plan, n, C = _matrix(ranks, nbytes, chunks, step_latency_s, "hierarchical", _op)
+    plan, n, C = _matrix(ranks, nbytes, chunks, step_latency_s, "hierarchical", _op,
+                         protocol, fabric)
     g = _check_groups(n, group_size)
     if leader not in ("node", "rail"):
         raise InputError(f"leader = {leader!r}: expected 'node' or 'rail'")
@@ -119,7 +138,7 @@ def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
         one = plan.transfers(src[:, None], dst[:, None],
                              (src * n + l_of[dst])[:, None] * C + c[None, :], n=G, s=g * C,
                              reduce=False, label="intra_rail_gather", tag=0)
-        plan.deps(one[:, 1:], one[:, :-1])
+        plan.order(one[:, 1:], one[:, :-1])
         join = plan.joins(np.broadcast_to(np.arange(n)[:, None], (n, C)), label="gathered")
         plan.deps(join[dst[:, None], c[None, :]], one)
         ai, bi = _pairs(G)
@@ -130,7 +149,7 @@ def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
         two = plan.transfers(src[:, None], dst[:, None], lo, n=g, s=n * C, reduce=False,
                              label="inter_rail_exchange", tag=1)
         plan.deps(two, join[src])
-        plan.deps(two[:, 1:], two[:, :-1])
+        plan.order(two[:, 1:], two[:, :-1])
         return plan.build()
 
     # leader = "node"
@@ -140,7 +159,7 @@ def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
     dst = a * g + np.tile(lj, G)
     direct = plan.transfers(src[:, None], dst[:, None], (src * n + dst)[:, None] * C + c[None, :],
                             reduce=False, label="intra_direct", tag=0)
-    plan.deps(direct[:, 1:], direct[:, :-1])
+    plan.order(direct[:, 1:], direct[:, :-1])
     leaders = np.arange(G) * g
     gather_parts = []
     nonlead = np.flatnonzero(l_of > 0)
@@ -159,7 +178,7 @@ def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
                              (s_ * n + start[sel])[:, None] * C + c[None, :],
                              n=count[sel][:, None], s=C, reduce=False, label="intra_gather",
                              tag=1)
-        plan.deps(ids[:, 1:], ids[:, :-1])
+        plan.order(ids[:, 1:], ids[:, :-1])
         gather_parts.append((a_of[s_], ids))
     gathered = plan.joins(np.broadcast_to(np.arange(G)[:, None], (G, C)) * g, label="gathered")
     for a_s, ids in gather_parts:
@@ -169,7 +188,7 @@ def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
     exch = plan.transfers(leaders[ai][:, None], leaders[bi][:, None], lo, n=g, s=C, n2=g,
                           s2=n * C, reduce=False, label="inter_exchange", tag=2)
     plan.deps(exch, gathered[ai])
-    plan.deps(exch[:, 1:], exch[:, :-1])
+    plan.order(exch[:, 1:], exch[:, :-1])
     received = plan.joins(np.broadcast_to(leaders[:, None], (G, C)), label="exchanged")
     plan.deps(received[bi], exch)
     for start, count, sel in off_node:
@@ -181,23 +200,27 @@ def hierarchical_all_to_all(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
                              n=count[sel][:, None], s=n * C, reduce=False,
                              label="intra_scatter", tag=3)
         plan.deps(ids, received[a_of[d_]])
-        plan.deps(ids[:, 1:], ids[:, :-1])
+        plan.order(ids[:, 1:], ids[:, :-1])
     return plan.build()
 
 
-def direct_all_to_all_v(ranks, matrix, chunks=1, step_latency_s=0.0):
+def direct_all_to_all_v(ranks, matrix, chunks=None, step_latency_s=None, protocol=None,
+                        fabric=None):
     """All-to-all-v, direct: ``matrix[i][j]`` bytes from rank i to rank j, all at once (the
     diagonal stays local). Zero entries still exchange an empty message, as MPI does."""
-    return direct_all_to_all(ranks, matrix, chunks, step_latency_s, _op="all_to_all_v")
+    return direct_all_to_all(ranks, matrix, chunks, step_latency_s, protocol, fabric,
+                             _op="all_to_all_v")
 
 
-def pairwise_all_to_all_v(ranks, matrix, chunks=1, step_latency_s=0.0):
+def pairwise_all_to_all_v(ranks, matrix, chunks=None, step_latency_s=None, protocol=None,
+                          fabric=None):
     """All-to-all-v with the shift exchange (n-1 rounds)."""
-    return pairwise_all_to_all(ranks, matrix, chunks, step_latency_s, _op="all_to_all_v")
+    return pairwise_all_to_all(ranks, matrix, chunks, step_latency_s, protocol, fabric,
+                               _op="all_to_all_v")
 
 
-def hierarchical_all_to_all_v(ranks, matrix, chunks=1, step_latency_s=0.0, group_size=None,
-                              leader="node"):
+def hierarchical_all_to_all_v(ranks, matrix, chunks=None, step_latency_s=None, group_size=None,
+                              leader="node", protocol=None, fabric=None):
     """All-to-all-v through node leaders or rails (see hierarchical_all_to_all)."""
     return hierarchical_all_to_all(ranks, matrix, chunks, step_latency_s, group_size, leader,
-                                   _op="all_to_all_v")
+                                   protocol, fabric, _op="all_to_all_v")

@@ -118,8 +118,9 @@ class Fabric:
         return np.asarray(p.latency, dtype=np.float64), bott
 
 
-def round_time(fab: Fabric, src, dst, nbytes, step_latency_s=0.0) -> float:
-    """One round: messages src[i] -> dst[i] of nbytes[i] (host ids) at the same time."""
+def round_parts(fab: Fabric, src, dst, nbytes) -> float:
+    """One round without step latency: messages src[i] -> dst[i] of nbytes[i] (host ids) at
+    the same time; the slowest message's path latency + bytes / rate."""
     src = np.asarray(src, dtype=np.int64).reshape(-1)
     dst = np.asarray(dst, dtype=np.int64).reshape(-1)
     if not src.size:
@@ -131,21 +132,69 @@ def round_time(fab: Fabric, src, dst, nbytes, step_latency_s=0.0) -> float:
     # every pair's load terms (exact); latency and bottleneck for the pairs the fabric holds
     load = np.maximum(b * k_out / fab.inj[src], b * k_in / fab.ej[dst])
     if idx is None:
-        return float(np.max(np.maximum(lat + b / bott, lat + load))) + step_latency_s
+        return float(np.max(np.maximum(lat + b / bott, lat + load)))
     t = float(np.max(np.maximum(lat + b[idx] / bott, lat + load[idx])))
-    return max(t, float(np.max(load)) + float(np.min(lat))) + step_latency_s
+    return max(t, float(np.max(load)) + float(np.min(lat)))
 
 
-def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=0.0,
-             routing="shortest", fabric: Fabric | None = None, **options) -> float:
-    """Seconds ``op`` with ``algorithm`` takes on ``topology`` by the alpha-beta model."""
+def link_load_time(fab: Fabric, src, dst, nbytes) -> float:
+    """The busiest directed link's bytes / bandwidth when messages src[i] -> dst[i] of
+    nbytes[i] go at once on their routed paths (node ids; for hosts with several links, e.g.
+    a GPU's NVLink and NIC, where ``round_parts``' injection figure sums them)."""
+    src = np.asarray(src, dtype=np.int64).reshape(-1)
+    dst = np.asarray(dst, dtype=np.int64).reshape(-1)
+    if not src.size:
+        return 0.0
+    b = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape)
+    p = fab.routing.paths(src, dst)
+    per = np.repeat(b, np.diff(p.ptr)) * p.weight
+    load = np.bincount(p.link, weights=per, minlength=fab.topology.n_dlinks)
+    used = load > 0
+    return float(np.max(load[used] / fab.topology.dlink_bw[used])) if used.any() else 0.0
+
+
+def round_time(fab: Fabric, src, dst, nbytes, step_latency_s=0.0) -> float:
+    """One round: messages src[i] -> dst[i] of nbytes[i] (host ids) at the same time."""
+    if not np.asarray(src).size:
+        return 0.0
+    return round_parts(fab, src, dst, nbytes) + step_latency_s
+
+
+def _serial(rounds, C: int) -> float:
+    """Rounds a sender runs one after another, each of C chunks sent back to back (rings,
+    all-pairs, halving-doubling: collectives/_ring.py's send order). ``rounds``: (t, L) per
+    round for one chunk (t: latency + bytes / rate; L: its step latency, which follows the
+    data). The first round pays L + C t; a later one waits for its first chunk's data and the
+    step latency, or for the sender's previous chunks, whichever is later."""
+    total = 0.0
+    for k, (t, L) in enumerate(rounds):
+        total += L + C * t if k == 0 else max(C * t, t + L)
+    return total
+
+
+def _pipeline(stages, C: int, beat: float | None = None) -> float:
+    """Chunks flowing through stages (chains, trees): the first chunk crosses every stage and
+    pays its step latency (fill); each further chunk adds the slowest stage (the beat)."""
+    fill = sum(t + L for t, L in stages)
+    if beat is None:
+        beat = max((t for t, _ in stages), default=0.0)
+    return fill + (C - 1) * beat
+
+
+def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=None,
+             routing="shortest", fabric: Fabric | None = None, protocol=None,
+             **options) -> float:
+    """Seconds ``op`` with ``algorithm`` takes on ``topology`` by the alpha-beta model.
+
+    ``chunks`` None: the builders' default (collectives.protocols.default_chunks);
+    ``protocol``: its wire bytes, per-step latencies (inside / across scale-up domains) and
+    launch latency, as the builders apply them; ``step_latency_s``: a fixed per-step latency
+    instead of the protocol's."""
     import collectives as co
-    from collectives._plan import check_int, check_latency, check_ranks, check_root, split
-    from collectives.hierarchical import _check_groups
+    from collectives import protocols
+    from collectives._plan import check_chunks, check_int, check_latency, check_ranks
 
     op, algorithm = co.resolve(op, algorithm)
-    passed = {"chunks"} if chunks is not None else set()
-    chunks = 1 if chunks is None else chunks
     ranks = check_ranks(ranks)
     if ranks.max() >= topology.n_hosts:
         raise InputError(f"ranks: host {int(ranks.max())} does not exist (hosts are "
@@ -156,10 +205,24 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         raise InputError(f"algorithm = {algorithm!r}: the {op} estimate over {n:,} ranks has "
                          f"{n * (n - 1):,} rank pairs, more than the analytical model takes "
                          f"({MAX_PAIRS:,}); use fewer ranks or a ring/tree algorithm")
-    C = check_int(chunks, "chunks")
-    L = check_latency(step_latency_s)
+    proto = protocols.check_for(algorithm, protocol)
+    if proto == protocols.AUTO:
+        raise InputError("protocol = 'auto': estimate one protocol at a time "
+                         "(collectives.protocols.best picks the fastest)")
+    costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), topology,
+                            algorithm)
+    wire = 1.0 if costs.num == costs.den else costs.den / costs.num
     fab = fabric or Fabric.cached(topology, routing)
-    R = lambda s, d, b: round_time(fab, ranks[np.asarray(s)], ranks[np.asarray(d)], b, L)  # noqa
+
+    def R2(s, d, b):
+        """(t, L) of a round over rank indices s -> d of b payload bytes each."""
+        hs, hd = ranks[np.asarray(s)].reshape(-1), ranks[np.asarray(d)].reshape(-1)
+        if not hs.size:
+            return 0.0, 0.0
+        t = round_parts(fab, hs, hd, np.asarray(b, dtype=np.float64) * wire)
+        L = float(np.max(costs.latency(hs, hd))) if costs.any_latency else 0.0
+        return t, L
+
     if op == "all_to_all_v":
         from collectives.all_to_all import _check_matrix
 
@@ -168,35 +231,64 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     else:
         S = float(co._plan.check_nbytes(nbytes))
         M = None
-    i = np.arange(n)
-    nxt = (i + 1) % n
     if algorithm in co.IN_NETWORK:
         from collectives import innet
 
-        return innet.estimate(fab, op, algorithm, ranks, int(S),
-                              None if "chunks" not in passed else C, L, options.get("trees"))
+        return innet.estimate(fab, op, algorithm, ranks, int(S), chunks, step_latency_s,
+                              options.get("trees"), proto)
+    if algorithm == "nvls_tree":
+        from collectives import nvls_tree
 
+        return nvls_tree.estimate(fab, ranks, int(S), chunks, step_latency_s,
+                                  options.get("group_size"), proto, options.get("trees"))
+    if chunks is None:
+        C = _default_chunks(op, algorithm, int(S), n, options, proto)
+    elif op == "all_to_all_v":
+        C = check_int(chunks, "chunks")
+    else:  # the builders' check: every block of every chunk keeps a byte
+        C = check_chunks(chunks, int(S), protocols.blocks_per_chunk(
+            op, algorithm, n, options.get("group_size")), f"{algorithm} {op} over {n} ranks")
+    return _rounds(op, algorithm, n, S, M, C, options, R2) + costs.launch_s
+
+
+def _default_chunks(op, algorithm, S, n, options, proto) -> int:
+    """The builders' default chunk count (their block layout and transfer count per chunk)."""
+    from collectives import protocols
+
+    return protocols.chunks_for(op, algorithm, S, n, proto, options.get("group_size"))
+
+
+def _rounds(op, algorithm, n, S, M, C, options, R2) -> float:
+    """The algorithm's rounds, in the builders' send order (R2: (t, L) of one round)."""
+    from collectives._plan import check_root, split
+    from collectives.hierarchical import _check_groups
+
+    i = np.arange(n)
+    nxt = (i + 1) % n
     if op == "all_reduce":
         if algorithm == "ring":
-            return 2 * (n - 1) * C * R(i, nxt, S / n / C)
+            return _serial([R2(i, nxt, S / n / C)] * (2 * (n - 1)), C)
         if algorithm == "bidirectional_ring":
             prv = (i - 1) % n
-            return 2 * (n - 1) * C * R(np.r_[i, i], np.r_[nxt, prv], S / (2 * n) / C)
+            return _serial([R2(np.r_[i, i], np.r_[nxt, prv], S / (2 * n) / C)] * (2 * (n - 1)),
+                           C)
         if algorithm == "direct":
             a, b = np.nonzero(~np.eye(n, dtype=bool))
-            return 2 * C * R(a, b, S / n / C)
+            return _serial([R2(a, b, S / n / C)] * 2, C)
         if algorithm == "recursive_halving_doubling":
             p = 1 << (n.bit_length() - 1)
             r = n - p
             v = np.arange(p)
             rank_of = np.where(v < r, 2 * v + 1, v + r)
-            t = 0.0
-            for k in range(p.bit_length() - 1):
-                d = p >> (k + 1)
-                t += 2 * C * R(rank_of, rank_of[v ^ d], S * d / p / C)
+            rounds = []
             if r:
-                t += 2 * C * R(2 * np.arange(r), 2 * np.arange(r) + 1, S / C)
-            return t
+                rounds.append(R2(2 * np.arange(r), 2 * np.arange(r) + 1, S / C))
+            steps = [R2(rank_of, rank_of[v ^ (p >> (k + 1))], S * (p >> (k + 1)) / p / C)
+                     for k in range(p.bit_length() - 1)]
+            rounds += steps + steps[::-1]
+            if r:
+                rounds.append(R2(2 * np.arange(r) + 1, 2 * np.arange(r), S / C))
+            return _serial(rounds, C)
         if algorithm == "double_binary_tree":
             from collectives._trees import depths, double_binary_trees
 
@@ -211,66 +303,71 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
                     at = y[dep[t][y] == lvl]
                     edges.setdefault(("up", lvl), []).append((at, par[t][at]))
                     edges.setdefault(("down", lvl), []).append((par[t][at], at))
+
             def rnd(parts):
-                return R(np.concatenate([a for a, _ in parts]),
-                         np.concatenate([b for _, b in parts]), m)
+                return R2(np.concatenate([a for a, _ in parts]),
+                          np.concatenate([b for _, b in parts]), m)
             # fill and drain: one chunk crosses the levels one after another (up from the
             # leaves, then down from the roots) ...
-            t = sum(rnd(edges[("up", lvl)]) for lvl in range(D, 0, -1) if ("up", lvl) in edges)
-            t += sum(rnd(edges[("down", lvl)]) for lvl in range(1, D + 1)
-                     if ("down", lvl) in edges)
+            stages = [rnd(edges[("up", lvl)]) for lvl in range(D, 0, -1)
+                      if ("up", lvl) in edges]
+            stages += [rnd(edges[("down", lvl)]) for lvl in range(1, D + 1)
+                       if ("down", lvl) in edges]
             # ... and every further chunk adds one steady-state round, where all tree edges
             # carry a chunk up and one down at once
-            if C > 1:
-                t += (C - 1) * rnd([e for v in edges.values() for e in v])
-            return t
+            beat = rnd([e for v in edges.values() for e in v])[0] if C > 1 else 0.0
+            return _pipeline(stages, C, beat)
         if algorithm == "hierarchical":
             g = _check_groups(n, options.get("group_size"))
             G = n // g
             grp = (i // g) * g + (i % g + 1) % g
             rail = (i + g) % n
-            t = 2 * (g - 1) * C * R(i, grp, S / g / C) if g > 1 else 0.0
-            return t + (2 * (G - 1) * C * R(i, rail, S / n / C) if G > 1 else 0.0)
+            rounds = [R2(i, grp, S / g / C)] * (g - 1) if g > 1 else []
+            rounds += [R2(i, rail, S / n / C)] * (2 * (G - 1)) if G > 1 else []
+            rounds += [R2(i, grp, S / g / C)] * (g - 1) if g > 1 else []
+            return _serial(rounds, C)
         if algorithm == "torus":
             dims = tuple(options.get("dims") or ())
             if math.prod(dims) != n:
                 raise InputError(f"dims = {list(dims)}: the product must equal {n}")
             coords = np.stack(np.unravel_index(i, dims), axis=1)
-            t, frac = 0.0, 1.0
+            frac, phases = 1.0, []
             for j, d in enumerate(dims):
                 if d == 1:
                     continue
                 frac /= d
                 nb = coords.copy()
                 nb[:, j] = (nb[:, j] + 1) % d
-                t += 2 * (d - 1) * C * R(i, np.ravel_multi_index(nb.T, dims), S * frac / C)
-            return t
+                phases.append([R2(i, np.ravel_multi_index(nb.T, dims), S * frac / C)] * (d - 1))
+            rounds = [r for ph in phases for r in ph] + [r for ph in phases[::-1] for r in ph]
+            return _serial(rounds, C)
     if op in ("reduce_scatter", "all_gather"):
         if algorithm == "ring":
-            return (n - 1) * C * R(i, nxt, S / n / C)
+            return _serial([R2(i, nxt, S / n / C)] * (n - 1), C)
         a, b = np.nonzero(~np.eye(n, dtype=bool))
-        return C * R(a, b, S / n / C)
+        return _serial([R2(a, b, S / n / C)], C)
     if op in ("broadcast", "reduce"):
         root = check_root(options.get("root", 0), n)
         if algorithm == "ring":
             m = (root + i) % n
-            return (n - 1 + C - 1) * R(m[:-1], m[1:], S / C)
+            hop = R2(m[:-1], m[1:], S / C)
+            return _pipeline([hop] * (n - 1), C)
         rounds = max(1, (n - 1).bit_length())
         v = np.arange(1, n)
         par = v - (1 << (np.log2(v).astype(np.int64)))
-        return (rounds + C - 1) * R((par + root) % n, (v + root) % n, S / C) \
-            if C > 1 else rounds * R([root], [(root + 1) % n], S)
+        # a chunk crosses the rounds one message at a time (fill); in steady state every tree
+        # edge carries a chunk and the busiest rank (the root) sends or takes one per round
+        one = R2([root], [(root + 1) % n], S / C)
+        beat = R2((par + root) % n, (v + root) % n, S / C)[0] if C > 1 else 0.0
+        return _pipeline([one] * rounds, C, beat)
     if op in ("all_to_all", "all_to_all_v"):
         if M is None:
             M = np.broadcast_to(split(int(S), n), (n, n)).astype(np.float64)
         a, b = np.nonzero(~np.eye(n, dtype=bool))
         if algorithm == "direct":
-            return C * R(a, b, M[a, b] / C)
+            return _serial([R2(a, b, M[a, b] / C)], C)
         if algorithm == "pairwise":
-            t = 0.0
-            for k in range(1, n):
-                t += C * R(i, (i + k) % n, M[i, (i + k) % n] / C)
-            return t
+            return _serial([R2(i, (i + k) % n, M[i, (i + k) % n] / C) for k in range(1, n)], C)
         g = _check_groups(n, options.get("group_size"))
         G = n // g
         grp_a, grp_b = a[(a // g) == (b // g)], b[(a // g) == (b // g)]
@@ -284,7 +381,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
             rail_a, rail_b = a[(a % g) == (b % g)], b[(a % g) == (b % g)]
             inter = np.array([M[(x // g) * g + np.arange(g), y].sum() for x, y in
                               zip(rail_a, rail_b)])
-            return C * (R(grp_a, grp_b, intra / C) + R(rail_a, rail_b, inter / C))
+            return _serial([R2(grp_a, grp_b, intra / C), R2(rail_a, rail_b, inter / C)], C)
         lead = (i // g) * g
         off = np.array([M[x][(np.arange(n) // g) != x // g].sum() for x in range(n)])
         nl = i[i % g > 0]
@@ -294,10 +391,10 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         np.add.at(ex, (la[cross], lb[cross]), M[a[cross], b[cross]])
         ea, eb = np.nonzero(ex)
         into = np.array([M[(i // g) != x // g, x].sum() for x in range(n)])
-        return C * (R(grp_a, grp_b, M[grp_a, grp_b] / C) + R(nl, lead[nl], off[nl] / C) +
-                    R(ea, eb, ex[ea, eb] / C) + R(lead[nl], nl, into[nl] / C))
+        return _serial([R2(grp_a, grp_b, M[grp_a, grp_b] / C), R2(nl, lead[nl], off[nl] / C),
+                        R2(ea, eb, ex[ea, eb] / C), R2(lead[nl], nl, into[nl] / C)], C)
     if op == "send_recv":
         P = options.get("pairs")
         P = np.stack([i[:-1], i[1:]], axis=1) if P is None else np.asarray(P)
-        return (C) * R(P[:, 0], P[:, 1], S / C)
+        return _serial([R2(P[:, 0], P[:, 1], S / C)], C)
     raise InputError(f"algorithm = {algorithm!r}: no estimate for {op}")

@@ -121,11 +121,16 @@ def check(s: Schedule, races: bool = True) -> dict:
         raise CheckFailed(f"node {int(tr[k])}: carries a block outside 0..{B - 1}")
     carried = np.add.reduceat(bb[blk], ptr[:-1]) if blk.size else np.zeros(len(tr), np.int64)
     carried = np.where(np.diff(ptr) > 0, carried, 0)
-    bad = np.flatnonzero(tt & (carried != s.size[tr]))
+    # a protocol puts more bytes on the wire than its blocks hold (LL: twice; LL128: 16/15)
+    num, den = (int(x) for x in meta.get("wire_ratio", (1, 1)))
+    wire = (carried * den + num - 1) // num
+    bad = np.flatnonzero(tt & (wire != s.size[tr]))
     if bad.size:
         i = int(tr[bad[0]])
         raise CheckFailed(f"node {i}: sends {int(s.size[i])} bytes but its blocks hold "
-                          f"{int(carried[bad[0]])}")
+                          f"{int(carried[bad[0]])}" +
+                          (f" ({int(wire[bad[0]])} on the wire with protocol "
+                           f"{meta.get('protocol')})" if num != den else ""))
     reducing = op in REDUCING
     if not reducing and ((red == 1).any() or (~tt).any()):
         i = int(tr[np.flatnonzero((red == 1) | ~tt)[0]])

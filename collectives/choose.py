@@ -14,10 +14,12 @@ The rule (docs/collectives.md has the reasoning and sources):
    small messages, the ring's bandwidth for large ones. Broadcast/reduce likewise pick tree
    or pipelined chain. Reduce-scatter and all-gather use the ring; all-to-all(-v) the direct
    algorithm; send/recv is direct.
-5. Chunks for pipelined trees and chains: one per 512 KiB, between 1 and 64.
+5. The protocol (LL, LL128, Simple) of least estimate for the algorithm, as NCCL's tuner
+   picks it (collectives/protocols.py); chunks are the protocol's default.
 6. Where switches reduce (``reduce_gbps`` on the topology): all-reduce, reduce-scatter and
-   all-gather take ``nvls`` (ranks in one scale-up domain) or ``sharp`` (scale-out
-   aggregation tree) instead when their alpha-beta estimate is lower.
+   all-gather take ``nvls`` (ranks in one scale-up domain), ``sharp`` (scale-out
+   aggregation tree) or, for all-reduce across two_tier nodes, ``nvls_tree`` instead when
+   their alpha-beta estimate is lower (Simple protocol only, as NCCL).
 """
 from __future__ import annotations
 
@@ -26,9 +28,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from topo.errors import InputError
-
-CHUNK_BYTES = 512 << 10
-MAX_CHUNKS = 64
 
 
 @dataclass
@@ -39,11 +38,16 @@ class Choice:
     options: dict = field(default_factory=dict)
     reason: str = ""
 
-    def build(self, nbytes=None):
+    @property
+    def protocol(self):
+        return self.options.get("protocol")
+
+    def build(self, nbytes=None, fabric=None):
         import collectives as co
 
         return co.build(self.op, self.algorithm, self.ranks,
-                        self.nbytes if nbytes is None else nbytes, **self.options)
+                        self.nbytes if nbytes is None else nbytes, fabric=fabric,
+                        **self.options)
 
 
 def ordered_ranks(topology, ranks=None) -> np.ndarray:
@@ -60,41 +64,73 @@ def ordered_ranks(topology, ranks=None) -> np.ndarray:
     return r[np.lexsort((r, topology.host_group[r]))]
 
 
-def _pipeline_chunks(nbytes: int) -> int:
-    return int(min(MAX_CHUNKS, max(1, nbytes // CHUNK_BYTES)))
+def choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
+    """The algorithm, rank order and protocol for ``op`` of ``nbytes`` (docs/collectives.md,
+    "Choosing"). ``protocol``: "auto" (least estimate, as NCCL's tuner), or a name to use."""
+    from collectives import protocols
 
-
-def choose(topology, op: str, nbytes, ranks=None) -> Choice:
-    c = _choose(topology, op, nbytes, ranks)
-    if op in ("all_reduce", "reduce_scatter", "all_gather"):
+    protocol = protocols.resolve(protocol) or protocols.AUTO
+    c = _choose(topology, op, nbytes, ranks, protocol)
+    if op in ("all_reduce", "reduce_scatter", "all_gather") and \
+            protocol in (protocols.AUTO, "simple"):
         c = _in_network(topology, c, nbytes)
     return c
 
 
+def _best(topology, op, r, nbytes, cands, protocol, fab):
+    """(algorithm, options, seconds) of the least estimate over candidates x protocols."""
+    from collectives import protocols
+    from collectives.analytical import estimate
+
+    best = None
+    for algo, opts in cands:
+        names = protocols.allowed(algo) if protocol == protocols.AUTO else (protocol,)
+        for p in names:
+            if p not in protocols.allowed(algo):
+                continue
+            t = estimate(topology, op, algo, r, nbytes, fabric=fab, protocol=p, **opts)
+            if best is None or t < best[2]:
+                best = (algo, dict(opts, protocol=p), t)
+    if best is None:
+        raise InputError(f"protocol = {protocol!r}: none of {', '.join(a for a, _ in cands)} "
+                         f"runs with it")
+    return best
+
+
 def _in_network(topology, base: Choice, nbytes) -> Choice:
-    """Rule 6: where switches reduce (``topology.reduce_bw``), NVLS / SHARP replace the
-    choice when their alpha-beta estimate is lower (NCCL's tuner likewise weighs NVLS and
-    CollNet against ring and tree wherever the hardware offers them)."""
+    """Rule 6: where switches reduce (``topology.reduce_bw``), NVLS / SHARP / NVLS-Tree
+    replace the choice when their alpha-beta estimate is lower (NCCL's tuner likewise weighs
+    NVLS, NVLSTree and CollNet against ring and tree wherever the hardware offers them)."""
     bw = getattr(topology, "reduce_bw", None)
     if bw is None or not (bw > 0).any():
         return base
-    from collectives import innet
+    from collectives import innet, nvls_tree
     from collectives.analytical import Fabric, estimate
     from topo.innet import trees
 
-    fab = Fabric(topology)
+    fab = Fabric.cached(topology)
     best, best_t = base, None
+    cands = []
     for algo in innet.IN_NETWORK:
         try:
-            trs = trees(topology, base.ranks, algo)
+            cands.append((algo, {"trees": trees(topology, base.ranks, algo)}))
         except InputError:
             continue  # the fabric cannot do it for these ranks
+    g = base.options.get("group_size")
+    if base.op == "all_reduce" and base.algorithm == "hierarchical" and g:
+        try:
+            trs = nvls_tree._domain_trees(base.ranks, g, len(base.ranks) // g, topology, None)
+            cands.append(("nvls_tree", {"group_size": g, "trees": trs}))
+        except InputError:
+            pass
+    for algo, opts in cands:
         if best_t is None:
             best_t = estimate(topology, base.op, base.algorithm, base.ranks, nbytes,
                               fabric=fab, **base.options)
-        t = innet.estimate(fab, base.op, algo, base.ranks, nbytes, trees=trs)
+        t = estimate(topology, base.op, algo, base.ranks, nbytes, fabric=fab,
+                     protocol="simple", **opts)
         if t < best_t:
-            best = Choice(base.op, algo, base.ranks, {"trees": trs},
+            best = Choice(base.op, algo, base.ranks, dict(opts, protocol="simple"),
                           f"in-network {algo}: alpha-beta estimate {t * 1e6:.1f} us < "
                           f"{base.algorithm} {best_t * 1e6:.1f} us")
             best.nbytes = nbytes
@@ -102,9 +138,9 @@ def _in_network(topology, base: Choice, nbytes) -> Choice:
     return best
 
 
-def _choose(topology, op: str, nbytes, ranks=None) -> Choice:
+def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
     import collectives as co
-    from collectives.analytical import Fabric, estimate
+    from collectives.analytical import Fabric
 
     if op not in co.ALGORITHMS:
         raise InputError(f"op = {op!r}: expected one of {', '.join(co.ALGORITHMS)}")
@@ -115,34 +151,32 @@ def _choose(topology, op: str, nbytes, ranks=None) -> Choice:
     sizes = np.bincount(groups)[np.unique(groups)]
     g = int(sizes[0])
     grouped = (topology.kind == "two_tier" and len(sizes) > 1 and (sizes == g).all() and g > 1)
+    fab = Fabric.cached(topology)
 
-    def pick(op_, algo, reason, **opts):
-        c = Choice(op_, algo, r, opts, reason)
+    def pick(op_, cands, reason):
+        algo, opts, t = _best(topology, op_, r, nbytes, cands, protocol, fab)
+        c = Choice(op_, algo, r, opts, f"{reason}; protocol {opts['protocol']}")
         c.nbytes = nbytes
         return c
 
     if op == "send_recv":
-        return pick(op, "direct", "point-to-point")
+        return pick(op, [("direct", {})], "point-to-point")
     if op in ("all_to_all", "all_to_all_v"):
         if grouped:
-            return pick(op, "hierarchical", "two_tier: aggregate per rail (PXN-style)",
-                        group_size=g, leader="rail")
-        return pick(op, "direct", "all pairs at once (NCCL all-to-all)")
+            return pick(op, [("hierarchical", {"group_size": g, "leader": "rail"})],
+                        "two_tier: aggregate per rail (PXN-style)")
+        return pick(op, [("direct", {})], "all pairs at once (NCCL all-to-all)")
     if op in ("reduce_scatter", "all_gather"):
-        return pick(op, "ring", "ring in fabric order")
+        return pick(op, [("ring", {})], "ring in fabric order")
     if op == "all_reduce" and grouped:
-        return pick(op, "hierarchical", f"two_tier: {g} ranks per scale-up group",
-                    group_size=g)
+        return pick(op, [("hierarchical", {"group_size": g})],
+                    f"two_tier: {g} ranks per scale-up group")
     if op == "all_reduce" and topology.kind == "torus" and whole and n > 2:
-        return pick(op, "torus", "torus: one ring per dimension",
-                    dims=tuple(int(d) for d in topology.params["dims"]))
-    fab = Fabric.cached(topology)
-    C = _pipeline_chunks(int(nbytes))
+        return pick(op, [("torus", {"dims": tuple(int(d) for d in topology.params["dims"])})],
+                    "torus: one ring per dimension")
     if op == "all_reduce":
-        cands = [("ring", {}), ("double_binary_tree", {"chunks": C})] if n > 2 else \
-            [("ring", {})]
+        cands = [("ring", {}), ("double_binary_tree", {})] if n > 2 else [("ring", {})]
     else:  # broadcast, reduce
-        cands = [("ring", {"chunks": C}), ("tree", {"chunks": C})]
-    best = min(cands, key=lambda a: estimate(topology, op, a[0], r, nbytes, fabric=fab, **a[1]))
-    return pick(op, best[0], "least alpha-beta estimate among " +
-                ", ".join(a for a, _ in cands), **best[1])
+        cands = [("ring", {}), ("tree", {})]
+    return pick(op, cands, "least alpha-beta estimate among " +
+                ", ".join(a for a, _ in cands))

@@ -17,47 +17,55 @@ def _owner(plan, n):
     plan.meta["block_owner"] = np.arange(len(plan.block_bytes), dtype=np.int64) % n
 
 
-def ring_reduce_scatter(ranks, nbytes, chunks=1, step_latency_s=0.0):
+def ring_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+                        fabric=None):
     """n-1 ring steps; rank p sends shard p-k-1 at step k and ends owning shard p."""
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "ring",
-                           op="reduce_scatter")
+                           op="reduce_scatter", protocol=protocol,
+                           fabric=fabric)
     lo = np.arange(C)[None, None, :] * n + np.arange(n)[None, :, None]
     ring_phases(plan, np.arange(n)[None, :], lo, 1, rs=True, ag=False)
     _owner(plan, n)
     return plan.build()
 
 
-def direct_reduce_scatter(ranks, nbytes, chunks=1, step_latency_s=0.0):
+def direct_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+                        fabric=None):
     """Every rank sends shard j of its input to rank j at once; one step of n(n-1) transfers."""
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "direct",
-                           op="reduce_scatter")
+                           op="reduce_scatter", protocol=protocol,
+                           fabric=fabric)
     i, j = np.nonzero(~np.eye(n, dtype=bool))
     c = np.arange(C)[:, None]
     ids = plan.transfers(i[None, :], j[None, :], c * n + j[None, :], reduce=True,
                          label="reduce_scatter", tag=0)
-    plan.deps(ids[1:], ids[:-1])
+    plan.order(ids[1:], ids[:-1])
     _owner(plan, n)
     return plan.build()
 
 
-def ring_all_gather(ranks, nbytes, chunks=1, step_latency_s=0.0):
+def ring_all_gather(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+                        fabric=None):
     """n-1 ring steps; rank p forwards shard p-k at step k."""
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "ring",
-                           op="all_gather")
+                           op="all_gather", protocol=protocol,
+                           fabric=fabric)
     lo = np.arange(C)[None, None, :] * n + np.arange(n)[None, :, None]
     ring_phases(plan, np.arange(n)[None, :], lo, 1, rs=False, ag=True)
     _owner(plan, n)
     return plan.build()
 
 
-def direct_all_gather(ranks, nbytes, chunks=1, step_latency_s=0.0):
+def direct_all_gather(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
+                        fabric=None):
     """Every rank sends its shard to every other rank at once."""
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "direct",
-                           op="all_gather")
+                           op="all_gather", protocol=protocol,
+                           fabric=fabric)
     i, j = np.nonzero(~np.eye(n, dtype=bool))
     c = np.arange(C)[:, None]
     ids = plan.transfers(j[None, :], i[None, :], c * n + j[None, :], reduce=False,
                          label="all_gather", tag=0)
-    plan.deps(ids[1:], ids[:-1])
+    plan.order(ids[1:], ids[:-1])
     _owner(plan, n)
     return plan.build()

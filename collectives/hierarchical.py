@@ -26,7 +26,8 @@ def _check_groups(n: int, group_size) -> int:
     return g
 
 
-def hierarchical_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, group_size=None):
+def hierarchical_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, group_size=None,
+                            protocol=None, fabric=None):
     """Groups of ``group_size`` consecutive ranks (one scale-up domain each). Phase 1: ring
     reduce-scatter inside each group, so local rank q holds shard q of its group's sum.
     Phase 2: ring all-reduce of shard q among the G ranks with local index q (one per group:
@@ -37,7 +38,9 @@ def hierarchical_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
     n = len(check_ranks(ranks))
     g = _check_groups(n, group_size)
     G = n // g
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "hierarchical")
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "hierarchical",
+                           protocol=protocol, fabric=fabric,
+                           per_chunk=lambda n: 2 * n * (g - 1) + 2 * n * (G - 1), n_groups=G)
     c = np.arange(C)
     groups = np.arange(n).reshape(G, g)  # groups[a, q]: rank of local index q in group a
     # block c*n + q*G + j: chunk c, intra shard q, inter piece j
@@ -58,7 +61,8 @@ def hierarchical_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, group_s
     return plan.build()
 
 
-def torus_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, dims=None):
+def torus_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, dims=None, protocol=None,
+                     fabric=None):
     """Dimension-order all-reduce on a torus: ranks are the torus nodes in row-major order of
     ``dims`` (last dimension fastest, as topo.builders.torus numbers them). Reduce-scatter
     along dimension 0 (a ring per line), then along dimension 1 on the shard left by
@@ -77,7 +81,9 @@ def torus_all_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, dims=None):
     if not dims or math.prod(dims) != n:
         raise InputError(f"dims = {list(dims)}: the product {math.prod(dims)} must equal the "
                          f"number of ranks ({n})")
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "torus")
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "torus",
+                           protocol=protocol, fabric=fabric,
+                           per_chunk=lambda n: 2 * n * sum(d - 1 for d in dims))
     coords = np.stack(np.unravel_index(np.arange(n), dims), axis=1)
     strides = np.array([math.prod(dims[j + 1:]) for j in range(len(dims))], dtype=np.int64)
     c = np.arange(C)

@@ -36,16 +36,14 @@ from collectives._plan import (Plan, check_int, check_latency, check_nbytes, che
                                chunked_layout)
 from topo.errors import InputError
 
-CHUNK_BYTES = 64 << 10
-MAX_CHUNKS = 64
+def auto_chunks(nbytes: int, parts: int, planes: int = 1, op: str = "all_reduce",
+                algorithm: str = "nvls", n: int = 2) -> int:
+    """Chunks when none are given: NCCL's NVLS pipeline (collectives.protocols: 16 channels of
+    128 KiB chunks, at most 256 chunks), at least one per plane, and no more than every block
+    of a chunk can get a byte."""
+    from collectives import protocols
 
-
-def auto_chunks(nbytes: int, parts: int, planes: int = 1) -> int:
-    """Chunks when none are given: sqrt(S / 64 KiB) within 1..64, at least one per plane, and
-    no more than every block of a chunk can get a byte. Each chunk pays its path latency on
-    every tree edge while the pipeline's fill and drain cost about (stages / C) x S / rate;
-    sqrt(S / 64 KiB) balances the two at NVLink rates (900 GB/s, 0.25 us per hop)."""
-    c = int(min(MAX_CHUNKS, max(1, round(math.sqrt(nbytes / CHUNK_BYTES)))))
+    c = protocols.default_chunks(op, algorithm, nbytes, parts, "simple", 6 * n)
     c = max(c, planes)
     return max(1, min(c, nbytes // max(1, parts)))
 
@@ -68,16 +66,22 @@ def _runs(members: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a[0]), len(a)) for a in np.split(m, cut)]
 
 
-def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees):
+def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees, protocol=None):
+    from collectives import protocols
+
     ranks = check_ranks(ranks)
     nbytes = check_nbytes(nbytes)
     n = len(ranks)
-    lat = check_latency(step_latency_s)
+    proto = protocols.check_for(algorithm, protocol)
+    if proto == protocols.AUTO:
+        proto = "simple"  # the only protocol NCCL runs in-network collectives with
+    lat = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), fabric,
+                          algorithm)
     trs = _trees(algorithm, ranks, fabric, trees)
     T = len(trs)
     parts = 1 if op == "all_reduce" else n
     if chunks is None:
-        C = auto_chunks(nbytes, parts, T)
+        C = auto_chunks(nbytes, parts, T, op, algorithm, n)
     else:
         C = check_int(chunks, "chunks")
     if nbytes < C * parts:
@@ -118,7 +122,7 @@ def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees):
         else:
             up = plan.transfers(r_all[None, :], ext[rsw][None, :], lo_all[:, None],
                                 n=parts, reduce=True, label="to_switch", tag=0)
-        plan.deps(up[1:], up[:-1])
+        plan.order(up[1:], up[:-1])
         ready = [None] * K  # per switch, the node after which its output holds the chunk
         fwd = [None] * K  # per switch, its transfer(s) to the parent (Ct, runs)
         for j in range(K - 1, -1, -1):
@@ -142,7 +146,7 @@ def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees):
                     f = plan.transfers(ext[j], ext[parent[j]], lo_all, n=parts, reduce=True,
                                        label="up_tree", tag=2)[:, None]
                 plan.deps(f, node[:, None])
-                plan.deps(f[1:], f[:-1])
+                plan.order(f[1:], f[:-1])
                 fwd[j] = f
         # ---- down: the root's result to every switch of the tree, then to the ranks
         have = [None] * K  # per switch, the nodes after which it holds the result (Ct, k)
@@ -160,7 +164,7 @@ def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees):
                     d = plan.transfers(ext[p], ext[j], lo_all, n=parts, reduce=False,
                                        label="down_tree", tag=3)[:, None]
                 plan.deps(d[:, :, None], have[p][:, None, :])
-                plan.deps(d[1:], d[:-1])
+                plan.order(d[1:], d[:-1])
                 have[j] = d
             rs = ranks_of[j]
             if not len(rs):
@@ -172,7 +176,7 @@ def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees):
                 m = plan.transfers(ext[j], rs[None, :], lo_all[:, None], n=parts,
                                    reduce=False, label="from_switch", tag=4)
             plan.deps(m[:, :, None], have[j][:, None, :])
-            plan.deps(m[1:], m[:-1])
+            plan.order(m[1:], m[:-1])
     if op != "all_reduce":
         plan.meta["block_owner"] = np.arange(C * parts, dtype=np.int64) % n
     plan.meta["switches"] = sw_all
@@ -180,64 +184,83 @@ def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees):
     return plan.build()
 
 
-def nvls_all_reduce(ranks, nbytes, chunks=None, step_latency_s=0.0, fabric=None, trees=None):
+def nvls_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, fabric=None,
+                    trees=None, protocol=None):
     """NVLS all-reduce: every GPU sends S to the scale-up switch, which reduces and multicasts
     the result; S each way per GPU. ``chunks`` default: sqrt(S / 64 KiB) within 1..64."""
-    return _build("all_reduce", "nvls", ranks, nbytes, chunks, step_latency_s, fabric, trees)
+    return _build("all_reduce", "nvls", ranks, nbytes, chunks, step_latency_s, fabric, trees,
+                  protocol)
 
 
-def sharp_all_reduce(ranks, nbytes, chunks=None, step_latency_s=0.0, fabric=None, trees=None):
+def sharp_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, fabric=None,
+                     trees=None, protocol=None):
     """SHARP all-reduce: reduced up an aggregation tree of scale-out switches, multicast down."""
-    return _build("all_reduce", "sharp", ranks, nbytes, chunks, step_latency_s, fabric, trees)
+    return _build("all_reduce", "sharp", ranks, nbytes, chunks, step_latency_s, fabric, trees,
+                  protocol)
 
 
-def nvls_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=0.0, fabric=None,
-                        trees=None):
+def nvls_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=None, fabric=None,
+                        trees=None, protocol=None):
     """NVLS reduce-scatter: S up per GPU, its shard S/n back."""
     return _build("reduce_scatter", "nvls", ranks, nbytes, chunks, step_latency_s, fabric,
-                  trees)
+                  trees,
+                  protocol)
 
 
-def sharp_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=0.0, fabric=None,
-                         trees=None):
+def sharp_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=None, fabric=None,
+                         trees=None, protocol=None):
     """SHARP reduce-scatter: reduced up the tree, each shard sent down to its owner only."""
     return _build("reduce_scatter", "sharp", ranks, nbytes, chunks, step_latency_s, fabric,
-                  trees)
+                  trees,
+                  protocol)
 
 
-def nvls_all_gather(ranks, nbytes, chunks=None, step_latency_s=0.0, fabric=None, trees=None):
+def nvls_all_gather(ranks, nbytes, chunks=None, step_latency_s=None, fabric=None,
+                    trees=None, protocol=None):
     """NVLS all-gather: each GPU sends its shard S/n to the switch, which multicasts all S."""
-    return _build("all_gather", "nvls", ranks, nbytes, chunks, step_latency_s, fabric, trees)
+    return _build("all_gather", "nvls", ranks, nbytes, chunks, step_latency_s, fabric, trees,
+                  protocol)
 
 
-def sharp_all_gather(ranks, nbytes, chunks=None, step_latency_s=0.0, fabric=None, trees=None):
+def sharp_all_gather(ranks, nbytes, chunks=None, step_latency_s=None, fabric=None,
+                     trees=None, protocol=None):
     """SHARP-style all-gather: shards go up the tree, the root multicasts all S down."""
-    return _build("all_gather", "sharp", ranks, nbytes, chunks, step_latency_s, fabric, trees)
+    return _build("all_gather", "sharp", ranks, nbytes, chunks, step_latency_s, fabric, trees,
+                  protocol)
 
 
 IN_NETWORK = ("nvls", "sharp")
 
 
 # --------------------------------------------------------------------------- estimate
-def estimate(fab, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=0.0,
-             trees=None) -> float:
+def estimate(fab, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=None,
+             trees=None, protocol=None) -> float:
     """Alpha-beta time of the schedule above (``fab``: collectives.analytical.Fabric).
 
     Per tree, every chunk crosses stages in turn (ranks -> first switches, each switch's
     reduction, each tree edge up, each edge down, switches -> ranks); a stage of one tree
-    level lasts as long as its slowest member (path latency + bytes / bottleneck bandwidth
-    + step latency, or chunk bytes / reduce rate). The first chunk pays every stage (fill);
-    each further chunk of the tree adds the slowest stage (the pipeline's beat: an edge
-    carries one chunk at a time, each paying its latency). Trees (planes) run side by side."""
+    level lasts as long as its slowest member (path latency + bytes / bottleneck bandwidth,
+    or chunk bytes / reduce rate). The first chunk pays every stage and its step latency
+    (fill); each further chunk of the tree adds the slowest stage (the pipeline's beat: an
+    edge carries one chunk at a time; the step latency follows the data, so it is hidden).
+    Trees (planes) run side by side; the protocol's launch latency comes first."""
+    from collectives import protocols
+
     ranks = check_ranks(ranks)
     S = check_nbytes(nbytes)
     n = len(ranks)
     trs = _trees(algorithm, ranks, fab.topology, trees)
     T = len(trs)
     parts = 1 if op == "all_reduce" else n
-    C = auto_chunks(S, parts, T) if chunks is None else check_int(chunks, "chunks")
-    L = check_latency(step_latency_s)
+    C = auto_chunks(S, parts, T, op, algorithm, n) if chunks is None else \
+        check_int(chunks, "chunks")
+    proto = protocols.check_for(algorithm, protocol)
+    if proto == protocols.AUTO:
+        proto = "simple"
+    costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True),
+                            fab.topology, algorithm)
     m = S / C
+    wire = 1.0 if costs.num == costs.den else costs.den / costs.num
     worst = 0.0
     for ti, tree in enumerate(trs):
         Ct = len(range(ti, C, T))
@@ -259,9 +282,10 @@ def estimate(fab, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=0.0,
 
         def stage(src, dst, b):
             if not len(src):
-                return 0.0
+                return 0.0, 0.0
             lat, bott = fab.pairs(src, dst)
-            return float(np.max(lat + np.asarray(b, dtype=float) / bott)) + L
+            L = float(np.max(costs.latency(src, dst))) if costs.any_latency else 0.0
+            return float(np.max(lat + wire * np.asarray(b, dtype=float) / bott)), L
 
         up_b = m / n if op == "all_gather" else m
         down_b = m / n if op == "reduce_scatter" else m
@@ -270,7 +294,7 @@ def estimate(fab, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=0.0,
         for lvl in range(int(depth.max()), -1, -1):
             at = np.flatnonzero(depth == lvl)
             if op != "all_gather":
-                stages.append(float(np.max(m / np.asarray(tree.rate)[at])))
+                stages.append((float(np.max(m / np.asarray(tree.rate)[at])), 0.0))
             if lvl == 0:
                 continue
             frac = below[at] / n
@@ -278,5 +302,7 @@ def estimate(fab, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=0.0,
                                 m * frac if op == "all_gather" else np.full(len(at), m)))
             stages.append(stage(sw[parent[at]], sw[at],
                                 m * frac if op == "reduce_scatter" else np.full(len(at), m)))
-        worst = max(worst, sum(stages) + (Ct - 1) * max(stages))
-    return worst
+        fill = sum(t + L for t, L in stages)
+        beat = max(t for t, _ in stages)
+        worst = max(worst, fill + (Ct - 1) * beat)
+    return costs.launch_s + worst

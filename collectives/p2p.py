@@ -33,18 +33,23 @@ def _check_pairs(pairs, n):
     return P
 
 
-def send_recv(ranks, nbytes, chunks=1, step_latency_s=0.0, pairs=None):
+def send_recv(ranks, nbytes, chunks=None, step_latency_s=None, pairs=None, protocol=None,
+              fabric=None):
     """One message of ``nbytes`` per pair, all pairs concurrently."""
+    from collectives import protocols
+    from collectives.all_to_all import _protocol
+
     ranks = check_ranks(ranks)
     nbytes = check_nbytes(nbytes)
     P = _check_pairs(pairs, len(ranks))
-    C = check_chunks(chunks, nbytes, 1, "send_recv")
-    lat = check_latency(step_latency_s)
+    C = check_chunks(1 if chunks is None else chunks, nbytes, 1, "send_recv")
+    lat = protocols.costs(_protocol("direct", protocol),
+                          check_latency(step_latency_s, allow_none=True), fabric)
     plan = Plan("send_recv", "direct", ranks, nbytes, C, lat,
                 np.tile(chunked_layout(nbytes, C, 1), len(P)))
     c = np.arange(C)[None, :]
     ids = plan.transfers(P[:, 0:1], P[:, 1:2], np.arange(len(P))[:, None] * C + c,
                          reduce=False, label="send_recv", tag=0)
-    plan.deps(ids[:, 1:], ids[:, :-1])
+    plan.order(ids[:, 1:], ids[:, :-1])
     plan.meta["pairs"] = P
     return plan.build()

@@ -37,11 +37,14 @@ def table(rows: list[dict], title: str = "") -> str:
     out = []
     if title:
         out.append(f"# {title}")
-    out.append(f"#{'size':>14} {'time':>12} {'algbw':>9} {'busbw':>9}")
+    how = all("algorithm" in r and r.get("protocol") for r in rows) and rows
+    tail = lambda r: f"  {r['algorithm']}/{r['protocol']}" if how else ""  # noqa: E731
+    out.append(f"#{'size':>14} {'time':>12} {'algbw':>9} {'busbw':>9}" +
+               ("  algorithm/protocol" if how else ""))
     out.append(f"#{'(B)':>14} {'(us)':>12} {'(GB/s)':>9} {'(GB/s)':>9}")
     for r in rows:
         out.append(f"{r['bytes']:>15d} {r['time_us']:>12.2f} {r['algbw_GBps']:>9.2f} "
-                   f"{r['busbw_GBps']:>9.2f}")
+                   f"{r['busbw_GBps']:>9.2f}" + tail(r))
     if rows:
         avg = sum(r["busbw_GBps"] for r in rows) / len(rows)
         out.append(f"# Avg bus bandwidth    : {avg:.4f}")
@@ -70,4 +73,5 @@ def run(topology, op, algorithm, ranks, nbytes, engine="analytical", routing="ec
     n = len(co._plan.check_ranks(ranks))
     S = nbytes if op != "all_to_all_v" else int(__import__("numpy").asarray(nbytes)
                                                 .sum(axis=1).max())
-    return {**figures(op, n, S, t), "engine": engine, "op": op, "algorithm": algorithm}
+    return {**figures(op, n, S, t), "engine": engine, "op": op, "algorithm": algorithm,
+            "protocol": options.get("protocol")}

@@ -12,8 +12,9 @@ from collectives._trees import binomial_parent
 from collectives.all_reduce import _setup
 
 
-def _chain(ranks, nbytes, chunks, step_latency_s, root, op):
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "ring", op=op)
+def _chain(ranks, nbytes, chunks, step_latency_s, root, op, protocol, fabric):
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "ring", op=op,
+                           protocol=protocol, fabric=fabric, per_chunk=lambda n: n - 1)
     root = check_root(root, n)
     bcast = op == "broadcast"
     # broadcast: root first; reduce: root last, so data flows towards it
@@ -23,26 +24,30 @@ def _chain(ranks, nbytes, chunks, step_latency_s, root, op):
                          np.arange(C)[:, None], reduce=not bcast,
                          label="chain_broadcast" if bcast else "chain_reduce", tag=h[None, :])
     plan.deps(ids[:, 1:], ids[:, :-1])  # hop h forwards what hop h-1 delivered
-    plan.deps(ids[1:], ids[:-1])  # one chunk after another on each hop
+    plan.order(ids[1:], ids[:-1])  # one chunk after another on each hop
     plan.meta["root"] = root
     return plan.build()
 
 
-def ring_broadcast(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
+def ring_broadcast(ranks, nbytes, chunks=None, step_latency_s=None, root=0, protocol=None,
+                   fabric=None):
     """Pipelined chain root -> root+1 -> ... (NCCL's ring broadcast): (n-1+C-1) chunk times."""
-    return _chain(ranks, nbytes, chunks, step_latency_s, root, "broadcast")
+    return _chain(ranks, nbytes, chunks, step_latency_s, root, "broadcast", protocol, fabric)
 
 
-def ring_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
+def ring_reduce(ranks, nbytes, chunks=None, step_latency_s=None, root=0, protocol=None,
+                fabric=None):
     """Pipelined chain root+1 -> root+2 -> ... -> root, each hop adding its own buffer."""
-    return _chain(ranks, nbytes, chunks, step_latency_s, root, "reduce")
+    return _chain(ranks, nbytes, chunks, step_latency_s, root, "reduce", protocol, fabric)
 
 
-def tree_broadcast(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
+def tree_broadcast(ranks, nbytes, chunks=None, step_latency_s=None, root=0, protocol=None,
+                   fabric=None):
     """Binomial tree (MPI's classic): in round r every rank v < 2^r that has the chunk sends it
     to v + 2^r (v relative to the root); ceil(log2 n) rounds per chunk, a rank's sends in
     sequence (largest subtree first)."""
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "tree", op="broadcast")
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "tree", op="broadcast",
+                           protocol=protocol, fabric=fabric, per_chunk=lambda n: n - 1)
     root = check_root(root, n)
     rank_of = (np.arange(n) + root) % n
     recv = np.full((C, n), -1, dtype=np.int64)
@@ -54,17 +59,19 @@ def tree_broadcast(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
             ids = plan.transfers(rank_of[v], rank_of[v + (1 << r)], c, reduce=False,
                                  label="tree_broadcast", tag=r)
             plan.deps(ids, recv[c, v])
-            plan.deps(ids, prev[v])
+            plan.order(ids, prev[v])
             prev[v] = ids
             recv[c, v + (1 << r)] = ids
     plan.meta["root"] = root
     return plan.build()
 
 
-def tree_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
+def tree_reduce(ranks, nbytes, chunks=None, step_latency_s=None, root=0, protocol=None,
+                fabric=None):
     """Binomial tree reduce: the mirror of tree_broadcast; rank v sends its partial sum to
     v minus its highest bit once all its children's sums arrived."""
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "tree", op="reduce")
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "tree", op="reduce",
+                           protocol=protocol, fabric=fabric, per_chunk=lambda n: n - 1)
     root = check_root(root, n)
     rank_of = (np.arange(n) + root) % n
     par = binomial_parent(n)
@@ -77,6 +84,6 @@ def tree_reduce(ranks, nbytes, chunks=1, step_latency_s=0.0, root=0):
     v = np.arange(1, n)
     inner = par[v] > 0
     plan.deps(send[:, par[v][inner]], send[:, v[inner]])  # after the children's sums
-    plan.deps(send[1:, 1:], send[:-1, 1:])
+    plan.order(send[1:, 1:], send[:-1, 1:])
     plan.meta["root"] = root
     return plan.build()

@@ -47,11 +47,19 @@ def stream_of(template: Schedule) -> Stream | None:
         return None
     nbytes = np.bincount(np.searchsorted(keys, conn), weights=template.size[t].astype(float),
                          minlength=len(keys))
-    delays = template.duration[template.kind == DELAY]
+    is_d = template.kind == DELAY
+    launch = np.zeros(template.n, dtype=bool)
+    if "launch_latency" in template.labels:  # a protocol's launch delay, once per rank
+        launch = is_d & (template.label == template.labels.index("launch_latency"))
+    delays = template.duration[is_d & ~launch]
     per_step = float(delays.max()) if delays.size else 0.0
     if delays.size and delays.size != t.sum():
         return None  # step latencies that are not one per transfer: keep the full form
-    return Stream(csrc, keys % g, int(nbytes.max()), int(count[0]), per_step * int(count[0]))
+    if delays.size and int(template.meta.get("chunks", 1) or 1) > 1:
+        return None  # the step latency overlaps the sender's other chunks: full form
+    first = float(template.duration[launch].max()) if launch.any() else 0.0
+    return Stream(csrc, keys % g, int(nbytes.max()), int(count[0]),
+                  per_step * int(count[0]) + first)
 
 
 # ring-family algorithms whose stream form is known without building the template
@@ -59,15 +67,27 @@ RING_STREAMS = {("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather
 
 
 def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
-                step_latency_s: float = 0.0) -> Stream | None:
+                step_latency_s: float = 0.0, wire=(1, 1), launch_s: float = 0.0
+                ) -> Stream | None:
     """The stream form of a ring all-reduce / reduce-scatter / all-gather over g ranks
     computed from its block layout in O(g * chunks), as ``stream_of`` would find it in the
-    template (which has g(g-1) transfers per phase); None for other algorithms."""
+    template (which has g(g-1) transfers per phase); None for other algorithms.
+
+    ``wire``: a protocol's (payload, wire) byte ratio, applied per transfer as the builders
+    do; ``step_latency_s``: the per-step latency (the largest of the ring's connections);
+    ``launch_s``: the protocol's launch latency, paid once. With several chunks and a step
+    latency the full ring overlaps a step's latency with the sender's other chunks
+    (collectives/_plan.py), which one stream cannot say: None then (the full form)."""
     from collectives._plan import chunked_layout
 
     if (op, algorithm) not in RING_STREAMS or g < 2 or nbytes <= 0:
         return None
+    if chunks > 1 and step_latency_s > 0:
+        return None
+    num, den = (int(x) for x in wire)
     blocks = chunked_layout(int(nbytes), int(chunks), g).reshape(chunks, g)
+    if num != den:  # each ring transfer carries one block
+        blocks = (blocks * den + num - 1) // num
     chunk_total = blocks.sum(axis=1, keepdims=True)
     # member p sends every shard but its own in reduce-scatter, every shard but p+1's in
     # all-gather (collectives/_ring.py), chunk by chunk
@@ -76,7 +96,8 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
     sent = {"reduce_scatter": rs, "all_gather": ag, "all_reduce": rs + ag}[op]
     steps = chunks * (g - 1) * (2 if op == "all_reduce" else 1)
     p = np.arange(g)
-    return Stream(p, (p + 1) % g, int(sent.max()), steps, steps * float(step_latency_s))
+    return Stream(p, (p + 1) % g, int(sent.max()), steps,
+                  steps * float(step_latency_s) + float(launch_s))
 
 
 def stream_schedule(ranks, st: Stream, label: str) -> Schedule:

@@ -35,10 +35,11 @@ def _needs_options(op: str, algorithm: str) -> list[str]:
     """Options the algorithm cannot run without (default None, e.g. hierarchical's
     group_size): a template over local ranks 0..g-1 has nothing to fill them from."""
     params = inspect.signature(collectives.ALGORITHMS[op][algorithm]).parameters
-    # in-network algorithms take their trees from the fabric (innet_templates), chunks default
+    # in-network algorithms take their trees from the fabric (innet_templates); chunks, the
+    # step latency and the protocol have defaults
     return [k for k, p in params.items()
             if p.default is None and k not in ("ranks", "nbytes", "matrix", "chunks", "fabric",
-                                               "trees")]
+                                               "trees", "step_latency_s", "protocol")]
 
 
 def _check_one(op: str, name, field: str) -> str:

@@ -92,11 +92,14 @@ def check_bytes(need: int, lead: str, hint: str) -> None:
         raise InputError(f"{lead} about {_gb(need)} of memory, but {have}; {hint}")
 
 
-def check_transfers(n_transfers: int, where: str, what: str, hint: str) -> None:
-    """InputError (exit 2 from the CLI) when ``n_transfers`` point-to-point transfers cannot
-    fit; the message gives the estimate, the memory there is, and ``hint``."""
-    check_bytes(estimate_bytes(n_transfers), f"{where}: {what} is {n_transfers:,} transfers,",
-                hint)
+def check_transfers(n_transfers: int, where: str, what: str, hint: str,
+                    delays: int = 0) -> None:
+    """InputError (exit 2 from the CLI) when ``n_transfers`` point-to-point transfers (and
+    ``delays`` delay nodes, e.g. a step latency before each transfer) cannot fit; the message
+    gives the estimate, the memory there is, and ``hint``."""
+    extra = f" and {delays:,} delay nodes" if delays else ""
+    check_bytes(estimate_bytes(n_transfers + delays),
+                f"{where}: {what} is {n_transfers:,} transfers{extra},", hint)
 
 
 def check_file(path, size: int, data: bytes | None = None) -> None:
@@ -186,10 +189,14 @@ def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1) -> in
     n = int(n)
     if n < 2:
         return 0
-    if algorithm in ("nvls", "sharp"):
+    from collectives.protocols import MAX_CHUNKS
+
+    if algorithm in ("nvls", "sharp", "nvls_tree"):
         # per chunk: n up, n down, and per switch of the tree (< 2n) one reduction and one
-        # transfer each way; chunks default to up to 64 (collectives/innet.py)
-        return 6 * n * (64 if chunks is None else max(1, int(chunks)))
+        # transfer each way; nvls_tree adds a shard each way per rank and the rails' trees
+        # (< 4n); chunks default to at most MAX_CHUNKS (collectives/protocols.py)
+        per = 6 * n if algorithm != "nvls_tree" else 12 * n
+        return per * (MAX_CHUNKS if chunks is None else max(1, int(chunks)))
     c = 1 if chunks is None else max(1, int(chunks))
     per_chunk = {
         ("all_reduce", "ring"): 2 * (n - 1) * n,

@@ -230,7 +230,7 @@ def build_flows(topology, spec: dict, where: str, seed: int):
 
 # =========================================================================== collective
 COLLECTIVE_KEYS = ("op", "algorithm", "bytes", "bytes_matrix", "ranks", "chunks", "step_latency_us",
-                   "options", "network_detail")
+                   "protocol", "options", "network_detail")
 
 
 def build_collective(topology, spec: dict, where: str, seed: int):
@@ -276,6 +276,10 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         opts["chunks"] = c
     if "step_latency_us" in spec:
         opts["step_latency_s"] = parse_us(spec["step_latency_us"], f"{where}.step_latency_us") * 1e-6
+    from collectives import protocols
+
+    # NCCL's protocols (collectives/protocols.py): "auto" picks the least estimate per size
+    protocol = protocols.resolve(spec.get("protocol", protocols.AUTO), f"{where}.protocol")
     algorithm = spec.get("algorithm", "auto")
     if not isinstance(algorithm, str):
         raise InputError(f"{where}.algorithm = {algorithm!r}: expected an algorithm name")
@@ -284,16 +288,20 @@ def build_collective(topology, spec: dict, where: str, seed: int):
             raise InputError(f"{where}.algorithm: missing (automatic choice is not available "
                              f"in this build)")
         try:
-            algorithm, order = _chosen(collectives.choose(topology, op, nbytes))
+            algorithm, order = _chosen(collectives.choose(topology, op, nbytes,
+                                                          protocol=protocol))
         except InputError as e:
             raise _in(e, where) from None
         # a matrix's rows are the ranks in the order given: never reorder them
         if order is not None and "ranks" not in spec and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
     _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where)
-    sched = _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where)
+    opts["protocol"] = _protocol(collectives, topology, op, algorithm, ranks, nbytes, opts,
+                                 protocol, where)
+    sched = _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where,
+                                 topology)
     if sched is not None:
-        return _collective_meta(sched, op, algorithm, nbytes, ranks, "auto")
+        return _collective_meta(sched, op, algorithm, nbytes, ranks, "auto", opts["protocol"])
     try:
         sched = collectives.build(op, algorithm, ranks, nbytes, fabric=topology, **opts)
     except TypeError as e:
@@ -309,20 +317,37 @@ def build_collective(topology, spec: dict, where: str, seed: int):
     # a collective's steps between two ranks share one connection (one ECMP hash), as NCCL's
     # persistent queue pairs do; the stream form keys its members alike
     sched.with_connections()
-    return _collective_meta(sched, op, algorithm, nbytes, ranks, "full")
+    return _collective_meta(sched, op, algorithm, nbytes, ranks, "full", opts["protocol"])
 
 
-def _collective_meta(sched, op, algorithm, nbytes, ranks, detail: str):
+def _protocol(collectives, topology, op, algorithm, ranks, nbytes, opts, protocol, where):
+    """The protocol to build with: the one given, or for "auto" the least estimate."""
+    from collectives import protocols
+
+    try:
+        _, algo = collectives.resolve(op, algorithm)
+        protocol = protocols.check_for(algo, protocol, f"{where}.protocol")
+        if protocol != protocols.AUTO:
+            return protocol
+        return protocols.best(topology, op, algo, ranks, nbytes, **opts)[0]
+    except InputError as e:
+        raise _in(e, where) from None
+
+
+def _collective_meta(sched, op, algorithm, nbytes, ranks, detail: str, protocol=None):
     sched.meta.setdefault("op", op)
     sched.meta.setdefault("algorithm", algorithm)
     sched.meta.setdefault("bytes", nbytes if op != "all_to_all_v"
                           else int(nbytes.sum(axis=1).max()))  # the largest send buffer
     sched.meta.setdefault("n_ranks", len(ranks))
     sched.meta["network_detail_used"] = detail
+    if protocol is not None:
+        sched.meta.setdefault("protocol", protocol)
     return sched
 
 
-def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where):
+def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where,
+                         topology=None):
     """The collective in stream form when ``network_detail`` allows it and the algorithm has
     one (ring all-reduce, reduce-scatter, all-gather); None for the full schedule, which is
     then checked against the memory there is before it is built."""
@@ -334,21 +359,29 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
         op_c, algo = collectives.resolve(op, algorithm)
     except InputError as e:
         raise _in(e, where) from None
+    from collectives import protocols
+
     chunks = opts.get("chunks")
-    if detail == "auto" and op != "all_to_all_v" and set(opts) <= {"chunks", "step_latency_s"}:
-        st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1,
-                         opts.get("step_latency_s", 0.0))
+    costs = protocols.costs(opts.get("protocol"), opts.get("step_latency_s"), topology, algo)
+    if detail == "auto" and op != "all_to_all_v" and \
+            set(opts) <= {"chunks", "step_latency_s", "protocol"}:
+        r = np.asarray(ranks, dtype=np.int64)
+        per_step = float(costs.latency(r, np.roll(r, -1)).max()) if costs.any_latency else 0.0
+        st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,
+                         (costs.num, costs.den), costs.launch_s)
         if st is not None:
             return stream_schedule(ranks, st, op_c)
+    if chunks is None and op != "all_to_all_v":
+        chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
+                                      opts.get("group_size"))
     count = collective_transfers(op_c, algo, len(ranks), chunks)
-    if opts.get("step_latency_s", 0.0) > 0:
-        count *= 2  # a delay node before every transfer
+    delays = count if costs.any_latency else 0  # a delay node before every transfer
     streamable = (op_c, "ring") in RING_STREAMS
     hint = ("use fewer ranks or chunks" +
             (", or algorithm = \"ring\" with network_detail = \"auto\" (one stream)"
              if streamable and (algo != "ring" or detail == "full") else "") +
             (" (the packet engine runs every transfer)" if detail == "auto" else ""))
-    check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks", hint)
+    check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks", hint, delays)
     return None
 
 
@@ -358,7 +391,7 @@ def _in(e: InputError, where: str) -> InputError:
     msg = str(e)
     if msg.startswith(where):
         return InputError(msg)
-    if msg.startswith(("op = ", "algorithm = ")):
+    if msg.startswith(("op = ", "algorithm = ", "protocol = ", "chunks = ")):
         return InputError(f"{where}.{msg}")
     return InputError(f"{where}: {msg}")
 
@@ -433,7 +466,8 @@ def report_collective(spec: dict, schedule, result) -> dict:
     op = schedule.meta.get("op", spec.get("op"))
     nbytes = int(schedule.meta.get("bytes", 0))
     n = int(schedule.meta.get("n_ranks", 0))
-    out = {"op": op, "algorithm": schedule.meta.get("algorithm"), "ranks": n,
+    out = {"op": op, "algorithm": schedule.meta.get("algorithm"),
+           "protocol": schedule.meta.get("protocol"), "ranks": n,
            "message_bytes": nbytes, "algbw_GBps": None, "busbw_GBps": None}
     t = result.makespan
     if t > 0 and n >= 1:

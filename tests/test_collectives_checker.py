@@ -17,6 +17,13 @@ def _options(op, algo, n):
         return {"dims": (f[0], n // f[0]) if f else (n,)}
     if algo in co.IN_NETWORK:  # the switches reduce: a fabric whose switches can
         return {"fabric": _NODE if algo == "nvls" else _FT}
+    if algo == "nvls_tree":  # nodes of g GPUs whose switches reduce (ranks from 0 or 10)
+        gs = [g for g in (2, 3) if n % g == 0 and g < n]
+        if not gs:
+            return None
+        fab = build("two_tier", {"nodes": (n + 16) // gs[0] + 1, "gpus_per_node": gs[0],
+                                 "reduce_gbps": "line"})
+        return {"group_size": gs[0], "fabric": fab}
     return {}
 
 
@@ -61,11 +68,19 @@ def test_step_latency_is_a_delay_before_every_transfer(op, algo):
                  step_latency_s=2e-6, **_options(op, algo, n))
     check(s)
     t = np.flatnonzero(s.kind == TRANSFER)
-    # each transfer's only parent is a DELAY of 2 us on its sender
-    assert (np.diff(s.dep_ptr)[t] == 1).all()
-    d = s.dep_idx[s.dep_ptr[t]]
-    assert (s.kind[d] == DELAY).all() and np.allclose(s.duration[d], 2e-6)
-    assert (s.src[d] == s.src[t]).all()
+    owner = np.repeat(np.arange(s.n), np.diff(s.dep_ptr))
+    par_t = s.dep_idx[np.isin(owner, t)]
+    own = owner[np.isin(owner, t)]
+    # each transfer has exactly one DELAY parent, 2 us on its sender, that only it follows
+    delay = s.kind[par_t] == DELAY
+    assert np.array_equal(np.bincount(own[delay], minlength=s.n)[t], np.ones(len(t)))
+    d = par_t[delay]
+    assert np.allclose(s.duration[d], 2e-6) and (s.src[d] == s.src[own[delay]]).all()
+    # its other parents are the sender's earlier sends (the order the connection keeps),
+    # which the step latency does not follow: data dependencies go through the delay
+    other = ~delay
+    assert (s.kind[par_t[other]] == TRANSFER).all()
+    assert (s.src[par_t[other]] == s.src[own[other]]).all()
     switches = set(np.asarray(s.meta.get("switches", ()), dtype=np.int64).tolist())
     assert set(np.unique(s.src[t])) <= set(range(10, 16)) | switches
 

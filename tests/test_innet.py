@@ -217,8 +217,11 @@ def test_choose_prefers_in_network_where_switches_reduce():
     assert co.choose(two_tier(nodes=2), "all_reduce", 1 << 26,
                      list(range(8))).algorithm != "nvls"
     assert co.choose(FT, "all_reduce", 1 << 26).algorithm == "sharp"
-    # across the 16 GPUs of two_tier the hierarchical algorithm still wins (S/8 per NIC)
-    assert co.choose(NODE, "all_reduce", 1 << 26).algorithm == "hierarchical"
+    # across the 16 GPUs of two_tier: NVLS inside the nodes and a tree between them (NCCL's
+    # NVLSTree), whose switch reduction replaces the 2(g-1) intra-node ring steps
+    c = co.choose(NODE, "all_reduce", 1 << 26)
+    assert c.algorithm == "nvls_tree" and c.protocol == "simple"
+    assert co.choose(two_tier(nodes=2), "all_reduce", 1 << 26).algorithm == "hierarchical"
     # reduce-scatter moves S up per GPU where the ring moves (n-1)/n S: large ones stay ring
     assert co.choose(NODE, "reduce_scatter", 1 << 30, list(range(8))).algorithm == "ring"
 
@@ -264,8 +267,10 @@ def test_scenario_collective(tmp_path, op, algo, ranks, detail):
 def test_cli_collective(capsys):
     from netcosim.cli import main
 
+    # the bandwidth alone (no protocol latencies): near the line rate
     rc = main(["collective", "--topo", "two_tier:nodes=1,reduce_gbps=scaleup:line", "--op",
-               "all_reduce", "--algo", "nvls", "--sizes", "1GiB", "--engine", "flow"])
+               "all_reduce", "--algo", "nvls", "--sizes", "1GiB", "--engine", "flow",
+               "--step-latency-us", "0"])
     assert rc in (0, None)
     line = [x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("1073741824")]
     algbw = float(line[0].split()[2])

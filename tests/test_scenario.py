@@ -308,13 +308,15 @@ def test_all_to_all_v_from_a_scenario_matrix():
     m = [[0, "1KiB", 5, 0], [7, 0, 0, 3], [1, 2, 0, 9], [4, 4, 4, 0]]
     w = {**COLL, "op": "all_to_all_v", "algorithm": "direct", "bytes_matrix": m}
     del w["bytes"]
-    s = prepare(mutated(["workload"], w)).schedule
-    t = s.kind == 0
-    got = np.zeros((4, 4), dtype=np.int64)
-    np.add.at(got, (s.src[t], s.dst[t]), s.size[t])
     want = np.array([[0, 1024, 5, 0], [7, 0, 0, 3], [1, 2, 0, 9], [4, 4, 4, 0]])
-    assert np.array_equal(got, want)
-    assert s.meta["bytes"] == 1029  # the largest send buffer, for algbw/busbw
+    # Simple puts the payload on the wire; LL twice the payload (8-byte lines, 4 data bytes)
+    for protocol, factor in (("simple", 1), ("ll", 2)):
+        s = prepare(mutated(["workload"], {**w, "protocol": protocol})).schedule
+        t = s.kind == 0
+        got = np.zeros((4, 4), dtype=np.int64)
+        np.add.at(got, (s.src[t], s.dst[t]), s.size[t])
+        assert np.array_equal(got, factor * want)
+        assert s.meta["bytes"] == 1029  # the largest send buffer, for algbw/busbw
 
 
 def test_collective_workload_builds_over_all_hosts_by_default():

@@ -1,12 +1,14 @@
 """`netcosim collective`: an NCCL-tests-style size sweep of one collective on one fabric.
 
     netcosim collective --topo fat_tree:k=8 --op all_reduce --algo ring --sizes 1KiB..8GiB
-        [--engine analytical|flow|packet] [--ranks 0..63] [--chunks C] [--csv F] [--plot F.png]
+        [--engine analytical|flow|packet] [--ranks 0..63] [--chunks C]
+        [--protocol auto|ll|ll128|simple] [--csv F] [--plot F.png]
 
 ``--topo kind:key=value,key=value`` goes to ``topo.builders.build(kind, params)``; values are
 ints, floats, true/false, or lists written with ``x`` (``torus:dims=4x4x4``). ``--algo auto``
-asks ``collectives.choose``. The default engine is the alpha-beta estimate (instant); the flow
-engine simulates every transfer with max-min fair sharing.
+asks ``collectives.choose``; ``--protocol auto`` (default) takes the protocol of least estimate
+per size, as NCCL's tuner (collectives/protocols.py). The default engine is the alpha-beta
+estimate (instant); the flow engine simulates every transfer with max-min fair sharing.
 """
 from __future__ import annotations
 
@@ -30,9 +32,14 @@ def register(sub) -> None:
     p.add_argument("--routing", default="ecmp", help="routing policy for the engines")
     p.add_argument("--ranks", default=None, help="hosts taking part: 'a..b' or a comma list "
                    "(default: all hosts)")
-    p.add_argument("--chunks", type=int, default=None, help="pipelined chunks per transfer")
-    p.add_argument("--step-latency-us", type=float, default=0.0,
-                   help="software/NIC overhead per step (us)")
+    p.add_argument("--chunks", type=int, default=None,
+                   help="pipelined chunks (default: the protocol's chunk size for trees, "
+                        "chains and in-network algorithms, 1 for rings)")
+    p.add_argument("--protocol", default="auto",
+                   help="NCCL protocol: ll, ll128, simple, or auto (least estimate per size)")
+    p.add_argument("--step-latency-us", type=float, default=None,
+                   help="a fixed per-step latency (us) instead of the protocol's per-step "
+                        "and launch latencies")
     p.add_argument("--group-size", type=int, default=None, help="ranks per group (hierarchical)")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the table as CSV")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="plot busbw against size")
@@ -82,8 +89,9 @@ def _parse_ranks(text, n_hosts):
 
 
 def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=None,
-          step_latency_s=0.0, group_size=None, routing="ecmp") -> list[dict]:
+          step_latency_s=None, group_size=None, routing="ecmp", protocol="auto") -> list[dict]:
     import collectives as co
+    from collectives import protocols
     from collectives.analytical import Fabric
     from collectives.choose import ordered_ranks
     from collectives.report import run as run_one
@@ -100,6 +108,9 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
     if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, int)
                                or chunks < 1):
         raise InputError(f"--chunks = {chunks!r}: expected an integer >= 1")
+    if step_latency_s is not None and not step_latency_s >= 0:
+        raise InputError(f"--step-latency-us = {step_latency_s * 1e6!r}: expected >= 0")
+    protocol = protocols.resolve(protocol, "--protocol")
     # the routing is checked for every engine; the analytical estimate takes its paths
     # (latency and bottleneck per rank pair) from it too
     try:
@@ -113,7 +124,7 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
     rows = []
     for s in sizes:
         if algo == "auto":
-            ch = co.choose(topology, op, s, ranks)
+            ch = co.choose(topology, op, s, ranks, protocol=protocol)
             algorithm, r, opts = ch.algorithm, ch.ranks, dict(ch.options)
         else:
             _, algorithm = co.resolve(op, algo)
@@ -126,10 +137,17 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
                 opts["dims"] = tuple(topology.params.get("dims", ()))
         if chunks is not None:
             opts["chunks"] = chunks
-        if step_latency_s:
+        if step_latency_s is not None:
             opts["step_latency_s"] = step_latency_s
+        p = protocols.check_for(algorithm, opts.get("protocol", protocol), "--protocol")
+        if p == protocols.AUTO or (algo == "auto" and chunks is not None):
+            rest = {k: v for k, v in opts.items() if k != "protocol"}
+            p = protocols.best(topology, op, algorithm, r, s,
+                               fabric=fab or Fabric.cached(topology, routing), **rest)[0]
+        opts["protocol"] = p
         row = run_one(topology, op, algorithm, r, s, engine=engine, routing=routing,
                       fabric=fab, **opts)
+        row["protocol"] = p
         rows.append(row)
     return rows
 
@@ -165,18 +183,22 @@ def run(args) -> int:
         raise InputError(f"--sizes = {args.sizes!r}: sizes must be > 0")
     ranks = _parse_ranks(args.ranks, topology.n_hosts)
     try:
+        lat = None if args.step_latency_us is None else args.step_latency_us * 1e-6
         rows = sweep(topology, args.op, args.algo, sizes, args.engine, ranks, args.chunks,
-                     args.step_latency_us * 1e-6, args.group_size, args.routing)
+                     lat, args.group_size, args.routing, args.protocol)
     except InputError as e:  # the library's "op = ..." / "algorithm = ...": the flags
         msg = str(e)
-        for key, flag in (("op = ", "--op = "), ("algorithm = ", "--algo = ")):
+        for key, flag in (("op = ", "--op = "), ("algorithm = ", "--algo = "),
+                          ("protocol = ", "--protocol = "), ("chunks = ", "--chunks = "),
+                          ("step_latency_s = ", "--step-latency-us (s) = ")):
             if msg.startswith(key):
                 msg = flag + msg[len(key):]
         raise InputError(msg) from None
     n = len(ranks) if ranks else topology.n_hosts
     algos = sorted({r["algorithm"] for r in rows})
+    protos = sorted({r["protocol"] for r in rows})
     print(table(rows, f"{args.op} on {args.topo} ({n} ranks), algorithm {'/'.join(algos)}, "
-                      f"engine {args.engine}"))
+                      f"protocol {'/'.join(protos)}, engine {args.engine}"))
     if any(f.sampled for f in topology.__dict__.get("_analytical_fabrics", {}).values()):
         from collectives.analytical import SAMPLE_DSTS
 
@@ -189,10 +211,11 @@ def run(args) -> int:
             with open(tmp, "w", newline="") as f:
                 w = csv.writer(f)
                 w.writerow(["bytes", "time_us", "algbw_GBps", "busbw_GBps", "algorithm",
-                            "engine"])
+                            "protocol", "engine"])
                 for r in rows:
                     w.writerow([r["bytes"], f"{r['time_us']:.6g}", f"{r['algbw_GBps']:.6g}",
-                                f"{r['busbw_GBps']:.6g}", r["algorithm"], r["engine"]])
+                                f"{r['busbw_GBps']:.6g}", r["algorithm"], r["protocol"],
+                                r["engine"]])
 
         outpaths.write_file(args.csv, f"--csv {args.csv!r}", write_csv)
     if args.plot:

@@ -171,7 +171,8 @@ ENGINE_COLUMNS = {
 }
 WORKLOAD_COLUMNS = {
     "flows": (),
-    "collective": ("op", "algorithm", "ranks", "message_bytes", "algbw_GBps", "busbw_GBps"),
+    "collective": ("op", "algorithm", "protocol", "ranks", "message_bytes", "algbw_GBps",
+                   "busbw_GBps"),
 }
 
 

@@ -1,0 +1,276 @@
+"""NCCL's protocols (LL, LL128, Simple) and default chunking: wire bytes, latencies on the data
+path, launch latency, the size-based choice, nvls_tree, bad input, and the ns-3 scenarios."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import collectives as co
+from collectives import protocols
+from collectives.analytical import estimate
+from collectives.streams import ring_stream, stream_schedule
+from netcore.api import simulate
+from netcore.schedule import DELAY, TRANSFER
+from topo.builders import build
+from topo.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def star(n, gbps=100.0, lat_us=1.0):
+    return build("fat_tree", {"k": 2, "link_gbps": gbps, "latency_us": lat_us}) if n == 2 \
+        else build("leaf_spine", {"leaves": 1, "spines": 1, "hosts_per_leaf": n,
+                                  "link_gbps": gbps, "latency_us": lat_us})
+
+
+# ---------------------------------------------------------------- wire bytes
+@pytest.mark.parametrize("proto,num,den", [("ll", 1, 2), ("ll128", 15, 16), ("simple", 1, 1)])
+def test_wire_bytes_per_transfer(proto, num, den):
+    n, S = 5, 999_983  # prime: uneven blocks
+    bare = co.build("all_reduce", "ring", n, S)
+    s = co.build("all_reduce", "ring", n, S, protocol=proto)
+    co.check(s)
+    tb, ts = bare.kind == TRANSFER, s.kind == TRANSFER
+    want = (bare.size[tb] * den + num - 1) // num  # every transfer rounded up on its own
+    assert np.array_equal(np.sort(s.size[ts]), np.sort(want))
+    if proto == "ll":
+        assert s.size[ts].sum() == 2 * bare.size[tb].sum()
+    # the checker holds the schedule to the protocol's ratio
+    bad = s.copy()
+    bad.size[np.flatnonzero(ts)[0]] -= 1
+    with pytest.raises(co.CheckFailed, match="on the wire|blocks hold"):
+        co.check(bad)
+
+
+def test_in_network_algorithms_run_with_simple_only():
+    fab = build("two_tier", {"nodes": 1, "reduce_gbps": "line"})
+    with pytest.raises(InputError, match="protocol = 'll': nvls runs only with simple"):
+        co.build("all_reduce", "nvls", range(8), 1 << 20, fabric=fab, protocol="ll")
+    co.check(co.build("all_reduce", "nvls", range(8), 1 << 20, fabric=fab, protocol="simple"))
+
+
+# ---------------------------------------------------------------- latencies
+def test_ring_time_is_launch_plus_a_latency_per_step():
+    """NCCL's ring latency: base + nsteps x hop; on a star the flow engine gives exactly
+    launch + 2(n-1) (L + alpha + S/n/B) with the protocol's bytes."""
+    n, S = 6, 1 << 24
+    fab = star(n)
+    p = protocols.PROTOCOLS["ll128"]
+    r = simulate(fab, co.build("all_reduce", "ring", n, S, protocol="ll128", fabric=fab),
+                 routing="shortest", engine="flow")
+    B, alpha = 100e9 / 8, 2e-6
+    piece = math.ceil(S / n * 16 / 15)
+    want = p.launch_s + 2 * (n - 1) * (p.net_step_s + alpha + piece / B)
+    assert r.makespan == pytest.approx(want, rel=1e-4)
+    assert estimate(fab, "all_reduce", "ring", n, S, protocol="ll128") == \
+        pytest.approx(r.makespan, rel=1e-4)
+
+
+def test_step_latency_follows_the_data_not_every_chunk():
+    """A chain of h hops with C chunks: each hop adds its step latency once, while the sender
+    streams its chunks; a blocking latency would cost (h + C - 1) latencies."""
+    n, S, C, L = 5, 1 << 26, 16, 50e-6
+    fab = star(n)
+    s = co.build("broadcast", "ring", n, S, chunks=C, step_latency_s=L)
+    t = simulate(fab, s, routing="shortest", engine="flow").makespan
+    x = S / C / (100e9 / 8) + 2e-6  # one chunk on one hop, path latency included
+    pipelined = (n - 1) * (x + L) + (C - 1) * x
+    blocking = (n - 1 + C - 1) * (x + L)
+    assert t == pytest.approx(pipelined, rel=1e-6)
+    assert t < blocking - 10 * L
+    assert estimate(fab, "broadcast", "ring", n, S, chunks=C, step_latency_s=L) == \
+        pytest.approx(t, rel=1e-6)
+
+
+def test_latencies_inside_a_node_are_nvlinks():
+    fab = build("two_tier", {"nodes": 2})
+    s = co.build("all_reduce", "ring", range(16), 1 << 20, protocol="simple", fabric=fab)
+    d = np.flatnonzero((s.kind == DELAY) & (s.label == s.labels.index("step_latency")))
+    t = d + 1  # a transfer sits right after its delay
+    assert (s.kind[t] == TRANSFER).all()
+    same = (s.src[t] // 8) == (s.dst[t] // 8)
+    assert np.allclose(s.duration[d][same], protocols.FAMILY_LATENCY["ring"]["simple"][0])
+    assert np.allclose(s.duration[d][~same], protocols.FAMILY_LATENCY["ring"]["simple"][1])
+    assert same.any() and (~same).any()
+    launches = s.label == s.labels.index("launch_latency")
+    assert launches.sum() == 16 and np.allclose(s.duration[launches], 8.4e-6)
+
+
+def test_fixed_step_latency_replaces_the_protocols():
+    s = co.build("all_reduce", "ring", 4, 1 << 20, protocol="ll", step_latency_s=0.0)
+    assert (s.kind == TRANSFER).all()  # no delays, no launch
+    assert s.size.sum() == 2 * co.build("all_reduce", "ring", 4, 1 << 20).size.sum()
+
+
+# ---------------------------------------------------------------- chunks
+def test_pipelined_algorithms_chunk_by_default_and_chunks_overrides():
+    fab = build("fat_tree", {"k": 4, "link_gbps": 100})
+    S = 256 << 20
+    dbt = co.build("all_reduce", "double_binary_tree", range(16), S, protocol="simple")
+    assert dbt.meta["chunks"] == S // (protocols.CHANNELS * (512 << 10)) == 32
+    one = co.build("all_reduce", "double_binary_tree", range(16), S, chunks=1,
+                   protocol="simple")
+    assert one.meta["chunks"] == 1
+    t_dbt = simulate(fab, dbt, engine="flow").makespan
+    t_one = simulate(fab, one, engine="flow").makespan
+    t_ring = simulate(fab, co.build("all_reduce", "ring", range(16), S, protocol="simple"),
+                      engine="flow").makespan
+    assert t_dbt < t_one / 2.5  # the issue's 3.35 GB/s unchunked tree
+    assert t_dbt < 1.4 * t_ring  # within reach of the ring, as NCCL's pipelined tree is
+    # rings keep one chunk: they already pipeline their n shards
+    assert co.build("all_reduce", "ring", 8, S).meta["chunks"] == 1
+
+
+def test_default_chunks_are_bounded():
+    # 65,536 ranks: 4(n-1) transfers per chunk, so at most 2^21 / 262,140 = 8 chunks
+    c = protocols.chunks_for("all_reduce", "double_binary_tree", 1 << 30, 65536, "simple")
+    assert c == protocols.MAX_DEFAULT_TRANSFERS // (4 * 65535) == 8
+    assert protocols.chunks_for("all_reduce", "double_binary_tree", 1 << 40, 16) == \
+        protocols.MAX_CHUNKS
+    # a few bytes still build (one chunk)
+    assert co.build("all_reduce", "double_binary_tree", 16, 7).meta["chunks"] == 1
+
+
+def test_a_chunk_below_a_byte_per_block_is_refused():
+    with pytest.raises(InputError, match="chunks = 100"):
+        co.build("all_reduce", "ring", 16, 1024, chunks=100)
+    with pytest.raises(InputError, match="chunks = 100"):
+        estimate(build("fat_tree", {"k": 4}), "all_reduce", "ring", range(16), 1024, chunks=100)
+
+
+# ---------------------------------------------------------------- the choice
+def test_protocol_by_size_as_ncclss_tuner():
+    fab = build("fat_tree", {"k": 4, "link_gbps": 100})
+    got = {s: protocols.best(fab, "all_reduce", "ring", range(16), s)[0]
+           for s in (1 << 10, 1 << 20, 1 << 30)}
+    assert got[1 << 10] == "ll" and got[1 << 30] == "simple"
+    # the chosen one is the least estimate
+    t = {p: estimate(fab, "all_reduce", "ring", range(16), 1 << 20, protocol=p)
+         for p in protocols.NAMES}
+    assert t[got[1 << 20]] == min(t.values())
+    c = co.choose(fab, "all_reduce", 1 << 30)
+    assert c.protocol == "simple" and c.algorithm == "ring"
+    assert co.choose(fab, "all_reduce", 1 << 30, protocol="ll").protocol == "ll"
+
+
+def test_unknown_protocol_names_the_field():
+    with pytest.raises(InputError, match=r"^protocol = 'fast': unknown protocol"):
+        co.build("all_reduce", "ring", 4, 1 << 20, protocol="fast")
+    with pytest.raises(InputError, match="protocol = 'auto'.*needs the fabric"):
+        co.build("all_reduce", "ring", 4, 1 << 20, protocol="auto")
+
+
+# ---------------------------------------------------------------- nvls_tree
+@pytest.mark.parametrize("nodes,g", [(2, 4), (3, 2), (5, 3)])
+def test_nvls_tree_computes_the_all_reduce(nodes, g):
+    fab = build("two_tier", {"nodes": nodes, "gpus_per_node": g, "reduce_gbps": "line"})
+    for chunks in (1, 3):
+        s = co.build("all_reduce", "nvls_tree", range(nodes * g), 10_007, group_size=g,
+                     fabric=fab, chunks=chunks, protocol="simple")
+        out = co.check(s)
+        assert out["switch_reductions"] == nodes * chunks
+
+
+def test_nvls_tree_needs_reducing_switches_and_groups():
+    with pytest.raises(InputError, match="reduce_gbps"):
+        co.build("all_reduce", "nvls_tree", range(16), 1 << 20, group_size=8,
+                 fabric=build("two_tier", {"nodes": 2}))
+    with pytest.raises(InputError, match="group_size"):
+        co.build("all_reduce", "nvls_tree", range(16), 1 << 20,
+                 fabric=build("two_tier", {"nodes": 2, "reduce_gbps": "line"}))
+
+
+def test_nvls_tree_estimate_follows_the_flow_engine():
+    fab = build("two_tier", {"nodes": 2, "scaleup_gbps": 2960, "nic_gbps": 376,
+                             "reduce_gbps": {"scaleup": 2200}})
+    for S in (1 << 20, 1 << 28):
+        s = co.build("all_reduce", "nvls_tree", range(16), S, group_size=8, fabric=fab,
+                     protocol="simple")
+        t = simulate(fab, s, engine="flow").makespan
+        e = estimate(fab, "all_reduce", "nvls_tree", range(16), S, group_size=8,
+                     protocol="simple")
+        assert e == pytest.approx(t, rel=0.01)
+        # its NVLink carries a chunk and a shard each way: S (1 + 1/8) at 370 GB/s is a floor
+        assert t > S * 9 / 8 / 370e9
+
+
+# ---------------------------------------------------------------- scalable form
+def _stream_and_full(fab, n, S, proto):
+    full = co.build("all_reduce", "ring", range(n), S, protocol=proto, fabric=fab)
+    c = protocols.costs(proto, None, fab)
+    r = np.arange(n)
+    st = ring_stream("all_reduce", "ring", n, S, 1, float(c.latency(r, np.roll(r, -1)).max()),
+                     (c.num, c.den), c.launch_s)
+    a = simulate(fab, full.with_connections(), "ecmp", engine="flow").makespan
+    b = simulate(fab, stream_schedule(range(n), st, "all_reduce"), "ecmp",
+                 engine="flow").makespan
+    return a, b
+
+
+def test_ring_stream_with_a_protocol_equals_the_full_ring():
+    # every connection of the ring has the same path latency and bytes: exact
+    fab = build("two_tier", {"nodes": 1, "gpus_per_node": 8})
+    for proto in ("ll", "ll128", "simple"):
+        a, b = _stream_and_full(fab, 8, 1 << 24, proto)
+        assert b == pytest.approx(a, rel=1e-9)
+
+
+def test_ring_stream_with_uneven_path_latencies_is_exact_too():
+    """One chunk: a rank's next step waits for its previous one and its data, the latency
+    after both, so the ring moves in lock step at its slowest connection, as the stream."""
+    fab = build("fat_tree", {"k": 4, "link_gbps": 400, "latency_us": 0.5})
+    for proto in ("ll", "simple"):
+        a, b = _stream_and_full(fab, 16, 1 << 24, proto)
+        assert b == pytest.approx(a, rel=1e-9)
+
+
+# ---------------------------------------------------------------- scenarios and CLI
+def _scenario(tmp_path, extra):
+    p = tmp_path / "s.toml"
+    p.write_text('[topology]\nkind = "fat_tree"\nk = 4\n[workload]\nkind = "collective"\n'
+                 'op = "all_reduce"\nalgorithm = "ring"\nbytes = "1KiB"\n' + extra)
+    return p
+
+
+def test_scenario_protocol_and_chunks_errors(tmp_path):
+    from netcosim.runner import prepare
+    from netcosim.scenario import load_scenario
+
+    with pytest.raises(InputError, match=r"workload\.protocol = 'lowlat': unknown protocol"):
+        prepare(load_scenario(_scenario(tmp_path, 'protocol = "lowlat"\n')))
+    with pytest.raises(InputError, match=r"workload\.chunks = 100: .*cannot be cut"):
+        prepare(load_scenario(_scenario(tmp_path, "chunks = 100\n")))
+    s = prepare(load_scenario(_scenario(tmp_path, 'protocol = "ll128"\n'))).schedule
+    assert s.meta["protocol"] == "ll128"
+
+
+def test_cli_bad_protocol_and_chunks_exit_2(capsys):
+    from netcosim.cli import main
+
+    for args, needle in ((["--protocol", "foo"], "--protocol = 'foo'"),
+                         (["--algo", "ring", "--chunks", "100"], "--chunks = 100")):
+        rc = main(["collective", "--topo", "fat_tree:k=4", "--op", "all_reduce", "--sizes",
+                   "1KiB", *args])
+        assert rc == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["alltoall_leaf_spine", "fullflat_alltoall",
+                                  "ring_allreduce_fat_tree", "torus_ring"])
+def test_ns3_scenarios_keep_the_bare_schedules(name):
+    """Their protocol = "simple" and step_latency_us = 0 give the schedule the library builds
+    without protocol costs (payload bytes, no delays): the schedules of before protocols."""
+    from netcosim.runner import prepare
+    from netcosim.scenario import load_scenario
+
+    prep = prepare(load_scenario(ROOT / "validation" / "scenarios" / f"{name}.toml"))
+    s, t = prep.schedule, prep.topology
+    bare = co.build(s.meta["op"], s.meta["algorithm"], np.asarray(s.meta["ranks"]),
+                    s.meta["nbytes"])
+    for a in ("kind", "src", "dst", "size", "duration", "dep_ptr", "dep_idx"):
+        assert np.array_equal(getattr(s, a), getattr(bare, a)), a
+    assert t.n_hosts >= s.meta["n_ranks"]

@@ -1,0 +1,212 @@
+"""netcosim collective against published nccl-tests all_reduce_perf results on H100 systems.
+
+For every table of validation/nccl_tests_data/ (1 node of 8 H100 on NVSwitch; 2, 4 and 8 nodes
+of 8 H100 with 8 x 400 Gb/s ConnectX-7 rails; sources in that folder's README), the same sweep
+(1 MiB .. 8 GiB, x2) runs through `netcosim collective` (``--algo auto --protocol auto``, the
+flow engine by default) on the matching ``two_tier`` fabric, and the busbw of each size is
+compared with the published one. Writes validation/results/nccl_tests.md and .csv and, with
+``--plot``, the figure docs/nccl_busbw.png.
+
+    python -m validation.nccl_tests                       # flow engine (about a minute)
+    python -m validation.nccl_tests --engine analytical   # the alpha-beta estimate
+    python -m validation.nccl_tests --plot docs/nccl_busbw.png
+
+Hardware figures (none fitted to these tables except where said):
+
+* NVLink 4: 450 GB/s per direction per GPU; NCCL reaches "an effective NVLink bandwidth of
+  370GB/s" with its protocol overhead (S. Jeaugey, NVIDIA,
+  https://github.com/NVIDIA/nccl-tests/issues/212): ``scaleup_gbps = 2960``.
+* NVLink SHARP (NVLS) on 8 H100: "a peak busBw of ~480GB/s (algbw ~275GB/s)" (same comment):
+  the scale-up switch reduces at 275 GB/s, ``reduce_gbps = {scaleup = 2200}``. This figure
+  is the 1-node table's own plateau, so the 1-node sizes from 1 GiB on are calibration
+  points, reported apart; every other point is a validation point.
+* NIC: 400 Gb/s NDR InfiniBand, "46-48GB/s per NIC" achievable (NVIDIA,
+  https://github.com/NVIDIA/nccl-tests/issues/290): 47 GB/s, ``nic_gbps = 376``; one rail
+  per GPU (``rails = true``), as these systems are cabled.
+* Latencies: two_tier's defaults (0.25 us per NVLink hop, 1 us per network link); the
+  protocols' own latencies are NCCL's tuner constants (collectives/protocols.py).
+
+Measured busbw is the better of the table's out-of-place and in-place runs of each size (one
+collective measured twice; the better one keeps a transient, e.g. 12.98 against 51.38 GB/s at
+8 MiB on 8 nodes, from counting as the collective's time).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "nccl_tests_data"
+RESULTS = Path(__file__).resolve().parent / "results"
+FABRIC = {"gpus_per_node": 8, "scaleup_gbps": 2960, "nic_gbps": 376,
+          "reduce_gbps": {"scaleup": 2200}}
+CLI_TOPO = "two_tier:nodes={n},scaleup_gbps=2960,nic_gbps=376,reduce_gbps=scaleup:2200"
+SIZES = [1 << k for k in range(20, 34)]  # 1 MiB .. 8 GiB
+LARGE = 64 << 20  # targets: within 10% from 64 MiB up, within 25% below
+TARGET_LARGE, TARGET_SMALL = 0.10, 0.25
+CALIBRATION_FROM = 1 << 30  # 1-node sizes from 1 GiB: the NVLS figure's own plateau
+
+
+def load(path: Path) -> dict:
+    """One published table: source, system, nodes and rows {bytes: (oop busbw, ip busbw)}."""
+    meta, rows = {}, {}
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            key, _, val = line[1:].partition(":")
+            meta[key.strip()] = val.strip()
+            continue
+        f = line.split()
+        if len(f) >= 13:
+            rows[int(f[0])] = (float(f[7]), float(f[11]))
+    return {"name": path.stem, "source": meta["source"], "system": meta["system"],
+            "nodes": int(meta["nodes"]), "rows": rows}
+
+
+def datasets() -> list[dict]:
+    return [load(p) for p in sorted(DATA.glob("*.txt"))]
+
+
+def simulate_nodes(nodes: int, engine: str) -> list[dict]:
+    """`netcosim collective --topo two_tier:... --op all_reduce --sizes 1MiB..8GiB`."""
+    from netcosim.commands.collective import sweep
+    from topo.builders import build
+
+    topology = build("two_tier", dict(FABRIC, nodes=nodes))
+    return sweep(topology, "all_reduce", "auto", SIZES, engine=engine)
+
+
+def compare(engine: str = "flow") -> list[dict]:
+    out = []
+    cache = {}
+    for d in datasets():
+        n = d["nodes"]
+        if n not in cache:
+            cache[n] = {r["bytes"]: r for r in simulate_nodes(n, engine)}
+        for size in SIZES:
+            oop, ip = d["rows"][size]
+            meas = max(oop, ip)
+            r = cache[n][size]
+            err = r["busbw_GBps"] / meas - 1
+            calib = n == 1 and size >= CALIBRATION_FROM
+            target = TARGET_LARGE if size >= LARGE else TARGET_SMALL
+            out.append({"dataset": d["name"], "nodes": n, "bytes": size,
+                        "measured_busbw": meas, "model_busbw": r["busbw_GBps"],
+                        "error": err, "within": abs(err) <= target, "target": target,
+                        "calibration": calib, "algorithm": r["algorithm"],
+                        "protocol": r["protocol"], "source": d["source"]})
+    return out
+
+
+def _size(b: int) -> str:
+    return f"{b >> 30} GiB" if b >= 1 << 30 else f"{b >> 20} MiB"
+
+
+def summary(rows: list[dict]) -> dict:
+    val = [r for r in rows if not r["calibration"]]
+    big = [r for r in val if r["bytes"] >= LARGE]
+    small = [r for r in val if r["bytes"] < LARGE]
+    return {"validation_points": len(val), "large_within": sum(r["within"] for r in big),
+            "large": len(big), "small_within": sum(r["within"] for r in small),
+            "small": len(small),
+            "median_abs_error_large": sorted(abs(r["error"]) for r in big)[len(big) // 2],
+            "median_abs_error_small": sorted(abs(r["error"]) for r in small)[len(small) // 2]}
+
+
+def write(rows: list[dict], engine: str) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    with open(RESULTS / "nccl_tests.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        keys = ["dataset", "nodes", "bytes", "measured_busbw", "model_busbw", "error",
+                "target", "within", "calibration", "algorithm", "protocol", "source"]
+        w.writerow(keys)
+        for r in rows:
+            w.writerow([f"{r[k]:.4f}" if isinstance(r[k], float) else r[k] for k in keys])
+    s = summary(rows)
+    lines = [
+        "# netcosim collective against published nccl-tests (all_reduce_perf, H100)",
+        "",
+        f"`python -m validation.nccl_tests --engine {engine}`: every size of every table of "
+        "`validation/nccl_tests_data/` (sources there and below) against `netcosim collective "
+        f"--topo {CLI_TOPO.format(n='N')} --op all_reduce --sizes 1MiB..8GiB --engine "
+        f"{engine}` (algorithm and protocol chosen per size). busbw in GB/s; error = "
+        "model / measured - 1; measured = the better of out-of-place and in-place. Targets: "
+        "within 10% from 64 MiB up, within 25% below. Calibration points (the 1-node table "
+        "from 1 GiB, whose plateau is NVIDIA's NVLS figure the model takes) are marked `c` "
+        "and left out of the counts.",
+        "",
+        f"Validation points: {s['validation_points']}. From 64 MiB: {s['large_within']} of "
+        f"{s['large']} within 10% (median |error| {100 * s['median_abs_error_large']:.1f}%); "
+        f"below 64 MiB: {s['small_within']} of {s['small']} within 25% (median |error| "
+        f"{100 * s['median_abs_error_small']:.1f}%).",
+        ""]
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        rs = [r for r in rows if r["dataset"] == name]
+        lines += [f"## {name} ({rs[0]['nodes']} node{'s' if rs[0]['nodes'] > 1 else ''} x 8 "
+                  f"H100)", "", f"Source: {rs[0]['source']}", "",
+                  "| size | measured | model | error | target | model's algorithm/protocol |",
+                  "|---:|---:|---:|---:|:---:|---|"]
+        for r in rs:
+            mark = "c" if r["calibration"] else ("yes" if r["within"] else "**no**")
+            lines.append(f"| {_size(r['bytes'])} | {r['measured_busbw']:.1f} | "
+                         f"{r['model_busbw']:.1f} | {100 * r['error']:+.1f}% | {mark} | "
+                         f"{r['algorithm']}/{r['protocol']} |")
+        lines.append("")
+    (RESULTS / "nccl_tests.md").write_text("\n".join(lines))
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    colours = {1: "tab:blue", 2: "tab:orange", 4: "tab:green", 8: "tab:red"}
+    marks = {"a": "o", "b": "s", "dgxc": "o"}
+    done = set()
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        rs = [r for r in rows if r["dataset"] == name]
+        n = rs[0]["nodes"]
+        x = [r["bytes"] for r in rs]
+        ax.plot(x, [r["measured_busbw"] for r in rs], marks[name.rsplit("_", 1)[-1]],
+                color=colours[n], mfc="none", ms=5,
+                label=f"nccl-tests {n} node{'s' if n > 1 else ''} ({name.rsplit('_', 1)[-1]})")
+        if n not in done:
+            ax.plot(x, [r["model_busbw"] for r in rs], "-", color=colours[n],
+                    label=f"netcosim {n} node{'s' if n > 1 else ''}")
+            done.add(n)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("size (bytes)")
+    ax.set_ylabel("all_reduce busbw (GB/s)")
+    ax.set_title("H100: nccl-tests (points) and netcosim collective (lines)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--engine", default="flow", choices=("flow", "analytical", "packet"))
+    ap.add_argument("--plot", default=None, metavar="FILE.png")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    rows = compare(args.engine)
+    write(rows, args.engine)
+    if args.plot:
+        plot(rows, args.plot)
+    s = summary(rows)
+    for r in rows:
+        print(f"{r['dataset']:>16} {_size(r['bytes']):>7} {r['measured_busbw']:8.1f} "
+              f"{r['model_busbw']:8.1f} {100 * r['error']:+7.1f}% "
+              f"{'c' if r['calibration'] else ('ok' if r['within'] else 'MISS'):>4}  "
+              f"{r['algorithm']}/{r['protocol']}")
+    print(f"from 64 MiB: {s['large_within']}/{s['large']} within 10%; below: "
+          f"{s['small_within']}/{s['small']} within 25% ({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
