@@ -266,8 +266,10 @@ def test_custom_ring_equals_the_collective_workload(tmp_path, chunks, channels):
     nbytes = 8 << 20
     write_ring_all_reduce(tmp_path / "trace", 8, nbytes, chunks=chunks, channels=channels)
     t_chakra = _scenario(tmp_path, {"kind": "chakra", "path": "trace"})
+    # the trace carries no NCCL protocol costs: the bare collective (Simple, no step latency)
     t_coll = _scenario(tmp_path, {"kind": "collective", "op": "all_reduce",
-                                  "algorithm": "ring", "bytes": nbytes, "chunks": chunks})
+                                  "algorithm": "ring", "bytes": nbytes, "chunks": chunks,
+                                  "protocol": "simple", "step_latency_us": 0})
     assert t_chakra >= 2 * 7 / 8 * nbytes / 12.5e9  # the ring bound 2(n-1)/n S/B
     assert t_chakra == pytest.approx(t_coll, rel=1e-12)
 
@@ -280,7 +282,8 @@ def test_bundled_custom_ring_example_matches_the_collective_scenario():
     t_chakra = simulate(p.topology, p.schedule, p.routing, p.faults, engine="flow").makespan
     data = read_file(path)
     data["workload"] = {"kind": "collective", "op": "all_reduce", "algorithm": "ring",
-                        "bytes": "64MiB", "chunks": 4}
+                        "bytes": "64MiB", "chunks": 4, "protocol": "simple",
+                        "step_latency_us": 0}
     q = Scenario.from_dict(data, str(path)).prepare()
     t_coll = simulate(q.topology, q.schedule, q.routing, q.faults, engine="flow").makespan
     assert t_chakra == pytest.approx(t_coll, rel=1e-12)
