@@ -53,7 +53,8 @@ def run(args) -> int:
                     if isinstance(summary.get(k), (int, float)))
     rep = summary.get("transfers_represented", summary["transfers"])
     flows = (f"{summary['transfers']} transfers" if rep == summary["transfers"] else
-             f"{summary['transfers']} flows standing for {rep:,} transfers")
+             f"{summary['transfers']} flow{'s' if summary['transfers'] != 1 else ''} standing "
+             f"for {rep:,} transfers")
     print(f"{scenario.name}: makespan {summary['makespan_us']:.6g} us, "
           f"{flows}{stranded}{extra}; {prepared.engine} engine "
           f"{summary['wall_s']:.3g} s -> {out}")
