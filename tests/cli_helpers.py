@@ -4,6 +4,21 @@ from pathlib import Path
 from netcosim.cli import main
 
 
+# one flow on a k=4 fat-tree: the base the sweep and fault-study reproducers add their tables to
+FLOWS_BASE = """
+[topology]
+kind = "fat_tree"
+k = 4
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 5, bytes = 100000}]
+"""
+STUDY = FLOWS_BASE + """[faults_study]
+trials = 1
+fraction = 0.1
+"""
+
+
 def write(tmp_path, text, name="s.toml") -> Path:
     p = tmp_path / name
     p.write_text(text)

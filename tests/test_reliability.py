@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import cli_helpers
 from cli_helpers import cli, refused, write
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -258,18 +259,7 @@ def test_chakra_options_are_checked(tmp_path, capsys, extra, has):
 
 
 # =========================================================================== fault studies
-STUDY = """
-name = "study"
-[topology]
-kind = "fat_tree"
-k = 4
-[workload]
-kind = "flows"
-flows = [{src = 0, dst = 5, bytes = 100000}]
-[faults_study]
-trials = 1
-fraction = 0.1
-"""
+STUDY = 'name = "study"\n' + cli_helpers.STUDY
 
 
 def test_fault_study_case_labels_that_share_a_directory_are_refused(tmp_path, capsys):
@@ -767,14 +757,7 @@ def test_chakra_trace_beyond_the_memory_budget_is_refused(tmp_path, capsys, monk
 
 
 # ------------------------------------------------------------ sweep sizes
-SWEEP_BASE = """
-[topology]
-kind = "fat_tree"
-k = 4
-[workload]
-kind = "flows"
-flows = [{src = 0, dst = 5, bytes = 100000}]
-"""
+SWEEP_BASE = cli_helpers.FLOWS_BASE
 
 
 @pytest.mark.parametrize("axes, count", [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import cli, refused, write
+from cli_helpers import FLOWS_BASE, STUDY, cli, refused, write
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -197,15 +197,7 @@ def test_validate_on_a_chain_cut_by_a_fault_names_the_flow(tmp_path, capsys, mon
 
 
 # =========================================================================== sweeps of 10^6 points
-SWEEP_BASE = """
-[topology]
-kind = "fat_tree"
-k = 4
-[workload]
-kind = "flows"
-flows = [{src = 0, dst = 5, bytes = 100000}]
-[sweep]
-"""
+SWEEP_BASE = FLOWS_BASE + "[sweep]\n"
 MILLION = '"seed" = "0..999 +1"\n"workload.flows.0.bytes" = "1..1000 +1"\n'
 
 
@@ -288,17 +280,6 @@ def test_a_streamed_table_matches_the_rows_whatever_its_row_groups(tmp_path, mon
 
 
 # =========================================================================== what the fuzzing found
-STUDY = """
-[topology]
-kind = "fat_tree"
-k = 4
-[workload]
-kind = "flows"
-flows = [{src = 0, dst = 5, bytes = 100000}]
-[faults_study]
-trials = 1
-fraction = 0.1
-"""
 
 
 @pytest.mark.parametrize("argv, has", [
