@@ -83,7 +83,7 @@ def _slo(spec, where):
 
 
 def build(topology, spec: dict, where: str = "workload", seed: int = 0):
-    from compute.inference import cost_model
+    from compute.inference import P_VOCAB, cost_model
     from compute.model import get_model
     from netcosim.inference import fabric, loop, metrics, requests
     from netcosim.workloads import scenario_dir, scenario_engine, scenario_faults, \
@@ -128,7 +128,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
                          f"({where}.context, default the model's seq)")
     # KV capacity: HBM x utilization - weights - an activation reserve (the batch's hidden
     # states, a few buffers of them, and the logits of max_seqs rows in fp32)
-    reserve = budget * 16 * model.hidden * 2 + max_seqs * cm.params[14] * 4
+    reserve = budget * 16 * model.hidden * 2 + max_seqs * cm.params[P_VOCAB] * 4
     if cm.spec.hbm_bytes * mu <= cm.weight_bytes + reserve:
         raise InputError(f"{where}.parallel: weights of {cm.weight_bytes / 1e9:.1f} GB per GPU "
                          f"plus {reserve / 1e9:.1f} GB of activations exceed "
