@@ -196,3 +196,22 @@ def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, setting, has):
     sets = [setting] if isinstance(setting, str) else list(setting)
     refused(capsys, "run", p, "--out", tmp_path / "o", *[a for x in sets for a in ("--set", x)],
             has=(has,))
+
+
+def test_trace_of_the_batches(tmp_path, capsys):
+    from netcosim.cli import main
+
+    p = write(tmp_path, _toml())
+    assert main(["run", str(p), "--out", str(tmp_path / "o"), "--trace"]) == 0
+    t = json.loads((tmp_path / "o" / "trace.json").read_text())
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    batches = [e for e in t["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+    assert len(batches) == s["iterations"]
+    assert {e["pid"] for e in batches} == {0, 1}  # two replicas
+    assert sum(e["args"]["decode"] for e in batches) == s["output_tokens"] - s["requests"]
+
+
+def test_trace_needs_an_inference_workload(tmp_path, capsys):
+    p = write(tmp_path, _toml().split("[workload]")[0] +
+              '[workload]\nkind = "collective"\nop = "all_reduce"\nbytes = "1MiB"\n')
+    refused(capsys, "run", p, "--out", tmp_path / "o", "--trace", has=("--trace",))
