@@ -16,6 +16,9 @@ from topo.errors import InputError
 
 SPEC_DIR = Path(__file__).with_name("specs")
 PRECISIONS = ("fp16", "bf16", "fp8")
+# fp4 (Blackwell NVFP4/MXFP4) is priced for inference only (compute/inference.py): training
+# configurations keep PRECISIONS
+ALL_PRECISIONS = PRECISIONS + ("fp4",)
 REQUIRED = ("name", "peak_tflops_fp16", "peak_tflops_bf16", "hbm_gb", "hbm_GBps", "scaleup_GBps")
 
 
@@ -48,15 +51,17 @@ class GPUSpec:
     hbm_GBps: float
     scaleup_GBps: float
     peak_tflops_fp8: float = 0.0
+    peak_tflops_fp4: float = 0.0
     scaleup_domain: int = 8
     vendor: str = ""
     sources: tuple = ()
     efficiency: Efficiency = field(default_factory=Efficiency)
 
     def peak_flops(self, precision: str) -> float:
-        """Dense peak in FLOP/s for ``precision`` (fp16 | bf16 | fp8)."""
-        if precision not in PRECISIONS:
-            raise InputError(f"precision = {precision!r}: expected one of {', '.join(PRECISIONS)}")
+        """Dense peak in FLOP/s for ``precision`` (fp16 | bf16 | fp8 | fp4)."""
+        if precision not in ALL_PRECISIONS:
+            raise InputError(f"precision = {precision!r}: expected one of "
+                             f"{', '.join(ALL_PRECISIONS)}")
         v = getattr(self, f"peak_tflops_{precision}")
         if not v > 0:
             raise InputError(f"precision = {precision!r}: GPU {self.name} has no {precision} "
@@ -91,12 +96,12 @@ def spec_from_dict(d: dict, where: str = "gpu") -> GPUSpec:
         if k not in d:
             raise InputError(f"{where}.{k}: missing field")
     kw = dict(d)
-    for k in ("peak_tflops_fp16", "peak_tflops_bf16", "peak_tflops_fp8", "hbm_gb", "hbm_GBps",
-              "scaleup_GBps"):
+    for k in ("peak_tflops_fp16", "peak_tflops_bf16", "peak_tflops_fp8", "peak_tflops_fp4",
+              "hbm_gb", "hbm_GBps", "scaleup_GBps"):
         if k in kw:
             v = kw[k]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                    or v < 0 or (k != "peak_tflops_fp8" and v == 0):
+                    or v < 0 or (k not in ("peak_tflops_fp8", "peak_tflops_fp4") and v == 0):
                 raise InputError(f"{where}.{k} = {v!r}: expected a positive number")
             kw[k] = float(v)
     dom = kw.get("scaleup_domain", 8)

@@ -20,7 +20,10 @@ import numpy as np
 
 from netcosim.sweep import table
 
-METRICS = ("busbw_GBps", "algbw_GBps", "step_time_s", "mfu", "makespan_us")
+METRICS = ("busbw_GBps", "algbw_GBps", "step_time_s", "mfu",
+           # serving (inference workloads, docs/inference.md)
+           "output_tokens_per_s_per_gpu", "ttft_p99_s", "itl_p50_s", "goodput_rps",
+           "makespan_us")
 _LABELS = {
     "busbw_GBps": "bus bandwidth (GB/s)", "algbw_GBps": "algorithm bandwidth (GB/s)",
     "makespan_us": "completion time (µs)", "step_time_s": "training step time (s)",
@@ -30,6 +33,9 @@ _LABELS = {
     "scaleup_gbps": "scale-up bandwidth per GPU (Gb/s)",
     "scaleout_gbps": "scale-out bandwidth per GPU (Gb/s)",
     "bandwidth_gbps": "link bandwidth (Gb/s)",
+    "output_tokens_per_s_per_gpu": "output tokens/s per GPU",
+    "ttft_p99_s": "time to first token, p99 (s)", "itl_p50_s": "inter-token latency, p50 (s)",
+    "goodput_rps": "goodput (requests/s within SLO)",
 }
 
 

@@ -324,7 +324,7 @@ class Scenario:
 
         return LinkFaults.from_records(topology, self.faults, field_name="faults")
 
-    def build_schedule(self, topology, faults=None):
+    def build_schedule(self, topology, faults=None, routing=None):
         from netcosim import workloads
 
         if self.workload is None:
@@ -333,7 +333,7 @@ class Scenario:
         base = Path(self.source).resolve().parent if self.source else None
         return workloads.build_workload(topology, self.workload, where="workload",
                                         seed=self.seed, base_dir=base, faults=faults,
-                                        engine=self.engine_kind)
+                                        engine=self.engine_kind, routing=routing)
 
     def engine_options(self) -> dict:
         """The engine's options, checked and completed with defaults by the engine itself."""
@@ -353,7 +353,7 @@ class Scenario:
         topology = self.build_topology()
         routing = self.build_routing(topology)
         faults = self.build_faults(topology)
-        schedule = self.build_schedule(topology, faults)
+        schedule = self.build_schedule(topology, faults, routing)
         if check_reachability:
             check_reachable(topology, routing, faults, schedule)
         # Last: a file with errors is reported as such even when the engine is missing.

@@ -40,7 +40,7 @@ class WorkloadKind:
 _REGISTRY: dict[str, WorkloadKind] = {}
 _DISCOVERED = False
 # Kinds the scenario contract names whose builders come from other parts of the project.
-PLANNED = ("collective", "flows", "training", "chakra")
+PLANNED = ("collective", "flows", "training", "chakra", "inference")
 
 
 def register_workload(kind: str, builder: Callable, keys, report: Callable | None = None):
@@ -102,7 +102,7 @@ def check_keys(spec: dict, where: str = "workload") -> None:
 # symmetry must not when faults break it). A context variable, so concurrent builds do not see
 # each other's.
 _CONTEXT: contextvars.ContextVar = contextvars.ContextVar("workload_context",
-                                                          default=(None, None, None))
+                                                          default=(None, None, None, None))
 
 
 def scenario_dir():
@@ -121,6 +121,13 @@ def scenario_engine():
     return _CONTEXT.get()[2]
 
 
+def scenario_routing():
+    """The scenario's ``Routing`` while its workload is being built (None if unknown): a
+    builder that measures collectives on the fabric (the inference kind) routes as the run
+    would."""
+    return _CONTEXT.get()[3]
+
+
 NETWORK_DETAILS = ("auto", "full")
 
 
@@ -137,10 +144,10 @@ def network_detail(spec: dict, where: str = "workload") -> str:
 
 
 def build_workload(topology, spec: dict, where: str = "workload", seed: int = 0,
-                   base_dir=None, faults=None, engine: str | None = None):
+                   base_dir=None, faults=None, engine: str | None = None, routing=None):
     check_keys(spec, where)
     wk = get(spec["kind"], where)
-    token = _CONTEXT.set((base_dir, faults, engine))
+    token = _CONTEXT.set((base_dir, faults, engine, routing))
     try:
         schedule = wk.builder(topology, spec, where, seed)
     finally:

@@ -17,6 +17,9 @@ def register(sub) -> None:
     p.add_argument("--link-series", action="store_true",
                    help="also write link_series.csv, each directed link's utilization over "
                         "time (flow engine; refused with the packet engine)")
+    p.add_argument("--trace", action="store_true",
+                   help="also write trace.json, a Perfetto/Chrome trace of the serving batches "
+                        "(inference workloads)")
     p.set_defaults(func=run)
 
 
@@ -38,6 +41,11 @@ def run(args) -> int:
 
         raise InputError(f"--link-series: {packet_link_series_note()}; use --engine flow for "
                          f"link_series.csv, or leave --link-series out")
+    if getattr(args, "trace", False) and (scenario.workload or {}).get("kind") != "inference":
+        from topo.errors import InputError
+
+        raise InputError("--trace: a trace of serving batches needs [workload] kind = "
+                         "\"inference\" (training: netcosim train --trace)")
     out = outputs.command_out_dir(args.out, scenario.name)
     label = outputs.out_label(args.out, out)
     outputs.check_out_dir(out, label)  # before the run: a place we cannot write is bad input
@@ -47,9 +55,14 @@ def run(args) -> int:
                           outputs.flows_table(prepared.schedule, result, prepared.topology),
                           outputs.links_table(prepared.topology, result, result.makespan),
                           series, label=label)
+    if getattr(args, "trace", False):
+        from netcosim.inference.trace import batch_trace
+
+        batch_trace(prepared.schedule.meta["inference_iterations"], out / "trace.json")
     stranded = f", {summary['stranded']} stranded" if summary["stranded"] else ""
     extra = "".join(f", {k} {summary[k]:.4g}" for k in ("algbw_GBps", "busbw_GBps", "step_time_s",
-                                                         "mfu")
+                                                         "mfu", "ttft_p50_s", "itl_p50_s",
+                                                         "output_tokens_per_s_per_gpu")
                     if isinstance(summary.get(k), (int, float)))
     rep = summary.get("transfers_represented", summary["transfers"])
     flows = (f"{summary['transfers']} transfers" if rep == summary["transfers"] else

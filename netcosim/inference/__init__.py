@@ -1,0 +1,1 @@
+"""LLM serving: request streams, fabric cost curves, the batching loop, metrics (docs/inference.md)."""
