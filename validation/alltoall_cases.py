@@ -94,6 +94,8 @@ def _cases() -> list[Case]:
             # packet engine per transport on this machine (measured: see docs/flow_engine.md)
             out.append(Case(f"{fab}_direct_{_size_label(s)}", fab, s,
                             full_only=(fab == "ft8" and s == 16 * MIB)))
+    # the headline case (fat_tree k=8, 256 KiB per pair), also a diagnostics case
+    out.append(Case("ft8_direct_256K", "ft8", 256 * KIB))
     for s in SIZES:
         out.append(Case(f"tt_direct_{_size_label(s)}", "tt", s))
         # PXN-style: gather by local index over NVLink, then one message per rail peer
