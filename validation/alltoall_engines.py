@@ -1,5 +1,5 @@
 """All-to-all, flow engine vs packet engine (issue 17):
-`python -m validation.alltoall_engines [--quick] [--full] [--only NAME ...]`.
+`python -m validation.alltoall_engines [--quick] [--only NAME ...]`.
 
 Runs every case of validation/alltoall_cases.py (fabric, routing, per-pair size, algorithm)
 on the flow engine (the fluid max-min model, and its TCP start-up model ``transport = "tcp"``)
@@ -10,9 +10,8 @@ engine, error = (flow - packet) / packet, and the wall time of each (``Result.wa
 event loop, no compilation or set-up). The packet engine is the reference here; nothing is
 tuned. Each case's flow runs are made once and shared by its two rows.
 
-Cases marked ``full_only`` (fat_tree k=8 at 16 MiB per pair: minutes of packet engine per
-transport) run only with ``--full``; ``--quick`` keeps the 64 KiB and 1 MiB cases off the
-128-host fat-tree (a smoke run of a few minutes). The development / held-out split is in
+The default run is every case (about 5 minutes here, 2.5 of them fat_tree k=8 at 16 MiB per
+pair); ``--quick`` keeps the 64 KiB and 1 MiB cases off the 128-host fat-tree (seconds). The development / held-out split is in
 validation/alltoall_cases.py (and docs/flow_engine.md).
 """
 from __future__ import annotations
@@ -46,14 +45,14 @@ def rel_err(flow: float, packet: float) -> float:
     return (flow - packet) / packet if packet > 0 else math.nan
 
 
-def select(only=None, quick: bool = False, full: bool = False) -> list[Case]:
+def select(only=None, quick: bool = False) -> list[Case]:
     if only:
         missing = set(only) - set(CASES)
         if missing:
             raise SystemExit(f"unknown case(s): {', '.join(sorted(missing))} "
                              f"(known: {', '.join(CASES)})")
         return [CASES[n] for n in only]
-    cases = [c for c in CASES.values() if full or not c.full_only]
+    cases = list(CASES.values())
     if quick:
         cases = [c for c in cases if c.per_pair <= MIB and c.fabric != "ft8"]
     return cases
@@ -212,8 +211,6 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", metavar="NAME", help="run only these cases")
     ap.add_argument("--quick", action="store_true",
                     help="only the 64 KiB and 1 MiB cases, without fat_tree k=8")
-    ap.add_argument("--full", action="store_true",
-                    help="also the cases too slow for the default run (fat_tree k=8, 16 MiB)")
     ap.add_argument("--out", default=str(RESULTS), help="results directory")
     args = ap.parse_args(argv)
     from netcore.flow import engine as flow_engine
@@ -221,7 +218,7 @@ def main(argv=None) -> int:
     flow_engine.warm()  # compile or load the kernels once, outside every Result.wall_s
     rows = []
     t_all = time.perf_counter()
-    for case in select(args.only, args.quick, args.full):
+    for case in select(args.only, args.quick):
         t0 = time.perf_counter()
         print(f"{case.name} ({'held-out' if case.held_out else 'dev'})", flush=True)
         new = run_case(case, log=lambda s: print(s, flush=True))
@@ -230,8 +227,7 @@ def main(argv=None) -> int:
                                + (f" flowtcp {_fmt(r['flowtcp_err'], 'pct')}"
                                   if r.get("flowtcp_err") is not None else "") for r in new)
               + f" [{time.perf_counter() - t0:.1f} s]", flush=True)
-    command = "python -m validation.alltoall_engines" + (" --full" if args.full else "") + \
-        (" --quick" if args.quick else "") + (" --only " + " ".join(args.only) if args.only else "")
+    command = "python -m validation.alltoall_engines" + (" --quick" if args.quick else "") + (" --only " + " ".join(args.only) if args.only else "")
     write_results(rows, Path(args.out), command)
     print(f"wrote {Path(args.out) / (STEM + '.md')} and .csv [{time.perf_counter() - t_all:.0f} s]")
     return 0
