@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from validation.alltoall_cases import (CASES, FLOW_RUNS, MIB, PACKET_OPTIONS, TRANSPORTS, Case,
                                        scenario)
 
@@ -34,6 +36,7 @@ STEM = "alltoall_engines"
 # flow columns compared with each packet transport: the fluid model against both; the flow
 # engine's tcp model only against the packet engine's tcp (it models TCP start-up)
 FLOW_FOR = {"tcp": ("fluid", "flowtcp"), "dcqcn": ("fluid",)}
+GUARD = 20  # packet runs stop at this multiple of the fluid makespan (see run_case)
 _FLOW_KEYS = ("makespan_us", "err", "wall_s", "speedup")
 COLUMNS = (["case", "set", "fabric", "routing", "op", "algorithm", "per_pair_bytes", "transfers",
             "transport", "packet_makespan_us", "packet_wall_s", "packet_stranded"]
@@ -89,11 +92,17 @@ def run_case(case: Case, transports=TRANSPORTS, log=print) -> list[dict]:
             notes.append(f"{name}: {int(res.stranded.sum())} stranded")
         log(f"  {case.name} flow {name}: {_makespan_us(res):,.1f} us, wall {res.wall_s:.3g} s")
     rows = []
+    # A lossless (PFC) fabric with cyclic buffer dependencies can deadlock (dcqcn on the torus
+    # ring under dor): paused forever, its timers would keep the run going forever. The guard
+    # stops the clock far beyond any makespan seen here (at most 2.2x the fluid one).
+    guard_s = GUARD * flow["fluid"].makespan
     for tr in transports:
-        res, _ = run_one(case, "packet", PACKET_OPTIONS[tr])
+        res, _ = run_one(case, "packet", {**PACKET_OPTIONS[tr], "max_time_s": guard_s})
         stranded = int(res.stranded.sum())
-        pk = _makespan_us(res)
-        log(f"  {case.name} packet {tr}: {pk:,.1f} us, wall {res.wall_s:.3g} s")
+        # a run that did not finish has no makespan to compare with
+        pk = _makespan_us(res) if not stranded else None
+        log(f"  {case.name} packet {tr}: {_fmt(pk, 'us')} us, wall {res.wall_s:.3g} s"
+            + (f", {stranded} unfinished" if stranded else ""))
         row = {"case": case.name, "set": "held-out" if case.held_out else "dev",
                "fabric": case.fabric, "routing": scenario(case, "flow", {})["routing"]["policy"],
                "op": case.op, "algorithm": case.algorithm, "per_pair_bytes": case.per_pair,
@@ -101,7 +110,10 @@ def run_case(case: Case, transports=TRANSPORTS, log=print) -> list[dict]:
                "packet_wall_s": res.wall_s, "packet_stranded": stranded}
         rnotes = list(notes)
         if stranded:
-            rnotes.append(f"packet {tr}: {stranded} stranded (makespan of the rest)")
+            last = float(np.nanmax(res.end)) * 1e6
+            rnotes.append(f"packet {tr}: {stranded} of {transfers} transfers unfinished at "
+                          f"{guard_s * 1e6:,.0f} us ({GUARD}x the fluid makespan; the last "
+                          f"completion at {last:,.1f} us): a PFC deadlock, no makespan")
         drops = int(res.info.get("drops", 0) or 0)
         if drops:
             rnotes.append(f"packet {tr}: {drops} drops")
@@ -111,9 +123,11 @@ def run_case(case: Case, transports=TRANSPORTS, log=print) -> list[dict]:
                 row.update({f"{name}_{k}": None for k in _FLOW_KEYS})
                 continue
             fm = _makespan_us(fr)
-            row.update({f"{name}_makespan_us": fm, f"{name}_err": rel_err(fm, pk),
+            row.update({f"{name}_makespan_us": fm,
+                        f"{name}_err": rel_err(fm, pk) if pk is not None else None,
                         f"{name}_wall_s": fr.wall_s,
-                        f"{name}_speedup": res.wall_s / fr.wall_s if fr.wall_s > 0 else math.inf})
+                        f"{name}_speedup": (res.wall_s / fr.wall_s if fr.wall_s > 0 else math.inf)
+                        if pk is not None else None})
         row["note"] = "; ".join(rnotes)
         rows.append(row)
     return rows
