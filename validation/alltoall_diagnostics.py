@@ -14,7 +14,9 @@ engine (fluid) with the packet engine (tcp with deep buffers, dcqcn):
   then (``link_bytes``, wire bytes) are differenced; the engine is deterministic, so each
   truncated run is a prefix of the full one;
 * the packet engine's queues (``sample_queues_us``): mean waiting packets per port class and
-  the share of samples in which a host downlink has a queue.
+  the share of samples in which a host downlink has a queue;
+* the host-link bound, and the makespans of both engines under ``spray`` (no ECMP path
+  collisions), to tell path collisions from what the transports lose.
 
 Writes validation/results/alltoall_diagnostics.md (findings in docs/flow_engine.md).
 """
@@ -104,8 +106,12 @@ def diagnose(case: Case, bins: int = 10, log=print) -> dict:
     log(f"  fluid: {ms * 1e6:,.1f} us")
     period_us = ms * 1e6 / 200  # ~200+ queue samples over the run
     for tr in ("tcp", "dcqcn"):
-        opts = {**PACKET_OPTIONS[tr], "sample_queues_us": period_us}
-        res, prep = run_one(case, "packet", opts)
+        # the run the table makes (end times, bytes); the queue samples come from a second
+        # run, because sampling events change the order of ties at equal picoseconds and so
+        # the tcp run itself (by 0.01-0.15% of the makespan here)
+        res, prep = run_one(case, "packet", PACKET_OPTIONS[tr])
+        sampled, _ = run_one(case, "packet", {**PACKET_OPTIONS[tr],
+                                              "sample_queues_us": period_us})
         pm = res.makespan
         st = end_stats(res, prep.schedule)
         edges = np.linspace(0.0, pm, bins + 1)
@@ -114,13 +120,45 @@ def diagnose(case: Case, bins: int = 10, log=print) -> dict:
         for i in range(1, bins):  # the same run stopped at each slice boundary
             cut, _ = run_one(case, "packet", {**PACKET_OPTIONS[tr], "max_time_s": edges[i]})
             at[i] = cut.link_bytes
-        q = res.info["queue_series"]["packets"].astype(float)
+        q = sampled.info["queue_series"]["packets"].astype(float)
         st["util"] = utilisation(at, edges, bw, cls)
         st["queue_mean"] = [float(q[:, cls == c].mean()) for c in range(len(CLASSES))]
         st["queue_max"] = [float(q[:, cls == c].max()) for c in range(len(CLASSES))]
         st["down_busy_frac"] = float((q[:, cls == 1] > 0).mean())
         out[tr] = st
         log(f"  packet {tr}: {pm * 1e6:,.1f} us")
+    out["bound_us"] = host_bound(prep) * 1e6
+    out["spray"] = spray_makespans(case)
+    log(f"  spray: {out['spray']}")
+    return out
+
+
+def host_bound(prep) -> float:
+    """The time the busiest host link needs for its bytes (payload): no engine can beat it."""
+    from netcore.schedule import TRANSFER
+
+    s, topo = prep.schedule, prep.topology
+    t = s.kind == TRANSFER
+    n = topo.n_hosts
+    sent = np.bincount(s.src[t], weights=s.size[t], minlength=n)
+    recv = np.bincount(s.dst[t], weights=s.size[t], minlength=n)
+    cls, src, dst, bw = link_classes(topo), topo.dlink_src, topo.dlink_dst, topo.dlink_bw
+    up = np.zeros(n)
+    down = np.zeros(n)
+    np.add.at(up, src[cls == 0], bw[cls == 0])
+    np.add.at(down, dst[cls == 1], bw[cls == 1])
+    return float(max((sent / up).max(), (recv / down).max()))
+
+
+def spray_makespans(case: Case) -> dict:
+    """Makespans (us) of the same case under per-packet spraying (flow engine: every path in
+    equal shares), which removes the ECMP path collisions from both engines."""
+    from dataclasses import replace
+
+    sprayed = replace(case, routing="spray")
+    out = {"fluid": run_one(sprayed, "flow", {"transport": "fluid"})[0].makespan * 1e6}
+    for tr in ("tcp", "dcqcn"):
+        out[tr] = run_one(sprayed, "packet", PACKET_OPTIONS[tr])[0].makespan * 1e6
     return out
 
 
@@ -134,7 +172,7 @@ def write(results: dict, bins: int, out: Path = RESULTS) -> str:
              "the method; findings in docs/flow_engine.md \"All-to-all: where the fluid model "
              "loses time\"). Times in us; fractions are of each engine's own makespan.", ""]
     for name, r in results.items():
-        engines = list(r)
+        engines = [e for e in r if e in ("fluid", "tcp", "dcqcn")]
         lines += [f"## {name}", "", "Transfer end times:", "",
                   _row(["engine", "makespan", "p10", "p50", "p90", "p99", "p50 / makespan",
                         "p90 / makespan", "tail (< 10% left) / makespan",
@@ -149,6 +187,14 @@ def write(results: dict, bins: int, out: Path = RESULTS) -> str:
                                  f"{s['tail_frac']:.2f}", f"{s['recv_last_min_frac']:.2f}",
                                  f"{s['recv_last_med_frac']:.2f}",
                                  f"{s['send_last_min_frac']:.2f}"]))
+        sp = r["spray"]
+        lines += ["", f"Host-link bound (the busiest host link's payload at line rate): "
+                      f"{r['bound_us']:,.1f} us. Under `spray` (no path collisions in either "
+                      f"engine): fluid {sp['fluid']:,.1f}, packet tcp {sp['tcp']:,.1f} "
+                      f"({(sp['fluid'] - sp['tcp']) / sp['tcp']:+.1%}), packet dcqcn "
+                      f"{sp['dcqcn']:,.1f} ({(sp['fluid'] - sp['dcqcn']) / sp['dcqcn']:+.1%}); "
+                      f"with the fabric's `ecmp`: fluid {r['fluid']['makespan_us']:,.1f}, tcp "
+                      f"{r['tcp']['makespan_us']:,.1f}, dcqcn {r['dcqcn']['makespan_us']:,.1f}."]
         lines += ["", f"Mean link utilisation per slice of the makespan ({bins} slices; packet: "
                       "wire bytes incl. headers and ACKs):", "",
                   _row(["engine", "links"] + [f"{i + 1}" for i in range(bins)] + ["whole run"]),

@@ -116,7 +116,9 @@ def run_case(case: Case, transports=TRANSPORTS, log=print) -> list[dict]:
                           f"completion at {last:,.1f} us): a PFC deadlock, no makespan")
         drops = int(res.info.get("drops", 0) or 0)
         if drops:
-            rnotes.append(f"packet {tr}: {drops} drops")
+            rnotes.append(f"packet {tr}: {drops} drops" + (" (the buffers are meant to be deep "
+                                                           "enough that nothing drops)"
+                                                           if tr == "tcp" else ""))
         for name, _ in FLOW_RUNS:
             fr = flow[name]
             if name not in FLOW_FOR[tr]:
