@@ -119,6 +119,9 @@ def run_case(case: Case, transports=TRANSPORTS, log=print) -> list[dict]:
             rnotes.append(f"packet {tr}: {drops} drops" + (" (the buffers are meant to be deep "
                                                            "enough that nothing drops)"
                                                            if tr == "tcp" else ""))
+        retx = int(res.info.get("retransmissions", 0) or 0)
+        if retx:  # without drops: reordering (spray) triggers fast retransmits
+            rnotes.append(f"packet {tr}: {retx} retransmissions")
         for name, _ in FLOW_RUNS:
             fr = flow[name]
             if name not in FLOW_FOR[tr]:
