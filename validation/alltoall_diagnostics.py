@@ -16,7 +16,8 @@ engine (fluid) with the packet engine (tcp with deep buffers, dcqcn):
 * the packet engine's queues (``sample_queues_us``): mean waiting packets per port class and
   the share of samples in which a host downlink has a queue;
 * the host-link bound, and the makespans of both engines under ``spray`` (no ECMP path
-  collisions), to tell path collisions from what the transports lose.
+  collisions), to tell path collisions from what the transports lose, with the packet
+  engine's ``ideal`` transport (lossless, no congestion control) for reference.
 
 Writes validation/results/alltoall_diagnostics.md (findings in docs/flow_engine.md).
 """
@@ -29,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from validation.alltoall_cases import CASES, KIB, PACKET_OPTIONS, Case
+from validation.alltoall_cases import CASES, FABRICS, PACKET_OPTIONS, Case
 from validation.alltoall_engines import RESULTS, run_one
 
-DIAG_CASES = (Case("ft8_direct_256K", "ft8", 256 * KIB), CASES["ls2_direct_1M"])
+DIAG_CASES = (CASES["ft8_direct_256K"], CASES["ls2_direct_1M"])
+DIAG_FABRIC = {c.name: c.fabric for c in DIAG_CASES}
 CLASSES = ("host up", "host down", "switch-switch")
 
 
@@ -128,8 +130,8 @@ def diagnose(case: Case, bins: int = 10, log=print) -> dict:
         out[tr] = st
         log(f"  packet {tr}: {pm * 1e6:,.1f} us")
     out["bound_us"] = host_bound(prep) * 1e6
-    out["spray"] = spray_makespans(case)
-    log(f"  spray: {out['spray']}")
+    out["routing"] = routing_variants(case)
+    log(f"  routing variants: {out['routing']}")
     return out
 
 
@@ -150,15 +152,24 @@ def host_bound(prep) -> float:
     return float(max((sent / up).max(), (recv / down).max()))
 
 
-def spray_makespans(case: Case) -> dict:
-    """Makespans (us) of the same case under per-packet spraying (flow engine: every path in
-    equal shares), which removes the ECMP path collisions from both engines."""
+# the packet engine's lossless transport without congestion control (credits, hop-by-hop
+# back-pressure, 1,000-packet ports): what the fabric does when nothing slows the senders
+IDEAL = {"transport": "ideal", "mtu": 9000}
+
+
+def routing_variants(case: Case) -> dict:
+    """Makespans (us) of the case under its fabric's routing and under per-packet spraying
+    (flow engine: every path in equal shares; no path collisions in either engine), on the
+    fluid model, the packet engine's tcp and dcqcn, and its ``ideal`` transport."""
     from dataclasses import replace
 
-    sprayed = replace(case, routing="spray")
-    out = {"fluid": run_one(sprayed, "flow", {"transport": "fluid"})[0].makespan * 1e6}
-    for tr in ("tcp", "dcqcn"):
-        out[tr] = run_one(sprayed, "packet", PACKET_OPTIONS[tr])[0].makespan * 1e6
+    out = {}
+    for label, c in (("fabric", case), ("spray", replace(case, routing="spray"))):
+        r = {"fluid": run_one(c, "flow", {"transport": "fluid"})[0].makespan * 1e6}
+        for tr, opts in (("tcp", PACKET_OPTIONS["tcp"]), ("dcqcn", PACKET_OPTIONS["dcqcn"]),
+                         ("ideal", IDEAL)):
+            r[tr] = run_one(c, "packet", opts)[0].makespan * 1e6
+        out[label] = r
     return out
 
 
@@ -172,7 +183,7 @@ def write(results: dict, bins: int, out: Path = RESULTS) -> str:
              "the method; findings in docs/flow_engine.md \"All-to-all: where the fluid model "
              "loses time\"). Times in us; fractions are of each engine's own makespan.", ""]
     for name, r in results.items():
-        engines = [e for e in r if e in ("fluid", "tcp", "dcqcn")]
+        engines = ("fluid", "tcp", "dcqcn")
         lines += [f"## {name}", "", "Transfer end times:", "",
                   _row(["engine", "makespan", "p10", "p50", "p90", "p99", "p50 / makespan",
                         "p90 / makespan", "tail (< 10% left) / makespan",
@@ -187,14 +198,19 @@ def write(results: dict, bins: int, out: Path = RESULTS) -> str:
                                  f"{s['tail_frac']:.2f}", f"{s['recv_last_min_frac']:.2f}",
                                  f"{s['recv_last_med_frac']:.2f}",
                                  f"{s['send_last_min_frac']:.2f}"]))
-        sp = r["spray"]
+        policy = FABRICS[DIAG_FABRIC[name]].routing
         lines += ["", f"Host-link bound (the busiest host link's payload at line rate): "
-                      f"{r['bound_us']:,.1f} us. Under `spray` (no path collisions in either "
-                      f"engine): fluid {sp['fluid']:,.1f}, packet tcp {sp['tcp']:,.1f} "
-                      f"({(sp['fluid'] - sp['tcp']) / sp['tcp']:+.1%}), packet dcqcn "
-                      f"{sp['dcqcn']:,.1f} ({(sp['fluid'] - sp['dcqcn']) / sp['dcqcn']:+.1%}); "
-                      f"with the fabric's `ecmp`: fluid {r['fluid']['makespan_us']:,.1f}, tcp "
-                      f"{r['tcp']['makespan_us']:,.1f}, dcqcn {r['dcqcn']['makespan_us']:,.1f}."]
+                      f"{r['bound_us']:,.1f} us. Makespans under the fabric's routing "
+                      f"(`{policy}`) and under `spray` (no path collisions in either engine); "
+                      "`ideal` is the packet engine's lossless transport without congestion "
+                      "control (credits, 1,000-packet ports); err = (fluid - packet) / packet:",
+                  "", _row(["routing", "fluid", "tcp", "dcqcn", "ideal", "err vs tcp",
+                            "err vs dcqcn", "err vs ideal"]), "|---" + "|---:" * 7 + "|"]
+        for label, v in r["routing"].items():
+            lines.append(_row([policy if label == "fabric" else label]
+                              + [f"{v[e]:,.1f}" for e in ("fluid", "tcp", "dcqcn", "ideal")]
+                              + [f"{(v['fluid'] - v[e]) / v[e]:+.1%}"
+                                 for e in ("tcp", "dcqcn", "ideal")]))
         lines += ["", f"Mean link utilisation per slice of the makespan ({bins} slices; packet: "
                       "wire bytes incl. headers and ACKs):", "",
                   _row(["engine", "links"] + [f"{i + 1}" for i in range(bins)] + ["whole run"]),
