@@ -40,7 +40,8 @@ def serve(arr, inp, out, closed, p, gn, gk, gc, log_s, log_t, comm, budget, max_
     updated in place; ``first``/``finish`` receive the first-token and finish times; ``its``
     (capacity x IT_COLS) the iterations. ``comm``: layers, dense layers, MoE layers, tp, ep,
     pp, hidden, top_k. ``its[:, IT_DECODE]`` counts inter-token gaps (decode steps of requests
-    that already have a token), so it sums to output tokens - requests. Returns the number of iterations, or -1 if ``its`` is too small."""
+    that already have a token), so it sums to output tokens - requests. Returns the number of
+    iterations, or -1 if ``its`` is too small."""
     n = arr.shape[0]
     cap = its.shape[0]
     run = np.empty(max_seqs, np.int64)
