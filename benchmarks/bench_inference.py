@@ -5,6 +5,9 @@ Target (docs/inference.md): under 60 s on one core. Prints wall time (a warm-up 
 compiles and caches the numba kernels) and peak memory.
 
     PYTHONPATH=. python benchmarks/bench_inference.py [--duration 3600] [--rate 20]
+
+``--disaggregated``: the same stream on 4 prefill + 4 decode replicas of TP 8
+(``[workload.disaggregated]``, KV transfers over the fabric).
 """
 from __future__ import annotations
 
@@ -19,15 +22,31 @@ from netcosim.scenario import load_scenario
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inference_llama3_70b.toml"
 
 
+def _load(sets, disaggregated):
+    sc = load_scenario(EXAMPLE, sets)
+    if disaggregated:
+        import copy
+
+        from netcosim.scenario import Scenario
+
+        d = copy.deepcopy(sc.data)
+        d["workload"].pop("parallel")
+        d["workload"]["disaggregated"] = {"prefill": {"tp": 8, "dp": 4},
+                                          "decode": {"tp": 8, "dp": 4}}
+        sc = Scenario.from_dict(d, default_name=sc.name)
+    return sc
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=3600.0)
     ap.add_argument("--rate", type=float, default=20.0)
+    ap.add_argument("--disaggregated", action="store_true")
     a = ap.parse_args()
-    warm = load_scenario(EXAMPLE, [f"workload.requests.duration_s=1"])
+    warm = _load([f"workload.requests.duration_s=1"], a.disaggregated)
     simulate_scenario(warm)
-    sc = load_scenario(EXAMPLE, [f"workload.requests.duration_s={a.duration}",
-                                 f"workload.requests.rate={a.rate}"])
+    sc = _load([f"workload.requests.duration_s={a.duration}",
+                f"workload.requests.rate={a.rate}"], a.disaggregated)
     t0 = time.perf_counter()
     _, _, s = simulate_scenario(sc)
     wall = time.perf_counter() - t0

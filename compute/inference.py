@@ -277,3 +277,15 @@ def decode_bytes(cm: CostModel, contexts) -> float:
     the weights it multiplies (dense layers and output layer; for MoE the experts reached) plus
     every cached key and value."""
     return cm.weight_read_bytes + cm.kv_bytes_per_token * cm.layout.pp * float(sum(contexts))
+
+
+def kv_transfer_bytes_per_token(model, precision: str = "bf16") -> float:
+    """Bytes of KV cache one prompt token leaves behind in a whole replica, counted once (a KV
+    head replicated over TP ranks is sent once): what disaggregated serving moves from the
+    prefill to the decode GPUs. layers x 2 x KV heads x head dim x element bytes; with
+    multi-head latent attention layers x (kv_lora_rank + rope_head_dim) x element bytes."""
+    m = get_model(model)
+    kvb = KV_BYTES[precision]
+    if m.mla:
+        return float(m.layers * (m.kv_lora_rank + m.rope_head_dim) * kvb)
+    return float(m.layers * 2 * m.g * m.head_dim * kvb)

@@ -14,6 +14,11 @@ Every iteration at time t:
    its next one; a request that has all its output tokens leaves and frees its KV cache.
 
 With a closed loop (``closed`` > 0 clients) a finished request releases the next one at t.
+
+``prefilled`` (disaggregated serving, the decode pool): requests arrive with their prompt's KV
+cache already computed (moved from a prefill replica); each decodes from its first iteration,
+and the iteration that samples its first token sets ``first``. A prefill pool is this loop
+with one output token per request: a request leaves when its prompt is done.
 """
 from __future__ import annotations
 
@@ -30,16 +35,20 @@ IT_COLS = 7
 
 @numba.njit(cache=True)
 def serve(arr, inp, out, closed, p, gn, gk, gc, log_s, log_t, comm, budget, max_seqs, kv_cap,
-          first, finish, its):
+          first, finish, its, prefilled=False):
     """Run one replica. ``arr`` (arrivals, NaN for closed-loop requests not yet sent) is
     updated in place; ``first``/``finish`` receive the first-token and finish times; ``its``
     (capacity x IT_COLS) the iterations. ``comm``: layers, dense layers, MoE layers, tp, ep,
-    pp, hidden, top_k. Returns the number of iterations, or -1 if ``its`` is too small."""
+    pp, hidden, top_k. ``its[:, IT_DECODE]`` counts inter-token gaps (decode steps of requests
+    that already have a token), so it sums to output tokens - requests. Returns the number of
+    iterations, or -1 if ``its`` is too small."""
     n = arr.shape[0]
     cap = its.shape[0]
     run = np.empty(max_seqs, np.int64)
     chunk = np.zeros(max_seqs, np.int64)
     pf = np.zeros(n, np.int64)
+    if prefilled:
+        pf[:] = inp
     gen = np.zeros(n, np.int64)
     released = n
     if closed > 0:
@@ -68,6 +77,7 @@ def serve(arr, inp, out, closed, p, gn, gk, gc, log_s, log_t, comm, budget, max_
             break  # cannot happen: a closed-loop request is released before the batch empties
         left = budget
         n_dec = 0
+        n_gap = 0
         dec_ctx = 0.0
         for j in range(nrun):
             i = run[j]
@@ -75,6 +85,8 @@ def serve(arr, inp, out, closed, p, gn, gk, gc, log_s, log_t, comm, budget, max_
             if pf[i] == inp[i]:
                 n_dec += 1
                 dec_ctx += inp[i] + gen[i]
+                if gen[i] > 0:
+                    n_gap += 1
         left -= n_dec
         n_pf = 0
         pf_tok = 0
@@ -117,7 +129,7 @@ def serve(arr, inp, out, closed, p, gn, gk, gc, log_s, log_t, comm, budget, max_
         its[it, IT_DUR] = dur
         its[it, IT_COMM] = c_t
         its[it, IT_PREFILL] = pf_tok
-        its[it, IT_DECODE] = n_dec
+        its[it, IT_DECODE] = n_gap
         its[it, IT_SEQS] = nrun
         its[it, IT_KV] = kv_used
         it += 1
@@ -134,6 +146,8 @@ def serve(arr, inp, out, closed, p, gn, gk, gc, log_s, log_t, comm, budget, max_
                     gone = gen[i] >= out[i]
             elif pf[i] == inp[i]:
                 gen[i] += 1
+                if gen[i] == 1:  # a prefilled request's first token
+                    first[i] = t
                 gone = gen[i] >= out[i]
             if gone:
                 finish[i] = t
@@ -147,3 +161,32 @@ def serve(arr, inp, out, closed, p, gn, gk, gc, log_s, log_t, comm, budget, max_
                 k += 1
         nrun = k
     return it
+
+
+def serve_pool(groups, arrival, inp, out, conc, cm, comm, log_s, log_t, budget, max_seqs,
+               kv_cap, prefilled=False):
+    """Run every replica of a pool: ``groups[r]`` lists the requests replica r serves, in the
+    order it sees them arrive; ``log_t``: (kinds, replicas, POINTS). Returns (arrival, first,
+    finish, one iterations array per replica) over all requests (NaN where not served)."""
+    n = len(arrival)
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    arrival = arrival.copy()
+    iterations = []
+    dp = len(groups)
+    for r, idx in enumerate(groups):
+        c_r = (conc // dp + (r < conc % dp)) if conc else 0
+        cap = 4 * len(idx) + 1024
+        while True:
+            a = arrival[idx].copy()
+            f_r, e_r = np.full(len(idx), np.nan), np.full(len(idx), np.nan)
+            its = np.zeros((cap, IT_COLS))
+            k = serve(a, inp[idx], out[idx], c_r, cm.params, cm.gemm_n, cm.gemm_k, cm.gemm_c,
+                      log_s, log_t[:, r], comm, budget, max_seqs, kv_cap, f_r, e_r, its,
+                      prefilled)
+            if k >= 0:
+                break
+            cap *= 2
+        arrival[idx], first[idx], finish[idx] = a, f_r, e_r
+        iterations.append(its[:k])
+    return arrival, first, finish, iterations

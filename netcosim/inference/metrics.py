@@ -65,3 +65,19 @@ def summarize(arrival, inp, out_tokens, first, finish, iterations: list, n_gpus:
     res["mean_batch_seqs"] = float(its[:, IT_SEQS].mean()) if len(its) else 0.0
     res["prefill_tokens_per_iteration"] = float(its[:, IT_PREFILL].mean()) if len(its) else 0.0
     return res
+
+
+def stats(prefix: str, x: np.ndarray, out: dict) -> None:
+    """mean, p50, p90, p99 of x (seconds) as ``<prefix>_mean_s`` ... in ``out``."""
+    _stats(prefix, np.asarray(x, dtype=np.float64), out)
+
+
+def pool_figures(prefix: str, iterations: list, out: dict) -> None:
+    """Busy figures of one pool of a disaggregated run: ``<prefix>_iterations``,
+    ``_comm_share``, ``_mean_batch_seqs``, ``_busy_s`` (summed over its replicas)."""
+    its = np.concatenate(iterations) if iterations else np.zeros((0, 7))
+    busy = float(its[:, IT_DUR].sum())
+    out[f"{prefix}_iterations"] = int(len(its))
+    out[f"{prefix}_comm_share"] = float(its[:, IT_COMM].sum()) / busy if busy > 0 else 0.0
+    out[f"{prefix}_mean_batch_seqs"] = float(its[:, IT_SEQS].mean()) if len(its) else 0.0
+    out[f"{prefix}_busy_s"] = busy

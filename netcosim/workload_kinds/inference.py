@@ -7,7 +7,9 @@ Keys (besides ``kind``): ``model`` (preset or table), ``gpu`` (name or spec tabl
 goodput), ``max_batch_tokens`` (token budget per iteration, default 8192), ``max_seqs``
 (requests in a batch, default 256), ``memory_utilization`` (share of HBM for weights,
 activations and KV cache, default 0.9), ``context`` (longest request, default the model's
-``seq``), ``algorithm`` (``{all_reduce = "ring", all_to_all = "direct"}``).
+``seq``), ``algorithm`` (``{all_reduce = "ring", all_to_all = "direct"}``), ``disaggregated``
+(``{prefill = {tp, pp, ep, dp}, decode = {tp, pp, ep, dp}}`` instead of ``parallel``: separate
+prefill and decode pools with KV-cache transfers over the fabric, netcosim/inference/disagg.py).
 
 A serving run is not one DAG: the builder measures the communication cost curves on the
 fabric (netcosim/inference/fabric.py), runs the serving loop of every replica
@@ -24,7 +26,8 @@ from netcore.schedule import ScheduleBuilder
 from topo.errors import InputError
 
 KEYS = ("model", "gpu", "parallel", "precision", "placement", "requests", "slo",
-        "max_batch_tokens", "max_seqs", "memory_utilization", "context", "algorithm")
+        "max_batch_tokens", "max_seqs", "memory_utilization", "context", "algorithm",
+        "disaggregated")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 DEFAULT_ALGO = {"all_reduce": "ring", "all_to_all": "direct"}
 
@@ -37,16 +40,20 @@ def _int(spec, k, default, where, lo=1):
 
 
 def _layout(spec, where):
+    return layout_table(spec.get("parallel", {}), f"{where}.parallel")
+
+
+def layout_table(par, field):
+    """A ``{tp, pp, ep, dp}`` table as a ServingLayout (each an integer >= 1)."""
     from compute.inference import ServingLayout
     from netcosim.scenario import check_keys
 
-    par = spec.get("parallel", {})
     if not isinstance(par, dict):
-        raise InputError(f"{where}.parallel: expected a table with tp, pp, ep, dp")
-    check_keys(par, ("tp", "pp", "ep", "dp"), f"{where}.parallel")
+        raise InputError(f"{field}: expected a table with tp, pp, ep, dp")
+    check_keys(par, ("tp", "pp", "ep", "dp"), field)
     for k, v in par.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(f"{where}.parallel.{k} = {v!r}: expected an integer >= 1")
+            raise InputError(f"{field}.{k} = {v!r}: expected an integer >= 1")
     return ServingLayout(**par)
 
 
@@ -82,8 +89,53 @@ def _slo(spec, where):
     return {k: float(v) for k, v in s.items()}
 
 
+def pool_model(model, gpu, lay, precision, budget, max_seqs, mu, need, where, field, rw):
+    """Cost model and KV capacity (tokens) of one replica of ``lay``; refused (naming
+    ``field``) when the weights do not fit or the cache cannot hold a request of ``need``
+    tokens."""
+    from compute.inference import P_VOCAB, check_layout, cost_model
+
+    check_layout(model, lay, field)
+    try:
+        cm = cost_model(model, gpu, lay, precision, where)
+    except InputError as e:
+        msg = str(e)
+        raise InputError(msg if msg.startswith(where) else f"{where}.{msg}") from None
+    # KV capacity: HBM x utilization - weights - an activation reserve (the batch's hidden
+    # states, a few buffers of them, and the logits of max_seqs rows in fp32)
+    reserve = budget * 16 * model.hidden * 2 + max_seqs * cm.params[P_VOCAB] * 4
+    if cm.spec.hbm_bytes * mu <= cm.weight_bytes + reserve:
+        raise InputError(f"{field}: weights of {cm.weight_bytes / 1e9:.1f} GB per GPU "
+                         f"plus {reserve / 1e9:.1f} GB of activations exceed "
+                         f"{mu:g} x {cm.spec.hbm_gb:g} GB of {cm.spec.name} HBM (more tp or pp)")
+    kv_cap = cm.kv_capacity_tokens(mu, reserve)
+    if need > kv_cap:
+        raise InputError(f"{rw}: the KV cache of one replica holds {kv_cap} tokens "
+                         f"({cm.kv_bytes_per_token / 1e3:.1f} kB per token per GPU); a request "
+                         f"of {need} tokens (input + output) cannot fit (more tp or pp, "
+                         f"shorter requests, or {where}.memory_utilization)")
+    return cm, kv_cap
+
+
+def pool_curves(topology, routing, faults, engine, seed, model, lay, hosts, budget, algos,
+                where):
+    """Communication cost curves of a pool (every replica at once) and its comm vector."""
+    from netcosim.inference import fabric
+
+    h = model.hidden
+    act_hi = budget * h * 2.0
+    sizes = {"all_reduce": (h * 2, act_hi) if lay.tp > 1 else None,
+             "all_to_all": (h * 2 * model.top_k / lay.ep, act_hi * model.top_k / lay.ep)
+             if lay.ep > 1 else None,
+             "send": (h * 2, act_hi) if lay.pp > 1 else None}
+    log_s, log_t, curves = fabric.measure(topology, routing, faults, engine, seed, hosts,
+                                          sizes, algos, where)
+    comm = np.array([model.layers, model.layers - model.n_moe_layers, model.n_moe_layers,
+                     lay.tp, lay.ep, lay.pp, h, model.top_k], dtype=np.float64)
+    return log_s, log_t, curves, comm
+
+
 def build(topology, spec: dict, where: str = "workload", seed: int = 0):
-    from compute.inference import P_VOCAB, cost_model
     from compute.model import get_model
     from netcosim.inference import fabric, loop, metrics, requests
     from netcosim.workloads import scenario_dir, scenario_engine, scenario_faults, \
@@ -96,15 +148,14 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         model = get_model(spec["model"])
     except InputError as e:
         raise InputError(f"{where}.{e}") from None
-    lay = _layout(spec, where)
+    disagg = "disaggregated" in spec
+    if disagg and "parallel" in spec:
+        raise InputError(f"{where}.parallel: not used with {where}.disaggregated (give each "
+                         f"pool's layout there: prefill = {{tp, dp}}, decode = {{tp, dp}})")
+    lay = None if disagg else _layout(spec, where)
     precision = spec.get("precision", "bf16")
     if not isinstance(precision, str):
         raise InputError(f"{where}.precision = {precision!r}: expected a string")
-    try:
-        cm = cost_model(model, spec["gpu"], lay, precision, where)
-    except InputError as e:
-        msg = str(e)
-        raise InputError(msg if msg.startswith(where) else f"{where}.{msg}") from None
     budget = _int(spec, "max_batch_tokens", 8192, where)
     max_seqs = _int(spec, "max_seqs", 256, where)
     if max_seqs > budget:
@@ -126,68 +177,43 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         raise InputError(f"{field}: a request of {int(inp[i])} + {int(out[i])} tokens "
                          f"(input + output) exceeds the context of {context} tokens "
                          f"({where}.context, default the model's seq)")
-    # KV capacity: HBM x utilization - weights - an activation reserve (the batch's hidden
-    # states, a few buffers of them, and the logits of max_seqs rows in fp32)
-    reserve = budget * 16 * model.hidden * 2 + max_seqs * cm.params[P_VOCAB] * 4
-    if cm.spec.hbm_bytes * mu <= cm.weight_bytes + reserve:
-        raise InputError(f"{where}.parallel: weights of {cm.weight_bytes / 1e9:.1f} GB per GPU "
-                         f"plus {reserve / 1e9:.1f} GB of activations exceed "
-                         f"{mu:g} x {cm.spec.hbm_gb:g} GB of {cm.spec.name} HBM (more tp or pp)")
-    kv_cap = cm.kv_capacity_tokens(mu, reserve)
-    if longest > kv_cap:
-        raise InputError(f"{rw}: the KV cache of one replica holds {kv_cap} tokens "
-                         f"({cm.kv_bytes_per_token / 1e3:.1f} kB per token per GPU); a request "
-                         f"of {longest} tokens (input + output) cannot fit (more tp or pp, "
-                         f"shorter requests, or {where}.memory_utilization)")
-    if conc and conc < lay.dp:
-        raise InputError(f"{rw}.concurrency = {conc}: fewer clients than the {lay.dp} "
-                         f"replicas ({where}.parallel.dp)")
-    hosts = fabric.replica_hosts(topology.n_hosts, lay, spec.get("placement", "packed"), where)
-    h = model.hidden
-    act_hi = budget * h * 2.0
-    sizes = {"all_reduce": (h * 2, act_hi) if lay.tp > 1 else None,
-             "all_to_all": (h * 2 * model.top_k / lay.ep, act_hi * model.top_k / lay.ep)
-             if lay.ep > 1 else None,
-             "send": (h * 2, act_hi) if lay.pp > 1 else None}
     routing = scenario_routing()
     if routing is None:
         from topo.routing import Routing
 
         routing = Routing(topology, "ecmp", seed=seed)
-    log_s, log_t, curves = fabric.measure(topology, routing, scenario_faults(),
-                                          scenario_engine() or "flow", seed, hosts, sizes,
-                                          algos, where)
-    comm = np.array([model.layers, model.layers - model.n_moe_layers, model.n_moe_layers,
-                     lay.tp, lay.ep, lay.pp, h, model.top_k], dtype=np.float64)
+    engine = scenario_engine() or "flow"
+    if disagg:
+        from netcosim.inference import disagg as dis
+
+        return dis.build(topology, spec, where, seed, model, precision, budget, max_seqs, mu,
+                         slo, algos, arrival, inp, out, conc, routing, engine)
+    cm, kv_cap = pool_model(model, spec["gpu"], lay, precision, budget, max_seqs, mu, longest,
+                            where, f"{where}.parallel", rw)
+    if conc and conc < lay.dp:
+        raise InputError(f"{rw}.concurrency = {conc}: fewer clients than the {lay.dp} "
+                         f"replicas ({where}.parallel.dp)")
+    hosts = fabric.replica_hosts(topology.n_hosts, lay, spec.get("placement", "packed"), where)
+    log_s, log_t, curves, comm = pool_curves(topology, routing, scenario_faults(), engine,
+                                             seed, model, lay, hosts, budget, algos, where)
     n = len(arrival)
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    arrival = arrival.copy()
-    iterations = []
-    for r in range(lay.dp):
-        idx = np.arange(r, n, lay.dp)
-        c_r = (conc // lay.dp + (r < conc % lay.dp)) if conc else 0
-        cap = 4 * len(idx) + 1024
-        while True:
-            a = arrival[idx].copy()
-            f_r, e_r = np.full(len(idx), np.nan), np.full(len(idx), np.nan)
-            its = np.zeros((cap, loop.IT_COLS))
-            k = loop.serve(a, inp[idx], out[idx], c_r, cm.params, cm.gemm_n, cm.gemm_k,
-                           cm.gemm_c, log_s, log_t[:, r], comm, budget, max_seqs, kv_cap,
-                           f_r, e_r, its)
-            if k >= 0:
-                break
-            cap *= 2
-        arrival[idx], first[idx], finish[idx] = a, f_r, e_r
-        iterations.append(its[:k])
+    groups = [np.arange(r, n, lay.dp) for r in range(lay.dp)]
+    arrival, first, finish, iterations = loop.serve_pool(
+        groups, arrival, inp, out, conc, cm, comm, log_s, log_t, budget, max_seqs, kv_cap)
     figs = metrics.summarize(arrival, inp, out, first, finish, iterations, lay.n_gpus, slo)
     figs.update({"model": model.name, "gpu": cm.spec.name, "precision": precision,
                  "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp, "gpus": lay.n_gpus,
                  "kv_capacity_tokens": kv_cap, "weights_GB_per_gpu": cm.weight_bytes / 1e9,
                  "kv_bytes_per_token_per_gpu": cm.kv_bytes_per_token,
                  "comm_curves": curves})
+    return schedule(figs, int(hosts[0, 0, 0]), iterations)
+
+
+def schedule(figs: dict, host: int, iterations: list):
+    """The placeholder Schedule of a serving run: one delay node as long as the served span,
+    the figures in its meta."""
     b = ScheduleBuilder()
-    b.add_delay([int(hosts[0, 0, 0])], [max(figs["serving_span_s"], 0.0)], label="serving")
+    b.add_delay([host], [max(figs["serving_span_s"], 0.0)], label="serving")
     sched = b.build()
     sched.meta.update({"workload": "inference", "inference": figs,
                        "inference_iterations": iterations})
