@@ -178,3 +178,12 @@ def test_bad_input_exits_2_naming_the_field(tmp_path, capsys, settings, has):
 def test_a_missing_pool_is_named(tmp_path, capsys):
     p = write(tmp_path, _toml().replace("decode = { tp = 8, dp = 1 }\n", ""))
     refused(capsys, "run", p, "--out", tmp_path / "o", has=("workload.disaggregated.decode",))
+
+
+def test_a_fault_later_in_the_run_is_refused_for_the_kv_curves_too():
+    from topo.errors import InputError
+
+    d = scenario()
+    d["faults"] = [{"link": NIC0, "kind": "degrade", "factor": 0.25, "at_us": 1e6}]
+    with pytest.raises(InputError, match=r"faults: at_us = 1e\+06"):
+        run(d)

@@ -49,6 +49,17 @@ def _sizes(lo: float, hi: float) -> np.ndarray:
     return np.unique(np.round(np.geomspace(lo, hi, POINTS))).astype(np.int64)
 
 
+def check_faults_at_start(faults) -> None:
+    """Cost curves are measured on transfers that last microseconds from time 0: a fault
+    striking later would silently never apply, so it is refused."""
+    late = np.flatnonzero(np.asarray(faults.time) > 0) if faults is not None and len(faults) else []
+    if len(late):
+        raise InputError(f"faults: at_us = {float(faults.time[late[0]]) * 1e6:g}: an inference "
+                         f"run prices its communication on the fabric as it stands from the "
+                         f"start, so its faults must strike at at_us = 0 (faults later in a "
+                         f"serving run are not modelled yet)")
+
+
 def measure(topology, routing, faults, engine: str, seed: int, hosts: np.ndarray,
             sizes: dict, algorithms: dict, where: str) -> tuple[np.ndarray, np.ndarray, dict]:
     """Curves (log sizes (kinds, POINTS), log seconds (kinds, dp, POINTS)) and a report.
@@ -61,14 +72,7 @@ def measure(topology, routing, faults, engine: str, seed: int, hosts: np.ndarray
     import collectives
     from netcore.api import simulate
 
-    late = np.flatnonzero(np.asarray(faults.time) > 0) if faults is not None and len(faults) else []
-    if len(late):
-        # the curves are measured on collectives that last microseconds from time 0: a fault
-        # striking later would silently never apply
-        raise InputError(f"faults: at_us = {float(faults.time[late[0]]) * 1e6:g}: an inference "
-                         f"run prices its communication on the fabric as it stands from the "
-                         f"start, so its faults must strike at at_us = 0 (faults later in a "
-                         f"serving run are not modelled yet)")
+    check_faults_at_start(faults)
     dp = hosts.shape[0]
     log_s = np.zeros((len(KINDS), POINTS))
     log_t = np.full((len(KINDS), dp, POINTS), -np.inf)  # exp(-inf) = 0: a kind never run

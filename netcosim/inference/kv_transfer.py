@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from netcore.schedule import Schedule
-from netcosim.inference.fabric import POINTS, _sizes, curve_time
+from netcosim.inference.fabric import POINTS, _sizes, check_faults_at_start, curve_time
 from topo.errors import InputError
 
 
@@ -36,6 +36,7 @@ def measure(topology, routing, faults, engine: str, seed: int, p_hosts: np.ndarr
     transfers of ``lo`` .. ``hi`` bytes; ``*_hosts``: (dp, pp, tp) host ids of each pool."""
     from netcore.api import simulate
 
+    check_faults_at_start(faults)
     dp_p, dp_d = p_hosts.shape[0], d_hosts.shape[0]
     sz = _sizes(lo, hi)
     sz = np.concatenate([sz, np.full(POINTS - len(sz), sz[-1])])
