@@ -183,6 +183,22 @@ def headline(res) -> dict:
             "median": _median(held), "worst": max(held)}
 
 
+GROUPS = (
+    ("Llama 2 7B, TP 1, throughput", lambda r: r["tp"] == 1 and r["metric"] != "ttft_ms"),
+    ("Llama 2 70B, TP 2-4, throughput", lambda r: r["tp"] > 1 and r["metric"] != "ttft_ms"),
+    ("first-token latency, batch 1", lambda r: r["metric"] == "ttft_ms"),
+)
+
+
+def groups(res):
+    out = []
+    for name, sel in GROUPS:
+        rows = [r for r in res if sel(r) and r["role"] == "held-out"]
+        if rows:
+            out.append((name, headline(rows)))
+    return out
+
+
 def write(res, eff, outdir: Path, cmd: str):
     outdir.mkdir(parents=True, exist_ok=True)
     unit = {"out_tok_s": "output tok/s", "out_tok_s_per_gpu": "output tok/s/GPU",
@@ -210,6 +226,10 @@ def write(res, eff, outdir: Path, cmd: str):
         "library's default (launch_us 5).", "",
         f"**Held-out rows within {100 * TARGET:.0f}%: {h['within']} of {h['held_out']}; "
         f"median |error| {100 * h['median']:.1f}%, worst {100 * h['worst']:.1f}%.**", "",
+        "By group (held-out rows):", ""] + [
+        f"* {name}: {g['within']} of {g['held_out']} within {100 * TARGET:.0f}%, median "
+        f"{100 * g['median']:.1f}%, worst {100 * g['worst']:.1f}%"
+        for name, g in groups(res)] + ["",
         "| id | source | configuration | metric | measured | netcosim | error | role | "
         "defaults: netcosim, error |",
         "|---|---|---|---|---|---|---|---|---|"]
