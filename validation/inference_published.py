@@ -17,7 +17,7 @@ of the 7B model and a prefill-bound row of the 70B model), and given to every sc
 ``[workload.gpu] = {base = "h100_sxm", efficiency = {...}}``. Nothing else is tuned; the
 library's defaults are untouched. Error = model / measured - 1.
 
-    python -m validation.inference_published [--default-only] [--out validation/results]
+    python -m validation.inference_published [--calibrate-only] [--out validation/results]
 """
 from __future__ import annotations
 
