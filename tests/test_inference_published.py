@@ -1,0 +1,46 @@
+"""validation.inference_published: a published row becomes a scenario, its error is model/measured - 1."""
+import copy
+
+import pytest
+
+from netcosim.runner import simulate_scenario
+from netcosim.scenario import Scenario
+from validation import inference_published as ip
+
+EFF = {"memory": 0.85, "gemm_max": 0.6}
+
+
+def _row(rid):
+    return next(r for r in ip.load_rows() if r["id"] == rid)
+
+
+def test_data_rows_are_complete_and_the_calibration_set_is_named():
+    rows = ip.load_rows()
+    assert len(rows) >= 10
+    assert {r["role"] for r in rows} == {"calibration", "held-out"}
+    cal = [r["id"] for r in rows if r["role"] == "calibration"]
+    assert sorted(cal) == ["v061-70b-2048-128", "v061-7b-128-2048"]
+    for r in rows:
+        assert r["source"] in ip.SOURCES and r["model"] in ip.MODELS
+        assert r["measured"] > 0 and r["tp"] in (1, 2, 4, 8)
+        assert r["metric"] in ("out_tok_s", "out_tok_s_per_gpu", "ttft_ms")
+
+
+def test_one_row_is_built_as_stated_and_its_error_is_model_over_measured_minus_one():
+    row = _row("v061-ttft-7b-2048")      # batch 1, one 2048-token prompt: one iteration
+    d = ip.scenario_dict(row, EFF)
+    w = d["workload"]
+    assert w["parallel"]["tp"] == 1 and w["precision"] == "fp8"
+    assert w["gpu"] == {"base": "h100_sxm", "efficiency": EFF}
+    assert w["requests"]["concurrency"] == w["requests"]["count"] == w["max_seqs"] == 1
+    assert (w["requests"]["input_tokens"], w["requests"]["output_tokens"]) == (2048, 1)
+    assert w["model"]["kv_heads"] == 32 and w["model"]["ffn"] == 11008
+    assert d["topology"]["gpus_per_node"] == 8 and d["topology"]["nodes"] == 1
+    # the same scenario through the runner, independently of the module's reader
+    s = simulate_scenario(Scenario.from_dict(copy.deepcopy(d), default_name="t"))[2]
+    value, err = ip.error(row, EFF)
+    assert value == pytest.approx(s["ttft_mean_s"] * 1e3, rel=1e-9)
+    assert err == pytest.approx(value / 36.0 - 1, rel=1e-12)
+    # a higher GEMM efficiency makes this prefill faster: the efficiency override reaches the cost model
+    faster, _ = ip.error(row, {**EFF, "gemm_max": 0.9})
+    assert faster < value
