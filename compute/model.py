@@ -19,6 +19,25 @@ import numpy as np
 from topo.errors import InputError
 
 
+def capped_shares(p, top_k: int) -> np.ndarray:
+    """Expert shares ``p`` (any positive weights) normalised, with none above 1/top_k: a token
+    picks top_k different experts, so an expert receives at most that share of the
+    assignments; the excess is spread over the others in proportion to their shares."""
+    p = np.asarray(p, dtype=float)
+    p = p / p.sum()
+    cap = 1.0 / top_k
+    for _ in range(len(p)):
+        over = p > cap * (1 + 1e-12)
+        if not over.any():
+            break
+        excess = (p[over] - cap).sum()
+        p[over] = cap
+        free = ~over & (p < cap)
+        p[free] += excess * p[free] / p[free].sum() if p[free].sum() > 0 else \
+            excess / max(free.sum(), 1)
+    return p / p.sum()
+
+
 @dataclass(frozen=True)
 class TransformerConfig:
     layers: int
@@ -242,18 +261,7 @@ class TransformerConfig:
                 p = p[np.random.default_rng(imb[2]).permutation(E)]
         else:
             p = np.asarray(imb[1], dtype=float)
-        p = p / p.sum()
-        cap = 1.0 / self.top_k
-        for _ in range(E):
-            over = p > cap * (1 + 1e-12)
-            if not over.any():
-                break
-            excess = (p[over] - cap).sum()
-            p[over] = cap
-            free = ~over & (p < cap)
-            p[free] += excess * p[free] / p[free].sum() if p[free].sum() > 0 else \
-                excess / max(free.sum(), 1)
-        return p / p.sum()
+        return capped_shares(p, self.top_k)
 
     @property
     def n_moe_layers(self) -> int:

@@ -131,19 +131,11 @@ def zipf_matrix(n: int, mean_pair: int, s: float = ZIPF_S, experts_per_rank: int
     volume x share_j), so the mean pair moves ``mean_pair`` bytes."""
     import numpy as np
 
+    from compute.model import capped_shares
+
     E = n * experts_per_rank
-    p = np.arange(1, E + 1, dtype=float) ** -s
-    p /= p.sum()
-    cap = 1.0 / top_k
-    for _ in range(E):  # the same capping as compute.model.Model.expert_shares
-        over = p > cap * (1 + 1e-12)
-        if not over.any():
-            break
-        excess = (p[over] - cap).sum()
-        p[over] = cap
-        free = ~over & (p < cap)
-        p[free] += excess * p[free] / p[free].sum()
-    share = (p / p.sum()).reshape(n, experts_per_rank).sum(axis=1)
+    p = capped_shares(np.arange(1, E + 1, dtype=float) ** -s, top_k)  # as the MoE model does
+    share = p.reshape(n, experts_per_rank).sum(axis=1)
     row = np.rint(n * mean_pair * share).astype(np.int64)
     return [row.tolist() for _ in range(n)]
 
