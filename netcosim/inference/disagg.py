@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from netcosim.inference.fabric import placed_hosts
 from topo.errors import InputError
 
 POOLS = ("prefill", "decode")
@@ -54,23 +55,10 @@ def pools(spec, where):
 def placement(n_hosts: int, lay_p, lay_d, place, where):
     """(dp, pp, tp) host arrays of the prefill and decode pools."""
     n_p, n_d = lay_p.n_gpus, lay_d.n_gpus
-    if place == "packed":
-        if n_p + n_d > n_hosts:
-            raise InputError(f"{where}.disaggregated: prefill {lay_p.tp} x {lay_p.pp} x "
-                             f"{lay_p.dp} + decode {lay_d.tp} x {lay_d.pp} x {lay_d.dp} "
-                             f"(tp x pp x dp) = {n_p + n_d} GPUs, the fabric has {n_hosts} "
-                             f"hosts")
-        hosts = np.arange(n_p + n_d)
-    elif isinstance(place, list):
-        if len(place) != n_p + n_d or len(set(place)) != len(place) or not all(
-                isinstance(h, int) and not isinstance(h, bool) and 0 <= h < n_hosts
-                for h in place):
-            raise InputError(f"{where}.placement: expected {n_p + n_d} distinct host ids in "
-                             f"0..{n_hosts - 1} (the prefill pool's, then the decode pool's)")
-        hosts = np.asarray(place)
-    else:
-        raise InputError(f"{where}.placement = {place!r}: expected \"packed\" or a list of "
-                         f"host ids")
+    hosts = placed_hosts(n_hosts, n_p + n_d, place, where,
+                         f"{where}.disaggregated: prefill {lay_p.tp} x {lay_p.pp} x {lay_p.dp} "
+                         f"+ decode {lay_d.tp} x {lay_d.pp} x {lay_d.dp} (tp x pp x dp)",
+                         "the prefill pool's, then the decode pool's")
     return (hosts[:n_p].reshape(lay_p.dp, lay_p.pp, lay_p.tp),
             hosts[n_p:].reshape(lay_d.dp, lay_d.pp, lay_d.tp))
 

@@ -21,24 +21,30 @@ POINTS = 8
 KINDS = ("all_reduce", "all_to_all", "send")
 
 
+def placed_hosts(n_hosts: int, n: int, place, where: str, gpus: str, order: str) -> np.ndarray:
+    """``n`` host ids: the first ``n`` hosts ("packed") or the given list. ``gpus`` says how
+    the count is made (for the message when it exceeds the fabric), ``order`` what a given
+    list holds."""
+    if place == "packed":
+        if n > n_hosts:
+            raise InputError(f"{gpus} = {n} GPUs, the fabric has {n_hosts} hosts")
+        return np.arange(n)
+    if isinstance(place, list):
+        if len(place) != n or len(set(place)) != n or not all(
+                isinstance(h, int) and not isinstance(h, bool) and 0 <= h < n_hosts
+                for h in place):
+            raise InputError(f"{where}.placement: expected {n} distinct host ids in "
+                             f"0..{n_hosts - 1} ({order})")
+        return np.asarray(place)
+    raise InputError(f"{where}.placement = {place!r}: expected \"packed\" or a list of host "
+                     f"ids")
+
+
 def replica_hosts(n_hosts: int, layout, placement, where: str) -> np.ndarray:
     """(dp, pp, tp) host ids: replicas packed in host order (or the given host list)."""
-    n = layout.n_gpus
-    if placement == "packed":
-        if n > n_hosts:
-            raise InputError(f"{where}.parallel: tp x pp x dp = {layout.tp} x {layout.pp} x "
-                             f"{layout.dp} = {n} GPUs, the fabric has {n_hosts} hosts")
-        hosts = np.arange(n)
-    elif isinstance(placement, list):
-        if len(placement) != n or not all(isinstance(h, int) and not isinstance(h, bool)
-                                          and 0 <= h < n_hosts for h in placement) \
-                or len(set(placement)) != n:
-            raise InputError(f"{where}.placement: expected {n} distinct host ids in "
-                             f"0..{n_hosts - 1} (tp x pp x dp)")
-        hosts = np.asarray(placement)
-    else:
-        raise InputError(f"{where}.placement = {placement!r}: expected \"packed\" or a list "
-                         f"of host ids")
+    hosts = placed_hosts(n_hosts, layout.n_gpus, placement, where,
+                         f"{where}.parallel: tp x pp x dp = {layout.tp} x {layout.pp} x "
+                         f"{layout.dp}", "tp x pp x dp")
     return hosts.reshape(layout.dp, layout.pp, layout.tp)
 
 
