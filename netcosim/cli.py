@@ -100,6 +100,7 @@ def _debug(args) -> bool:
 
 def main(argv=None) -> int:
     from netcosim.outpaths import OutputError
+    from netcosim.sweep.execute import WorkerLost
 
     parser = build_parser()
     try:
@@ -111,7 +112,7 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
         return 2
-    except OutputError as e:  # after the run started: the result could not be written
+    except (OutputError, WorkerLost) as e:  # after the run started: written or run failed
         print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from topo.errors import InputError
 
 
+class WorkerLost(RuntimeError):
+    """A worker process died under a point (the kernel's out-of-memory killer, most often).
+    The CLI reports it in one line with exit 1: the input was valid, the run failed."""
+
+
 # Settings of the workers of a local Dask cluster (--dask-local).
 # * Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536 (to hand freed memory back
 #   to the OS quickly). Setting it also turns off glibc's adaptive mmap threshold, so every
@@ -78,8 +83,21 @@ class Pool:
         pre-dispatch), so a million points are never all batched at once."""
         from joblib import Parallel, delayed
 
-        return Parallel(n_jobs=self._n_jobs, backend=self._backend,
-                        return_as="generator_unordered")(delayed(fn)(b) for b in batches)
+        results = Parallel(n_jobs=self._n_jobs, backend=self._backend,
+                           return_as="generator_unordered")(delayed(fn)(b) for b in batches)
+        return self._reporting_lost_workers(results)
+
+    def _reporting_lost_workers(self, results):
+        from concurrent.futures import BrokenExecutor
+
+        try:
+            yield from results
+        except BrokenExecutor as e:
+            raise WorkerLost(
+                f"a worker process was killed while it ran ({type(e).__name__}); most often "
+                f"the system ran out of memory with {self.workers} points in memory at once: "
+                f"run again with fewer workers (--jobs 1 holds one point at a time), and "
+                f"--resume to keep the points already finished") from None
 
     def batch_size(self, n_items: int, per_worker: int, cap: int) -> int:
         """Enough batches to keep every worker busy (``per_worker`` each) and the progress bar
