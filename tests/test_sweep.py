@@ -206,6 +206,29 @@ def test_run_time_error_is_recorded_and_sweep_goes_on(tmp_path, monkeypatch):
     assert rows[1]["makespan_us"] is None and rows[2]["makespan_us"] > 0
 
 
+def test_resume_runs_failed_points_again(tmp_path, monkeypatch):
+    import netcosim.runner as runner
+
+    real = runner.simulate_scenario
+
+    def out_of_memory_once(sc, *a, **kw):
+        if sc.workload.get("bytes") == 2048:
+            raise MemoryError("Unable to allocate 52.5 MiB")
+        return real(sc, *a, **kw)
+
+    d = sweep(**{"workload.bytes": [1024, 2048, 4096]})
+    out = tmp_path / "o"
+    monkeypatch.setattr(runner, "simulate_scenario", out_of_memory_once)
+    _run(d, out)
+    _, rows = read_table(out / "sweep.csv")
+    assert [r["status"] for r in rows] == ["ok", "error", "ok"]
+    monkeypatch.setattr(runner, "simulate_scenario", real)
+    o = _run(d, out, resume=True)
+    assert (o.ran, o.skipped) == (1, 2)  # only the failed point ran again
+    _, rows = read_table(out / "sweep.csv")
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok"] and rows[1]["makespan_us"] > 0
+
+
 def test_resume_skips_finished_rows(tmp_path):
     d = sweep(**{"workload.bytes": [1024, 2048, 4096, 8192]})
     out = tmp_path / "o"

@@ -52,7 +52,7 @@ def run_points(points, out_dir, backend: Backend | None = None, resume: bool = F
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {str(out)!r}: exists and is not a directory")
-    done = set(table.index_journal(out / table.JOURNAL)) if resume else set()
+    done = table.settled_points(out / table.JOURNAL) if resume else set()
     t0 = time.perf_counter()
     interrupted = False
     with open_pool(backend) as pool:

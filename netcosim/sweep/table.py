@@ -81,6 +81,14 @@ def index_journal(path) -> dict[str, int]:
     return {row["point_id"]: off for off, row in _lines(path)}
 
 
+def settled_points(path) -> set[str]:
+    """Ids whose last row is not an error: what ``--resume`` skips. A point that failed (a
+    worker out of memory beside others, a killed process) is run again; infeasible and
+    stranded points are results, and stay."""
+    last = {row["point_id"]: row.get("status") for _, row in _lines(path)}
+    return {pid for pid, status in last.items() if status != "error"}
+
+
 def read_journal(path) -> dict[str, dict]:
     """Finished rows by point id; a last line cut short by a crash is ignored."""
     return {row["point_id"]: row for _, row in _lines(path)}
