@@ -542,7 +542,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             # a ring-like collective: each group becomes one stream (all its connections in
             # lock step). Copies of a group on other rails stay separate streams: they hash to
             # other paths, and in lock step they would wait for one another (a MoE step +1.27%
-            # with copies merged, +1.07% apart; docs/scale.md). Other collectives keep one
+            # with copies merged, +1.07% apart, -0.49% once the flow engine splits the members
+            # a collision leaves uneven; docs/scale.md). Other collectives keep one
             # transfer per template node and group; their count does not grow with the
             # data-parallel degree, as only the simulated replicas run them
             st = None if tpl is not None else comm.stream(op, g, _size(nbytes), algo(op))

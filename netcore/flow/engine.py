@@ -86,12 +86,17 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     compile_s = warm()
     if not schedule.has_members:
         return _run(topology, schedule, routing, faults, opts, compile_s)
-    from netcore.flow import fault_split
+    from netcore.flow import fault_split, uneven_split
     from netcore.flow.member_routing import MemberRouting
 
     n0, origin = schedule.n, None
+    # members behind a fault, and members that routing leaves slower than their set's others,
+    # move on their own
     affected = fault_split.affected_members(schedule, routing, faults)
-    if affected is not None:  # members behind a fault move on their own
+    uneven = uneven_split.outlier_members(schedule, routing)
+    if uneven is not None:
+        affected = uneven if affected is None else affected | uneven
+    if affected is not None:
         schedule, origin = fault_split.split(schedule, affected)
     res = _run(topology, schedule, MemberRouting(topology, routing, schedule, faults), faults,
                opts, compile_s)

@@ -1,0 +1,72 @@
+"""Where routing leaves a member set uneven, its outlier members move on their own.
+
+A member set moves in lock step: one rate for all members (``netcore.members``). That is exact
+while every member sees the same contention. Faults break it (``fault_split``), and so can
+hashing with no fault at all: ECMP puts two connections of different rings on one spine link,
+each gets half of it, while the other connections of their rings have links of their own. In
+lock step the whole ring then runs at the collided connection's rate at every instant, where
+the full form only slows that connection, and its ring's other connections finish their steps
+and free their links. On the MoE row of the auto-against-full table that cost +1.07% of step
+time (docs/scale.md).
+
+The test is static: a member's share is the least, over the links of its path, of capacity
+over the member paths (of every set) crossing that link. A member whose share is below its
+set's best member's is an outlier, and is split off exactly as a member behind a fault
+(``fault_split.split``): it becomes a transfer of its own with the same dependencies, and the
+set's other members keep one smaller set.
+
+Splitting costs one flow per outlier for every node naming the set. On a fabric where hashing
+makes nearly every set uneven (FullFlat's 8 planes under ECMP), repairing all of them would
+approach the full form's size (GPT-3 175B on 2,048 GPUs: 544,155 pieces against 37,480
+flows). So sets are repaired in order of how uneven they are (best share over worst share;
+ties by set id), whole sets at a time, while the pieces stay within ``budget``: by default as
+many as the scalable form's own flows, so the engine's work at most doubles.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from netcore.flow.member_routing import route_members
+from netcore.schedule import TRANSFER, Schedule
+
+
+def outlier_members(schedule: Schedule, routing, budget: int | None = None) -> np.ndarray | None:
+    """bool per member of ``schedule.sets``: split it off (module docstring). None when no
+    set is uneven, or none fits the budget."""
+    if not schedule.has_members:
+        return None
+    ms = schedule.sets
+    t = schedule.kind == TRANSFER
+    named = schedule.mset[t & (schedule.mset >= 0)]
+    used, uses = np.unique(named, return_counts=True)  # nodes naming each set
+    pos = ms.positions(used)
+    p = route_members(routing, ms, pos)
+    link = np.asarray(p.link, dtype=np.int64)
+    n_links = routing.topology.n_dlinks
+    load = np.bincount(link, weights=np.asarray(p.weight, dtype=np.float64), minlength=n_links)
+    cap = np.asarray(routing.topology.dlink_bw, dtype=np.float64)
+    owner = np.repeat(np.arange(len(pos)), np.diff(p.ptr))  # member (index into pos)
+    share = np.full(len(pos), np.inf)
+    np.minimum.at(share, owner, cap[link] / load[link])
+    set_of = np.repeat(np.arange(len(used)), ms.sizes[used])  # index into used
+    best = np.zeros(len(used))
+    worst = np.full(len(used), np.inf)
+    np.maximum.at(best, set_of, share)
+    np.minimum.at(worst, set_of, share)
+    # exact comparison of floats computed identically: members on equal links tie exactly
+    outlier = share < best[set_of]
+    n_out = np.bincount(set_of, weights=outlier, minlength=len(used)).astype(np.int64)
+    uneven = np.flatnonzero(n_out > 0)
+    if not uneven.size:
+        return None
+    cost = n_out[uneven] * uses[uneven]
+    order = np.lexsort((used[uneven], -(best[uneven] / worst[uneven])))
+    limit = int(t.sum()) if budget is None else int(budget)
+    take = uneven[order][np.cumsum(cost[order]) <= limit]
+    if not take.size:
+        return None
+    chosen = np.zeros(len(used), bool)
+    chosen[take] = True
+    out = np.zeros(ms.n_members, bool)
+    out[pos[outlier & chosen[set_of]]] = True
+    return out
