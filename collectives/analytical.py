@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from topo.errors import InputError
+from topo.arrays import union1d, unique
 
 
 # A round whose destinations need more than EXACT_WORK of routing work (distinct destinations
@@ -77,7 +78,7 @@ class Fabric:
             return got
         idx = None
         if len(src) > SAMPLE_DSTS and \
-                len(np.unique(dst)) * self.topology.n_nodes > EXACT_WORK:
+                len(unique(dst)) * self.topology.n_nodes > EXACT_WORK:
             if self._in_sample is None:
                 # half: the first hosts of evenly spaced host groups (builders number hosts
                 # hierarchically, so these sit on every level's boundaries), half at random
@@ -94,7 +95,7 @@ class Fabric:
                 self._in_sample[rnd] = True
             idx = np.flatnonzero(self._in_sample[dst])[:SAMPLE_DSTS * 64]
             # and evenly spaced messages of the round itself
-            idx = np.union1d(idx, np.linspace(0, len(src) - 1, SAMPLE_DSTS).astype(np.int64))
+            idx = union1d(idx, np.linspace(0, len(src) - 1, SAMPLE_DSTS).astype(np.int64))
             self.sampled = True
         lat, bott = self.pairs(src if idx is None else src[idx], dst if idx is None else dst[idx])
         if len(self._memo) > 512:

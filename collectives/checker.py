@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from netcore.schedule import DELAY, TRANSFER, Schedule
+from topo.arrays import unique
 
 REDUCING = ("all_reduce", "reduce_scatter", "reduce")
 MOVING = ("all_gather", "broadcast", "all_to_all", "all_to_all_v", "send_recv")
@@ -82,7 +83,7 @@ def check(s: Schedule, races: bool = True) -> dict:
     host_to_rank[ranks] = np.arange(n)
     sw_of = np.full(top, -1, dtype=np.int64)  # switch node -> its index
     if K:
-        if np.intersect1d(switches, ranks).size or len(np.unique(switches)) != K:
+        if np.intersect1d(switches, ranks).size or len(unique(switches)) != K:
             raise CheckFailed("meta switches: must be distinct and not ranks")
         sw_of[switches] = np.arange(K)
     if "blk_lo" not in s.extra or "reduce" not in s.extra:

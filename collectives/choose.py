@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from topo.errors import InputError
+from topo.arrays import unique
 
 
 @dataclass
@@ -148,7 +149,7 @@ def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
     n = len(r)
     whole = ranks is None or len(r) == topology.n_hosts
     groups = topology.host_group[r]
-    sizes = np.bincount(groups)[np.unique(groups)]
+    sizes = np.bincount(groups)[unique(groups)]
     g = int(sizes[0])
     grouped = (topology.kind == "two_tier" and len(sizes) > 1 and (sizes == g).all() and g > 1)
     fab = Fabric.cached(topology)

@@ -28,6 +28,7 @@ from collectives._plan import Plan, check_chunks, check_latency, check_nbytes, c
 from collectives._plan import chunked_layout
 from collectives._trees import depths, double_binary_trees
 from topo.errors import InputError
+from topo.arrays import unique
 
 
 def _groups(n: int, group_size) -> tuple[int, int]:
@@ -84,7 +85,7 @@ def nvls_tree_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, group_
     plan = Plan("all_reduce", "nvls_tree", ranks, nbytes, C, costs,
                 chunked_layout(nbytes, C, P))
     sw = np.array([int(t.switches[0]) for t in trs], dtype=np.int64)
-    if np.intersect1d(sw, ranks).size or len(np.unique(sw)) != G:
+    if np.intersect1d(sw, ranks).size or len(unique(sw)) != G:
         raise InputError("trees: the domains' switches must be distinct and not ranks")
     rate = np.array([float(t.rate[0]) for t in trs])
     plan.nodes = np.concatenate([ranks, sw])

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netcore.schedule import DELAY, TRANSFER, Schedule
+from topo.arrays import unique
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def stream_of(template: Schedule) -> Stream | None:
     conn = src * g + dst
     keys, count = np.unique(conn, return_counts=True)
     csrc = keys // g
-    if len(np.unique(csrc)) != len(keys):  # a rank with two connections
+    if len(unique(csrc)) != len(keys):  # a rank with two connections
         return None
     if (count != count[0]).any():
         return None

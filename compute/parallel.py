@@ -27,6 +27,7 @@ import numpy as np
 
 from compute.model import TransformerConfig
 from topo.errors import InputError
+from topo.arrays import unique
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp8")
@@ -217,13 +218,13 @@ def place(par: ParallelConfig, n_hosts: int, host_group: np.ndarray | None = Non
         if bad.size:
             raise InputError(f"placement[{bad[0]}] = {p[bad[0]]}: host does not exist "
                              f"(hosts are 0..{n_hosts - 1})")
-        if len(np.unique(p)) != n:
+        if len(unique(p)) != n:
             raise InputError("placement: hosts must be distinct (one rank per host)")
         return p
     if placement == "packed":
         return order[:n].astype(np.int64)
     if placement == "spread":
-        groups = [order[grp[order] == gid] for gid in np.unique(grp)]
+        groups = [order[grp[order] == gid] for gid in unique(grp)]
         seq = []
         depth = max(len(g) for g in groups)
         for i in range(depth):

@@ -13,6 +13,7 @@ import numpy as np
 
 from compute.layers import CKIND
 from netcore.schedule import COMPUTE, DELAY, TRANSFER, Schedule
+from topo.arrays import union1d, unique
 
 
 def _union_len(s: np.ndarray, e: np.ndarray) -> float:
@@ -53,7 +54,7 @@ def _member_touch(schedule: Schedule, sel: np.ndarray, hosts: np.ndarray) -> dic
     for (s_, h), a, b in zip(pairs.tolist(), lo.tolist(), hi.tolist()):
         if b > a:
             out.setdefault(int(h), []).append(nodes[a:b])
-    return {h: np.unique(np.concatenate(v)) for h, v in out.items()}
+    return {h: unique(np.concatenate(v)) for h, v in out.items()}
 
 
 def summarize(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> dict:
@@ -63,7 +64,7 @@ def summarize(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> dict:
     x = schedule.extra
     rank, ck, tp_s = x["rank"], x["ckind"], x["tp_s"]
     comp = (schedule.kind == COMPUTE) & ok
-    sim_ranks = np.unique(rank[comp])
+    sim_ranks = unique(rank[comp])
     kinds = [k for k in CKIND if k not in ("compute", "sync")]
     exposed = {k: 0.0 for k in kinds}
     busy_total = 0.0
@@ -87,9 +88,9 @@ def summarize(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> dict:
     empty = np.zeros(0, np.int64)
     if schedule.has_members:
         # an aggregated transfer (network_detail auto) touches every member's hosts
-        hosts = np.unique(schedule.src[comp])
+        hosts = unique(schedule.src[comp])
         for h, ids in _member_touch(schedule, tr, hosts).items():
-            t_src[h] = np.union1d(t_src.get(h, empty), ids)
+            t_src[h] = union1d(t_src.get(h, empty), ids)
     for r in sim_ranks:
         cm = comp_of[int(r)]
         h = int(schedule.src[cm[0]])
@@ -97,7 +98,7 @@ def summarize(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> dict:
         busy = _union_len(cs, ce)
         tp_inside = float(tp_s[cm].sum())  # analytic TP time fused into compute nodes
         busy_total += busy - tp_inside
-        touch = np.union1d(t_src.get(h, empty), t_dst.get(h, empty))
+        touch = union1d(t_src.get(h, empty), t_dst.get(h, empty))
         tck = ck[touch]
         d = tpd_of.get(int(r), empty)
         comm = np.concatenate([touch[tck != CKIND["sync"]], d])

@@ -35,6 +35,7 @@ from netcore.members import SetBuilder
 from netcore.schedule import DELAY, TRANSFER, Schedule, connection_keys
 from netcore.schedule import COMPUTE as K_COMPUTE
 from topo.errors import InputError
+from topo.arrays import union1d, unique
 
 GRANULARITIES = ("op", "segment", "coarse")
 
@@ -57,15 +58,24 @@ class _Acc:
             self.labels.append(name)
         return self.labels.index(name)
 
+    DEFAULTS = {"dst": -1, "tag": -1, "size": 0, "duration": 0.0, "flops": 0.0, "mult": 1.0,
+                "tp_s": 0.0, "stream": 0, "mset": -1, "steps": 1}
+
     def add(self, k: int, **c) -> np.ndarray:
+        # called once per stamped stream (hundreds of thousands of times in a large MoE
+        # step): a scalar column is filled with np.full, which costs a fraction of
+        # broadcast_to + copy
         for name in self.COLS:
-            v = c.get(name, {"dst": -1, "tag": -1, "size": 0, "duration": 0.0, "flops": 0.0,
-                             "mult": 1.0, "tp_s": 0.0, "stream": 0, "mset": -1,
-                             "steps": 1}.get(name))
+            v = c.get(name, self.DEFAULTS.get(name))
             if v is None:
                 raise KeyError(name)
             a = np.asarray(v)
-            self.cols[name].append(np.broadcast_to(a, (k,)).copy() if a.shape != (k,) else a)
+            if a.shape == (k,):
+                self.cols[name].append(a)
+            elif a.ndim == 0:
+                self.cols[name].append(np.full(k, a))
+            else:
+                self.cols[name].append(np.broadcast_to(a, (k,)).copy())
         ids = np.arange(self.n, self.n + k, dtype=np.int64)
         self.n += k
         return ids
@@ -81,7 +91,7 @@ class _Acc:
         ch = np.concatenate(self.ech) if self.ech else np.zeros(0, np.int64)
         pa = np.concatenate(self.epa) if self.epa else np.zeros(0, np.int64)
         # drop duplicate edges, then CSR by child
-        key = np.unique(ch * self.n + pa)
+        key = unique(ch * self.n + pa)
         ch, pa = key // max(self.n, 1), key % max(self.n, 1)
         ptr = np.zeros(self.n + 1, dtype=np.int64)
         np.add.at(ptr, ch + 1, 1)
@@ -153,7 +163,7 @@ def fault_args(topology, faults) -> dict:
     # directed links 2i and 2i + 1 are physical link i
     scaleup = "scaleup" in layers and bool(
         (topology.link_layer[d // 2] == layers.index("scaleup")).any())
-    return {"faults": True, "fault_hosts": np.unique(ends[ends < topology.n_hosts]),
+    return {"faults": True, "fault_hosts": unique(ends[ends < topology.n_hosts]),
             "fault_scaleup": scaleup}
 
 
@@ -367,12 +377,12 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     n_grp = D // ep
     link_fold = located and agg and symmetry == "auto"
     sym = symmetry == "auto" and (not faults or link_fold)
-    bad_grp = np.unique(dp_i[faulty] // ep) if faulty.size else np.zeros(0, np.int64)
+    bad_grp = unique(dp_i[faulty] // ep) if faulty.size else np.zeros(0, np.int64)
     if link_fold:
         rank_of = np.full(n_hosts, -1, dtype=np.int64)
         rank_of[host] = np.arange(par.n_gpus)
         hit = rank_of[np.asarray(fault_hosts, dtype=np.int64)]
-        bad_grp = np.union1d(bad_grp, np.unique(dp_i[hit[hit >= 0]] // ep))
+        bad_grp = union1d(bad_grp, unique(dp_i[hit[hit >= 0]] // ep))
     good = np.setdiff1d(np.arange(n_grp), bad_grp)
     if sym and good.size:
         rep_dp = good[0] * ep + np.arange(D) % ep
@@ -381,7 +391,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     else:
         sym = False
         rep_dp = np.arange(D)
-    d_sim = np.unique(rep_dp)
+    d_sim = unique(rep_dp)
     t_sim = np.arange(1 if (tp_local and sym) else T)
     simulated = np.zeros(par.n_gpus, bool)
     simulated[grid[:, d_sim][:, :, :, t_sim].ravel()] = True
@@ -527,11 +537,15 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     def algo(op):
         return algos.get(op, algos.get("all_to_all")) if op == "all_to_all_v" else algos.get(op)
 
-    def stamp(op, nbytes, groups, ready, done, ckind, tag=-1, lab=None, tpl=None, sw=None):
+    def stamp(op, nbytes, groups, ready, done, ckind, tag=-1, lab=None, tpl=None, sw=None,
+              fold=1):
         """Run ``op`` on every row of ``groups`` (global ranks, shape (k, g)); its first transfers
         wait for ``ready`` nodes (k, g) and ``done`` nodes (k, g) wait for the transfers.
         In-network collectives (``tpl``, ``sw``: comm.innet_templates) address switch j of
-        row i as template endpoint g + j, i.e. ``sw[i, j]``."""
+        row i as template endpoint g + j, i.e. ``sw[i, j]``. ``fold``: rows come in runs of
+        ``fold`` copies of one collective at one time (the groups of one chain position);
+        under ``agg`` a collective with no stream form runs once per run, every template
+        transfer a member set over the run's copies."""
         k, g = groups.shape
         if tpl is None and comm.in_network(algos.get(op)):
             for rows, t_, sw_ in comm.innet_templates(op, int(nbytes), algos[op], host[groups],
@@ -559,6 +573,9 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             tpl = comm.template(op, g, _size(nbytes), algo(op))
         if tpl.n == 0:
             acc.edges(done, ready)
+            return
+        if agg and sw is None and fold > 1 and k % fold == 0:
+            stamp_folded(op, tpl, groups, ready, done, ckind, tag, lab, fold)
             return
         n = tpl.n
         hosts, granks = _with_switches(host[groups], groups, sw)
@@ -588,6 +605,53 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 touch = sinks
             acc.edges(done[:, lr:lr + 1], base + np.arange(k)[:, None] * n + touch[None, :])
 
+    def stamp_folded(op, tpl, groups, ready, done, ckind, tag, lab, fold):
+        """``stamp`` of a collective with no stream form (all-to-all) in the scalable form: one
+        instance per run of ``fold`` rows, each template transfer a member set over the run's
+        copies (the expert all-to-alls of every tensor rank at one chain position, on their own
+        rails). The copies move in lock step; a copy that routing leaves slower than the others
+        is split off by the flow engine (netcore/flow/uneven_split.py). An instance waits for
+        the distinct ready nodes of its copies, and their done nodes wait for it."""
+        k, g = groups.shape
+        inst, n = k // fold, tpl.n
+        hosts = host[groups].reshape(inst, fold, g)
+        is_tr = tpl.kind == TRANSFER
+        tsrc, tdst = tpl.src, np.maximum(tpl.dst, 0)
+
+        def sets_of(h):  # (fold, g) hosts of one run -> member set id per template node
+            ids = np.full(n, -1, dtype=np.int64)
+            for j in np.flatnonzero(is_tr):
+                ids[j] = acc.sets.add(h[:, tsrc[j]], h[:, tdst[j]])
+            return ids
+
+        same = (hosts == hosts[:1]).all()  # every chain position runs on the same groups
+        mset = np.tile(sets_of(hosts[0]), inst) if same else \
+            np.concatenate([sets_of(hosts[i]) for i in range(inst)])
+        base = acc.n
+        loc = np.tile(np.arange(n), inst)
+        first = np.repeat(np.arange(inst), n)
+        acc.add(inst * n, kind=np.tile(tpl.kind, inst), src=hosts[first, 0, tsrc[loc]],
+                dst=np.where(tpl.dst[loc] >= 0, hosts[first, 0, tdst[loc]], -1),
+                size=np.tile(tpl.size, inst), duration=np.tile(tpl.duration, inst), tag=tag,
+                label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
+                rank=groups.reshape(inst, fold, g)[first, 0, tsrc[loc]], ckind=ckind, stream=1,
+                mult=1.0, mset=mset)
+        ids = base + np.arange(inst)[:, None] * n  # (inst, 1): node of template node 0
+        cnt = np.diff(tpl.dep_ptr)
+        owner = np.repeat(np.arange(n), cnt)
+        acc.edges(ids + owner[None, :], ids + tpl.dep_idx[None, :])
+        rd, dn = ready.reshape(inst, fold, g), done.reshape(inst, fold, g)
+        roots = np.flatnonzero(cnt == 0)
+        for end in (tpl.src, np.where(tpl.dst >= 0, tpl.dst, tpl.src)):
+            acc.edges((ids + roots[None, :])[:, None, :], rd[:, :, end[roots]])
+        cptr, _ = tpl.children()
+        sinks = np.flatnonzero(np.diff(cptr) == 0)
+        for lr in range(g):
+            touch = sinks[(tpl.dst[sinks] == lr) | (tpl.src[sinks] == lr)]
+            if touch.size == 0:
+                touch = sinks
+            acc.edges(dn[:, :, lr][:, :, None], (ids + touch[None, :])[:, None, :])
+
     def stamp_stream(op, st, groups, ready, done, ckind, tag, lab):
         """``stamp`` of a ring-like collective in the scalable form: one transfer standing
         for every connection of every group (collectives.streams). It waits for the distinct
@@ -596,7 +660,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         hosts = host[groups]
         label = acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}")
         sid = acc.sets.add(hosts[:, st.src].ravel(), hosts[:, st.dst].ravel())
-        after = np.unique(ready)
+        after = unique(ready)
         if st.delay_s > 0:
             d = acc.add(1, kind=DELAY, src=hosts[0, st.src[0]], duration=st.delay_s, tag=tag,
                         label=acc.lab("step_latency"), rank=groups[0, st.src[0]], ckind=ckind,
@@ -607,7 +671,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                        size=st.nbytes, tag=tag, label=label, rank=groups[0, st.src[0]],
                        ckind=ckind, stream=1, mset=sid, steps=st.steps)
         acc.edges(node, after)
-        acc.edges(np.unique(done), node)
+        acc.edges(unique(done), node)
 
     d_all = np.arange(D)
     for s in range(P):
@@ -634,7 +698,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             kq = len(qs)
             G = np.repeat(groups[None], kq, axis=0).reshape(-1, groups.shape[1])
             qq = np.repeat(qs, len(groups))[:, None]
-            stamp(op, nbytes, G, node(G, qq - 1), node(G, qq), CKIND[group])
+            stamp(op, nbytes, G, node(G, qq - 1), node(G, qq), CKIND[group], fold=len(groups))
 
     def pp_sends_aggregated(s, sel, s2, q_send, q_recv, recv, mb):
         """One pipeline send per unit, standing for that send of every replica (and tensor
@@ -643,13 +707,13 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         for it, as the per-GPU form does."""
         coords = np.unravel_index(recv, grid.shape)  # (pp, dp, cp, tp) of each receiver
         live = simulated[rep[recv]] & np.isin(coords[1], d_sim)
-        for s_other in np.unique(s2):
+        for s_other in unique(s2):
             k = np.flatnonzero(s2 == s_other)
             send = grid[s_other, coords[1], coords[2], coords[3]]
             # one aggregated send per producing chain: replicas folded onto one chain move
             # together, a replica simulated on its own keeps its own sends
             prod = chain_base[rep[send]]
-            for p in np.unique(prod):
+            for p in unique(prod):
                 mem = np.flatnonzero(prod == p)
                 sid = acc.sets.add(host[send[mem]], host[recv[mem]])
                 ids = acc.add(len(k), kind=TRANSFER, src=host[send[mem[0]]],
@@ -658,7 +722,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                               mset=sid)
                 acc.edges(ids, p + q_send[k])
                 rl = recv[mem][live[mem]]
-                consumers = np.unique(chain_base[rep[rl]])
+                consumers = unique(chain_base[rep[rl]])
                 acc.edges(consumers[None, :] + q_recv[k][:, None], ids[:, None])
 
     # ---- pipeline send/recv between positions

@@ -29,6 +29,7 @@ import os
 import numpy as np
 
 from topo.errors import InputError
+from topo.arrays import unique
 
 BYTES_PER_TRANSFER = 1000
 BASE_BYTES = 400 << 20  # interpreter, compiled kernels, topology and routing tables
@@ -142,7 +143,7 @@ def mean_hops(topology, flows: list) -> float:
 
     n_hosts = topology.n_hosts
     k = min(len(flows), HOP_SAMPLE, max(HOP_SAMPLE_MIN, HOP_SAMPLE_WORK // topology.n_nodes))
-    at = np.unique(np.linspace(0, len(flows) - 1, k).astype(np.int64))
+    at = unique(np.linspace(0, len(flows) - 1, k).astype(np.int64))
     src, dst = [], []
     for i in at.tolist():
         f = flows[i]
@@ -156,7 +157,7 @@ def mean_hops(topology, flows: list) -> float:
         return 0.0
     src, dst = np.array(src), np.array(dst)
     routing = Routing(topology, "shortest", cache_bytes=0)
-    uniq = np.unique(dst)
+    uniq = unique(dst)
     # a few distance rows at a time: a row is 4 bytes per node (12 MB on a 3M-node chain)
     step = max(1, (64 << 20) // (4 * topology.n_nodes))
     total = 0

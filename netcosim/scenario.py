@@ -27,6 +27,7 @@ import numpy as np
 from netcosim import memory_guard
 from netcosim.units import is_int, short_repr
 from topo.errors import InputError
+from topo.arrays import unique
 
 TOP_KEYS = ("name", "description", "seed", "topology", "routing", "engine", "faults", "workload")
 ROUTING_KEYS = ("policy",)
@@ -473,7 +474,7 @@ def _reachable_by_distance(routing, src, dst, alive) -> np.ndarray:
     millions of links). Rows are taken a cache's worth at a time; the routing keeps the last
     ones for the run."""
     n = routing.topology.n_nodes
-    uniq = np.unique(dst)
+    uniq = unique(dst)
     step = max(1, routing.cache_bytes // (4 * n))
     mask = None if alive.all() else alive
     reach = np.zeros(len(src), dtype=bool)

@@ -27,6 +27,7 @@ import numpy as np
 
 from netcosim.units import is_int, parse_bytes, parse_us, short_repr
 from topo.errors import InputError
+from topo.arrays import unique
 
 
 @dataclass(frozen=True)
@@ -462,7 +463,7 @@ def _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where) -
         g = np.asarray(topology.host_group)[np.asarray(ranks)]
         cuts = np.flatnonzero(np.diff(g)) + 1
         runs = np.diff(np.concatenate([[0], cuts, [len(g)]]))
-        if len(np.unique(g)) == len(runs) and (runs == runs[0]).all() and runs[0] > 1:
+        if len(unique(g)) == len(runs) and (runs == runs[0]).all() and runs[0] > 1:
             opts["group_size"] = int(runs[0])
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topo.errors import InputError
+from topo.arrays import unique
 
 FIELD = "topology.reduce_gbps"
 
@@ -178,7 +179,7 @@ def _neighbours(topology, hosts, allowed: np.ndarray) -> list[np.ndarray]:
     out = []
     for h in hosts.tolist():
         nb = nbr[ptr[h]:ptr[h + 1]].astype(np.int64)
-        out.append(np.unique(nb[(nb >= topology.n_hosts) & allowed[nb]]))
+        out.append(unique(nb[(nb >= topology.n_hosts) & allowed[nb]]))
     return out
 
 
@@ -224,7 +225,7 @@ def trees(topology, hosts, algorithm: str) -> list[Tree]:
     for p in range(planes):
         first = np.array([x[p] for x in nb], dtype=np.int64)
         if algorithm == "nvls":
-            u = np.unique(first)
+            u = unique(first)
             if len(u) > 1:
                 a = int(hosts[np.flatnonzero(first == u[0])[0]])
                 b = int(hosts[np.flatnonzero(first == u[1])[0]])
@@ -244,7 +245,7 @@ def trees(topology, hosts, algorithm: str) -> list[Tree]:
 
 
 def _sharp_tree(t, hosts, leaf_of, capable) -> Tree:
-    leaves = np.unique(leaf_of)
+    leaves = unique(leaf_of)
     bad = leaves[~capable[leaves]]
     bw = t.reduce_bw
     if bad.size:

@@ -33,6 +33,7 @@ import numpy as np
 
 from topo import _routing as _k
 from topo.errors import InputError
+from topo.arrays import unique
 
 POLICIES = ("shortest", "ecmp", "dmodk", "dor", "spray", "valiant", "adaptive")
 # Distance rows kept per Routing object (all alive masks together). 512 MiB holds the full
@@ -208,7 +209,7 @@ class Routing:
         """int32 (len(dsts), n_nodes): hops from every node to each destination, -1 unreachable."""
         dsts = self._nodes(dsts, "dsts")
         key, alive8 = self._alive(alive)
-        got = self._rows(np.unique(dsts), key, alive8)
+        got = self._rows(unique(dsts), key, alive8)
         if got is None:  # more rows than the cache budget: compute straight into the answer
             out = np.empty((len(dsts), self._n), dtype=np.int32)
             self._bfs(dsts, alive8, out)
@@ -221,9 +222,9 @@ class Routing:
         the routing table ahead of the first :meth:`paths` call, without returning a copy."""
         dsts = self.topology.hosts if dsts is None else self._nodes(dsts, "dsts")
         key, alive8 = self._alive(alive)
-        if self._rows(np.unique(dsts), key, alive8) is None:
+        if self._rows(unique(dsts), key, alive8) is None:
             raise RoutingError(f"routing.cache_bytes = {self.cache_bytes}: too small for "
-                               f"{len(np.unique(dsts))} rows of {self._n * 4} bytes")
+                               f"{len(unique(dsts))} rows of {self._n * 4} bytes")
 
     def cache_clear(self) -> None:
         self._tables.clear()
@@ -300,7 +301,7 @@ class Routing:
     def _by_destination(self, dst, key, alive8, fn) -> Paths:
         """``fn(idx, rows, row_of_flow)`` over groups of flows (idx None: all flows) whose
         destination rows fit the cache budget together; results merged in flow order."""
-        uniq = np.unique(dst)
+        uniq = unique(dst)
         got = self._rows(uniq, key, alive8)
         if got is not None:
             rows, row_of = got
@@ -353,7 +354,7 @@ class Routing:
     def _single_anchored(self, src, dst, fid, key, alive8, mode) -> Paths:
         """Single-path walks to host destinations through their anchors' rows, in groups of
         destinations whose anchors' rows fit the cache budget together."""
-        uniq = np.unique(dst)
+        uniq = unique(dst)
         deg = self._ptr[uniq + 1] - self._ptr[uniq]
         pos = spans(self._ptr[uniq], deg)
         live = alive8[self._dl[pos] ^ 1].astype(bool)  # the anchor's link towards the host

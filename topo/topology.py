@@ -22,6 +22,7 @@ SWITCH = 1
 
 
 from topo.errors import InputError
+from topo.arrays import unique
 
 
 class TopologyError(InputError):
@@ -113,7 +114,7 @@ class Topology:
                                 f"link with the summed bandwidth)")
         if self.n_hosts > 1 or self.n_switches > 0:
             comp = self.components()
-            if len(np.unique(comp)) > 1:
+            if len(unique(comp)) > 1:
                 lone = int(np.flatnonzero(comp != comp[0])[0])
                 raise TopologyError(f"the fabric is disconnected: node {lone} cannot reach node 0")
 

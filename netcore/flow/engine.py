@@ -16,6 +16,7 @@ from netcore.result import Result
 from netcore.schedule import TRANSFER
 from topo.errors import InputError
 from topo.faults import DOWN
+from topo.arrays import union1d, unique
 
 _COMPILE_S: float | None = None
 
@@ -209,7 +210,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
         fi += 1
     alive = st.factor > 0
     if touched:
-        tl = np.unique(np.array(touched, dtype=np.int64))
+        tl = unique(np.array(touched, dtype=np.int64))
         st.LF[K.CAP, tl] = st.bw[tl] * st.factor[tl]
         st.seed_links(tl)
         died = tl[was_alive[tl] & ~alive[tl]]
@@ -223,17 +224,17 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
         wait = st.waiting_hitting(~alive)
         if any_up:
             moved = np.flatnonzero(st.moved & (st.NI[:, K.STATE] == K.WAIT))
-            wait = np.union1d(wait, moved)
+            wait = union1d(wait, moved)
             unr = np.flatnonzero((st.NI[:, K.KIND] == TRANSFER) & (st.NI[:, K.STATE] == K.WAIT) &
                                  (st.NI[:, K.PLEN] < 0))
-            wait = np.union1d(wait, unr)
+            wait = union1d(wait, unr)
         if len(wait):
             st.assign(wait, _route(routing, st, wait, alive))
             st.moved[wait] = True
             st.fit_slots()
     due = reroute_at.pop(t, None)
     if due:
-        flows = np.unique(np.concatenate(due))
+        flows = unique(np.concatenate(due))
         flows = flows[st.NI[flows, K.STATE] == K.STALLED]
         if len(flows):
             st.reroutes[flows] += 1

@@ -18,6 +18,7 @@ from netcore.flow.member_routing import route_members
 from netcore.members import MemberSets
 from netcore.schedule import TRANSFER, Schedule, connection_keys
 from topo.routing import spans
+from topo.arrays import unique
 
 
 def affected_members(schedule: Schedule, routing, faults) -> np.ndarray | None:
@@ -27,7 +28,7 @@ def affected_members(schedule: Schedule, routing, faults) -> np.ndarray | None:
         return None
     ms = schedule.sets
     t = schedule.kind == TRANSFER
-    pos = ms.positions(np.unique(schedule.mset[t & (schedule.mset >= 0)]))
+    pos = ms.positions(unique(schedule.mset[t & (schedule.mset >= 0)]))
     p = route_members(routing, ms, pos)
     faulted = np.zeros(routing.topology.n_dlinks, bool)
     faulted[np.asarray(faults.dlink, dtype=np.int64)] = True
@@ -45,7 +46,7 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
     ms = schedule.sets
     n = schedule.n
     owner = np.repeat(np.arange(ms.n_sets), ms.sizes)
-    hit_sets = np.unique(owner[affected])
+    hit_sets = unique(owner[affected])
     # per hit set: the unaffected members as a new set (or none), the affected ones listed
     new_ptr, new_src, new_dst = [ms.ptr], [ms.src], [ms.dst]
     keep_set = np.arange(ms.n_sets, dtype=np.int64)  # the set a node of set s keeps

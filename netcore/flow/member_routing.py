@@ -25,6 +25,7 @@ import numpy as np
 from netcore.schedule import TRANSFER, connection_keys
 from topo._routing import hash3
 from topo.routing import Paths, _merge
+from topo.arrays import unique
 
 def _alive_states(n_dlinks: int, faults) -> list[np.ndarray]:
     """The alive masks the engine can route with: all up, then the mask after each fault
@@ -68,11 +69,11 @@ class MemberRouting:
         self.mset = schedule.mset
         tr = np.flatnonzero(schedule.kind == TRANSFER)
         self.single = tr[self.mset[tr] < 0]
-        used = np.unique(self.mset[tr][self.mset[tr] >= 0])
+        used = unique(self.mset[tr][self.mset[tr] >= 0])
         self.used_sets = used
         self._cache: dict = {}
         self.states = _alive_states(self.L, faults)
-        faulted = np.unique(np.asarray(faults.dlink, dtype=np.int64))
+        faulted = unique(np.asarray(faults.dlink, dtype=np.int64))
         self.rep = np.arange(self.L, dtype=np.int64)
         self.n_classes = self.n_used_links = 0
         set_paths = self._build_quotient(used, faulted)
@@ -161,7 +162,7 @@ class MemberRouting:
             # users whose path touches a faulted link: add every path they may take later
             cnt = np.diff(p.ptr)
             owner = np.repeat(np.arange(len(ids)), cnt)
-            hit = np.unique(owner[dead_any[np.asarray(p.link, dtype=np.int64)]])
+            hit = unique(owner[dead_any[np.asarray(p.link, dtype=np.int64)]])
             if hit.size:
                 for alive in self.states:
                     q = route(ids[hit], alive)

@@ -13,6 +13,7 @@ from netcore.packet import limits
 from netcore.packet.options import L3L4_HEADER, check_options
 from netcore.result import Result
 from netcore.schedule import TRANSFER, Schedule
+from topo.arrays import unique
 
 _TRANSPORT_ID = {"ideal": 0, "tcp": 1, "dctcp": 2, "dcqcn": 3}
 PS = 1e12  # picoseconds per second
@@ -91,7 +92,7 @@ class _Router:
         t = schedule.kind == TRANSFER
         self.transfers = np.flatnonzero(t).astype(np.int32)
         # ACKs and CNPs travel back to the sender: both ends are destinations
-        ends = np.unique(np.concatenate([schedule.src[t], schedule.dst[t]]))
+        ends = unique(np.concatenate([schedule.src[t], schedule.dst[t]]))
         self.dsts = ends.astype(np.int32)
         self.row = np.full(topology.n_nodes, -1, dtype=np.int32)
         self.row[self.dsts] = np.arange(len(self.dsts), dtype=np.int32)

@@ -15,6 +15,7 @@ import numpy as np
 
 from netcore.schedule import Schedule
 from topo.errors import InputError
+from topo.arrays import unique
 
 POINTS = 8
 # the kinds of curve, in the order of the (kinds, replicas, POINTS) array
@@ -52,7 +53,7 @@ def _sizes(lo: float, hi: float) -> np.ndarray:
     lo, hi = max(1.0, float(lo)), max(2.0, float(hi))
     if hi <= lo:
         hi = lo * 2
-    return np.unique(np.round(np.geomspace(lo, hi, POINTS))).astype(np.int64)
+    return unique(np.round(np.geomspace(lo, hi, POINTS))).astype(np.int64)
 
 
 def check_faults_at_start(faults) -> None:
@@ -116,8 +117,8 @@ def measure(topology, routing, faults, engine: str, seed: int, hosts: np.ndarray
                                      f"are cut apart by the link faults)")
                 times[r, j] = max(times[r, j], float(end.max()))
         log_t[ki] = np.log(np.maximum(times, 1e-12))
-        report[kind] = {"bytes": [int(x) for x in sz[:len(np.unique(sz))]],
-                        "seconds_replica0": [float(x) for x in times[0, :len(np.unique(sz))]]}
+        report[kind] = {"bytes": [int(x) for x in sz[:len(unique(sz))]],
+                        "seconds_replica0": [float(x) for x in times[0, :len(unique(sz))]]}
     return log_s, log_t, report
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from netcore.schedule import Schedule
 from netcosim.inference.fabric import POINTS, _sizes, check_faults_at_start, curve_time
 from topo.errors import InputError
+from topo.arrays import unique
 
 
 def gpu_pairs(p_replica: np.ndarray, d_replica: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,7 +60,7 @@ def measure(topology, routing, faults, engine: str, seed: int, p_hosts: np.ndarr
                                      f"decode replica {d} cannot complete (their GPUs are cut "
                                      f"apart by the link faults)")
                 times[p, d, j] = float(end.max())
-    u = len(np.unique(sz))
+    u = len(unique(sz))
     report = {"bytes_per_gpu_pair": [int(x) for x in sz[:u]],
               "seconds_prefill0_to_decode0": [float(x) for x in times[0, 0, :u]],
               "gpu_pairs": int(len(gpu_pairs(p_hosts[0], d_hosts[0])[0]))}

@@ -49,6 +49,7 @@ from netcore.schedule import COMPUTE, DELAY, TRANSFER, Schedule, ScheduleError
 from netcosim.interop import chakra_pb2 as pb
 from netcosim.interop.chakra_reader import RankTrace, attrs, read_trace
 from topo.errors import InputError
+from topo.arrays import unique
 
 # Chakra CollectiveCommType -> netcosim collective op ("barrier" is handled here).
 COMM_OPS = {
@@ -645,7 +646,7 @@ def _build(out: _Out) -> Schedule:
     child = np.asarray(out.child, dtype=np.int64)
     parent = np.asarray(out.parent, dtype=np.int64)
     if child.size:
-        key = np.unique(child * max(n, 1) + parent)
+        key = unique(child * max(n, 1) + parent)
         child, parent = key // max(n, 1), key % max(n, 1)
     counts = np.bincount(child, minlength=n) if n else np.zeros(0, dtype=np.int64)
     return Schedule(

@@ -31,6 +31,7 @@ from netcore.schedule import DELAY, TRANSFER, Schedule
 from netcosim.interop import chakra_pb2 as pb
 from netcosim.interop.chakra_reader import frame
 from topo.errors import InputError
+from topo.arrays import unique
 
 SCHEMA_VERSION = "0.0.4"  # Chakra's GlobalMetadata.version for this node schema
 
@@ -86,7 +87,7 @@ def _dependencies(s: Schedule, node, rank, nid, start):
     # distinct child/parent pair, as a dependency, not per duplicate)
     found = np.zeros(len(ch), dtype=bool)
     found[e_edge[hit]] = True
-    lost = np.unique(ch[~found] * max(s.n, 1) + pa[~found]).size
+    lost = unique(ch[~found] * max(s.n, 1) + pa[~found]).size
     ev, dep = e_ev[hit], nid[sk][at][hit]
     o = np.argsort(ev, kind="stable")  # per event, parents in the schedule's edge order
     ptr = np.zeros(n_ev + 1, dtype=np.int64)

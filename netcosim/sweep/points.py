@@ -18,6 +18,7 @@ import numpy as np
 from netcosim.scenario import Scenario, apply_override
 from netcosim.sweep.spec import MAX_POINTS, Block, SweepSpec
 from topo.errors import InputError
+from topo.arrays import unique
 
 
 @dataclass
@@ -136,7 +137,7 @@ def sample_points(spec: SweepSpec, per_block: int) -> list[Point]:
         if n <= per_block:
             at = np.arange(n)
         else:
-            at = np.unique(np.linspace(0, n - 1, per_block).round().astype(np.int64))
+            at = unique(np.linspace(0, n - 1, per_block).round().astype(np.int64))
         if block.mode == "sample":
             sizes = [len(a.values) for a in block.axes]
             flat = sampled(block)[at]

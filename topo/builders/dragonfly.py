@@ -32,6 +32,7 @@ import numpy as np
 from topo.builders._check import as_int, as_number, check_size
 from topo.errors import InputError
 from topo.topology import Topology, gbps, us
+from topo.arrays import unique
 
 LAYERS = ("edge", "local", "global")
 
@@ -132,8 +133,8 @@ def _diameter(g: int, a: int, h: int, m: int, n_hosts: int) -> int:
     # is 3 router hops apart iff neither router owns a channel towards the other group.
     c = np.arange(m) * (g - 1)
     for r in range(g - 1):
-        src = np.unique((r + c) // h)
-        dst = np.unique((g - 2 - r + c) // h)
+        src = unique((r + c) // h)
+        dst = unique((g - 2 - r + c) // h)
         if len(src) < a and len(dst) < a:
             return 5
     return 4
