@@ -602,6 +602,11 @@ class Estimator:
             out[group] = out.get(group, 0.0) + t
         return out
 
+    def tp_local(self, par: ParallelConfig) -> bool:
+        """Whether the layout's tensor parallelism stays inside a scale-up domain and is priced
+        there (analytically), as the step generator's ``tp_comm = "auto"`` decides."""
+        return self._placement(par)[3]
+
     def lower_bound(self, par: ParallelConfig) -> float:
         """The estimated step time with every network term left out (no routing): no
         layout's ``estimate(par).step_time_s`` is below it, since each network term only
@@ -610,7 +615,7 @@ class Estimator:
 
     def estimate(self, par: ParallelConfig, network: bool = True) -> Estimate:
         m = self.m
-        st = self._structure(par) if network else {"tp_local": self._placement(par)[3]}
+        st = self._structure(par) if network else {"tp_local": self.tp_local(par)}
         pr = self._layer_prices(par, st)
         (f_busy, f_net), (b_busy, b_net) = pr["layer"]
         f_n = self._net_seconds(f_net, par, st)

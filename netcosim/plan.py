@@ -285,18 +285,28 @@ def simulate_one(index: int, data: dict) -> dict:
 
 # =========================================================================== sweeps
 def checkable(data: dict) -> dict:
-    """A sweep point with ``parallel = "best"`` as the scenario ``Checker`` can build: a
-    feasible layout filled in, the one of the least estimate without network terms
-    (``Estimator.lower_bound``: no routing, so checking a 32,768-GPU point stays cheap; the
-    search itself runs with the point)."""
+    """A sweep point with ``parallel = "best"`` as the scenario ``Checker`` can build (the
+    search itself runs with the point): a feasible layout, cut down to one micro-batch per
+    pipeline without interleaving so that the step it builds stays small. The check is about
+    the fabric and the workload's settings (algorithms, in-network reduction, faults), which
+    every layout shares; a full step of a mixture-of-experts layout on 1,024 GPUs can take
+    more than 6 GB to build. The layout is the one of the least estimate without network terms
+    (``Estimator.lower_bound``: no routing, so checking a 32,768-GPU point stays cheap) among
+    those without tensor parallelism on the network when there are any (per-layer network
+    collectives are what that bound leaves out)."""
     from netcosim.scenario import Scenario
 
     sc = Scenario.from_dict(data, default_name="sweep")
     spec = plan_spec(sc)
     topology = sc.build_topology()
     enum, est = candidates(spec, topology, sc.build_routing(topology), estimate=False)
-    best = min(enum.candidates, key=lambda c: est.lower_bound(c.par))
-    return layout_data(spec, best)
+    pool = [c for c in enum.candidates if c.layout.tp == 1 or est.tp_local(c.par)]
+    best = min(pool or enum.candidates, key=lambda c: est.lower_bound(c.par))
+    out = layout_data(spec, best)
+    par = out["workload"]["parallel"]
+    par["vp"] = 1
+    par["global_batch"] = par["micro_batch"] * par["dp"]
+    return out
 
 
 def resolve_best(data: dict) -> tuple[dict, dict]:
