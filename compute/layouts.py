@@ -595,7 +595,9 @@ class Estimator:
             rate, lat = rl
             g = {"tp": par.tp, "cp": par.cp, "ep": par.ep}[group]
             if group == "ep":
-                t = (g - 1) * (nbytes / g / rate) + lat
+                # every rank sends nbytes/g to each of the g-1 others at once; ``rate`` is
+                # per connection, with the g-1 connections sharing a link already counted
+                t = nbytes / g / rate + lat
             else:
                 # a CP all-gather moves the whole gathered buffer's (g-1)/g per rank
                 t = ring_time(op, g, nbytes, rate, lat)

@@ -142,6 +142,28 @@ def test_pruned_estimates_choose_what_full_estimates_choose(model, topology, rou
         assert sum(c.estimate is None for c in cands) > 0, "nothing pruned"
 
 
+@pytest.mark.parametrize("g", [2, 4, 8])
+def test_expert_all_to_all_estimate_equals_the_flow_engine(g):
+    """An expert all-to-all of g ranks: each rank sends B/g to each of the g-1 others at once.
+    ``NetRates.all_pairs`` gives the per-connection rate with the g-1 connections sharing a
+    link already counted, so the time is (B/g)/rate (it was counted g-1 times over)."""
+    import collectives
+    from netcore.api import simulate
+    from topo.builders import build
+    from topo.routing import Routing
+
+    topo = build("fullflat", {"n_gpus": 16, "planes": 1, "switch_radix": 64}, where="t")
+    routing = Routing(topo, "ecmp")
+    est = layouts.Estimator(SMALL_MOE, "h100_sxm", topo, routing)
+    par = ParallelConfig(global_batch=16, ep=g, dp=16)
+    st = {"ep": est.net.all_pairs(np.arange(16).reshape(-1, g))}
+    nbytes = 64 << 20
+    t_est = est._net_seconds([("ep", "all_to_all", nbytes)], par, st)["ep"]
+    sched = collectives.build("all_to_all", "direct", list(range(g)), nbytes)
+    t_flow = float(np.max(simulate(topo, sched, routing, engine="flow").end))
+    assert t_est == pytest.approx(t_flow, rel=0.01)
+
+
 def test_net_rates_see_ecmp_collisions():
     """Connections that share a link get its capacity divided between them."""
     from topo.builders import build
