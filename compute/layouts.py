@@ -495,6 +495,7 @@ class Estimator:
         self.net = NetRates(topology, routing, default_Bps)
         self._layers: dict = {}
         self._struct: dict = {}
+        self._place: dict = {}
         self.spec = self.spec0
         self.has_scaleup = True
         if topology is not None:
@@ -510,11 +511,11 @@ class Estimator:
                         self.spec = replace(self.spec0, scaleup_GBps=fab)
 
     # ---------------------------------------------------------------- structure of a layout
-    def _structure(self, par: ParallelConfig) -> dict:
-        """Placement-dependent facts of (tp, cp, pp, dp, ep): whether TP is local, and the
-        rates of every collective kind, every group at once."""
+    def _placement(self, par: ParallelConfig) -> tuple:
+        """(host of every rank, rank grid, TP groups' hosts, whether TP is local) of (tp, cp,
+        pp, dp, ep): no routing, cheap."""
         key = (par.tp, par.cp, par.pp, par.dp, par.ep)
-        hit = self._struct.get(key)
+        hit = self._place.get(key)
         if hit is not None:
             return hit
         n = par.n_gpus
@@ -524,12 +525,24 @@ class Estimator:
               else np.zeros(n_hosts, np.int64))
         host = place(par, n_hosts, hg, "packed")
         grid = rank_grid(par)  # (pp, dp, cp, tp)
-        T, C, P, D = par.tp, par.cp, par.pp, par.dp
+        T = par.tp
         tp_groups = host[grid.reshape(-1, T)]
         same = bool(np.all(hg[tp_groups] == hg[tp_groups[:, :1]]))
         dom = int(np.bincount(hg).max()) if hg.size else 1
         tp_local = (T > 1 and self.has_scaleup and same and
                     dom <= max(self.spec.scaleup_domain, T))
+        self._place[key] = out = (host, grid, tp_groups, tp_local)
+        return out
+
+    def _structure(self, par: ParallelConfig) -> dict:
+        """Placement-dependent facts of (tp, cp, pp, dp, ep): whether TP is local, and the
+        rates of every collective kind, every group at once."""
+        key = (par.tp, par.cp, par.pp, par.dp, par.ep)
+        hit = self._struct.get(key)
+        if hit is not None:
+            return hit
+        host, grid, tp_groups, tp_local = self._placement(par)
+        T, C, P, D = par.tp, par.cp, par.pp, par.dp
         out = {"tp_local": tp_local}
         net = self.net
         out["dp"] = net.ring(host[grid.transpose(0, 2, 3, 1).reshape(-1, D)]) if D > 1 else None
@@ -543,7 +556,6 @@ class Estimator:
         if P > 1:
             # every stage sends to the next at once (steady state): stage s -> s + 1
             out["pp"] = net.pairs(host[grid[:-1]].ravel(), host[grid[1:]].ravel())
-            out["pp_wrap"] = net.pairs(host[grid[-1]].ravel(), host[grid[0]].ravel())
         else:
             out["pp"] = None
         self._struct[key] = out
@@ -583,16 +595,29 @@ class Estimator:
             rate, lat = rl
             g = {"tp": par.tp, "cp": par.cp, "ep": par.ep}[group]
             if group == "ep":
-                t = (g - 1) * (nbytes / g / rate) + lat
+                # every rank sends nbytes/g to each of the g-1 others at once; ``rate`` is
+                # per connection, with the g-1 connections sharing a link already counted
+                t = nbytes / g / rate + lat
             else:
                 # a CP all-gather moves the whole gathered buffer's (g-1)/g per rank
                 t = ring_time(op, g, nbytes, rate, lat)
             out[group] = out.get(group, 0.0) + t
         return out
 
-    def estimate(self, par: ParallelConfig) -> Estimate:
+    def tp_local(self, par: ParallelConfig) -> bool:
+        """Whether the layout's tensor parallelism stays inside a scale-up domain and is priced
+        there (analytically), as the step generator's ``tp_comm = "auto"`` decides."""
+        return self._placement(par)[3]
+
+    def lower_bound(self, par: ParallelConfig) -> float:
+        """The estimated step time with every network term left out (no routing): no
+        layout's ``estimate(par).step_time_s`` is below it, since each network term only
+        adds time (``estimate_top``)."""
+        return self.estimate(par, network=False).step_time_s
+
+    def estimate(self, par: ParallelConfig, network: bool = True) -> Estimate:
         m = self.m
-        st = self._structure(par)
+        st = self._structure(par) if network else {"tp_local": self.tp_local(par)}
         pr = self._layer_prices(par, st)
         (f_busy, f_net), (b_busy, b_net) = pr["layer"]
         f_n = self._net_seconds(f_net, par, st)
@@ -616,7 +641,9 @@ class Estimator:
         bubble = (float(stage.sum()) - t_max) / V
         pipe = M * t_max + bubble + 2 * (P * V - 1) * t_send
         # data parallel: gradients reduced in buckets behind the last micro-batch's backward
-        n_local = max(params_per_stage(m, par))
+        # the busiest stage's parameters (cached per tp, pp, vp, ep: the same figures as
+        # memory.params_per_stage, which depends on nothing else here)
+        n_local = float(_stage_params(m, par.pp, par.vp, par.tp, par.ep)[1].max())
         exposed = {}
         if f_n or b_n:
             for k in set(f_n) | set(b_n):
@@ -686,6 +713,36 @@ def choose(cands: list, n: int, objective: str = "step_time") -> list:
     return out
 
 
+def estimate_top(cands: list, est: Estimator, n: int, objective: str = "step_time") -> list:
+    """Estimate just enough of ``cands`` for ``choose(cands, n, objective)``: the same choice
+    as estimating every candidate, with most of the fabric routing skipped.
+
+    Every candidate gets the cheap ``lower_bound`` (no routing); then, in lower-bound order,
+    full estimates until the next lower bound exceeds the n-th best step time among the
+    shapes estimated so far: no candidate left can then enter the choice (its estimate is at
+    least its lower bound). References are estimated too (``choose`` adds them). Returns
+    the estimated candidates in their original order; the others keep ``estimate = None``.
+    At a fixed GPU count and global batch every objective orders layouts by step time.
+    """
+    objective_key(objective)  # a bad objective is refused here too
+    lb = np.array([est.lower_bound(c.par) for c in cands])
+    best: dict = {}  # shape -> best estimated step time
+    for i in np.argsort(lb, kind="stable"):
+        if len(best) >= n:
+            bound = sorted(best.values())[n - 1]
+            if lb[i] > bound * (1 + 1e-9):
+                break
+        c = cands[i]
+        c.estimate = est.estimate(c.par)
+        t = c.estimate.step_time_s
+        if t < best.get(c.layout.shape, math.inf):
+            best[c.layout.shape] = t
+    for c in cands:
+        if c.reference and c.estimate is None:
+            c.estimate = est.estimate(c.par)
+    return [c for c in cands if c.estimate is not None]
+
+
 def validate_layout(model, par: ParallelConfig, n_gpus: int) -> ParallelConfig:
     """``compute.parallel.validate`` (the guard a simulated layout passes again)."""
     return validate(get_model(model), par, n_gpus)
@@ -693,4 +750,5 @@ def validate_layout(model, par: ParallelConfig, n_gpus: int) -> ParallelConfig:
 
 __all__ = ["Candidate", "Enumeration", "Estimate", "Estimator", "LAYOUT_FIELDS", "Layout",
            "NetRates", "OBJECTIVES", "REASONS", "REFERENCES", "SEARCHED", "check_fixed",
-           "choose", "divisors", "enumerate_layouts", "objective_key", "ring_time"]
+           "choose", "divisors", "enumerate_layouts", "estimate_top", "objective_key",
+           "ring_time"]

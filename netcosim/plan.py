@@ -146,8 +146,14 @@ def layout_data(spec: PlanSpec, cand: layouts.Candidate) -> dict:
 
 
 # =========================================================================== the search
-def candidates(spec: PlanSpec, topology, routing):
-    """(Enumeration with estimates, Estimator) for the spec on a built fabric."""
+def candidates(spec: PlanSpec, topology, routing, prune: int | None = None,
+               estimate: bool = True):
+    """(Enumeration with estimates, Estimator) for the spec on a built fabric.
+
+    ``prune = n``: estimate only what choosing the n layouts to simulate needs
+    (``layouts.estimate_top``: the same choice, much of the routing skipped); the other
+    candidates keep ``estimate = None``. Sweeps use it; ``netcosim plan`` estimates every
+    layout for its plan.csv. ``estimate = False``: none is estimated."""
     from netcosim.workload_kinds.training import MemoryInfeasible
 
     wl = spec.data["workload"]
@@ -177,27 +183,34 @@ def candidates(spec: PlanSpec, topology, routing):
             f"{enum.capacity_bytes / 1e9:.1f} GB", {"total_GB": round(mem / 1e9, 3),
                                                     "capacity_GB": enum.capacity_bytes / 1e9})
     est = layouts.Estimator(wl["model"], wl["gpu"], topology, routing)
+    if not estimate:
+        return enum, est
+    if prune is not None:
+        layouts.estimate_top(enum.candidates, est, prune, spec.objective)
+        return enum, est
     for c in enum.candidates:
         c.estimate = est.estimate(c.par)
     return enum, est
 
 
 def search(spec: PlanSpec, scenario, backend=None, progress: bool = False,
-           desc: str = "plan") -> PlanResult:
+           desc: str = "plan", prune: bool = False) -> PlanResult:
     """Enumerate, estimate, simulate the chosen layouts (``backend``: a sweep Backend; None
-    runs them here), rank."""
+    runs them here), rank. ``prune``: estimate only what the choice needs (``candidates``);
+    the result's rows then hold the estimated layouts only (est_rank among them)."""
     t0 = time.perf_counter()
     topology = scenario.build_topology()
     routing = scenario.build_routing(topology)
     t1 = time.perf_counter()
-    enum, est = candidates(spec, topology, routing)
+    enum, est = candidates(spec, topology, routing, spec.top if prune else None)
     t2 = time.perf_counter()
     key = layouts.objective_key(spec.objective)
-    order = sorted(enum.candidates, key=lambda c: key(c.estimate.step_time_s, c.estimate.mfu,
-                                                      c.estimate.tokens_per_s))
+    estimated = [c for c in enum.candidates if c.estimate is not None]
+    order = sorted(estimated, key=lambda c: key(c.estimate.step_time_s, c.estimate.mfu,
+                                                c.estimate.tokens_per_s))
     rows = [Row(c, i + 1) for i, c in enumerate(order)]
     by_id = {id(r.cand): r for r in rows}
-    chosen = [by_id[id(c)] for c in layouts.choose(enum.candidates, spec.top, spec.objective)]
+    chosen = [by_id[id(c)] for c in layouts.choose(estimated, spec.top, spec.objective)]
     items = [(i, layout_data(spec, r.cand)) for i, r in enumerate(chosen)]
     results = run_layouts(items, backend, progress, desc)
     for (i, _), res in zip(items, results):
@@ -272,18 +285,28 @@ def simulate_one(index: int, data: dict) -> dict:
 
 # =========================================================================== sweeps
 def checkable(data: dict) -> dict:
-    """A sweep point with ``parallel = "best"`` as the scenario ``Checker`` can build: the
-    best-estimated layout filled in (the search itself runs with the point)."""
+    """A sweep point with ``parallel = "best"`` as the scenario ``Checker`` can build (the
+    search itself runs with the point): a feasible layout, cut down to one micro-batch per
+    pipeline without interleaving so that the step it builds stays small. The check is about
+    the fabric and the workload's settings (algorithms, in-network reduction, faults), which
+    every layout shares; a full step of a mixture-of-experts layout on 1,024 GPUs can take
+    more than 6 GB to build. The layout is the one of the least estimate without network terms
+    (``Estimator.lower_bound``: no routing, so checking a 32,768-GPU point stays cheap) among
+    those without tensor parallelism on the network when there are any (per-layer network
+    collectives are what that bound leaves out)."""
     from netcosim.scenario import Scenario
 
     sc = Scenario.from_dict(data, default_name="sweep")
     spec = plan_spec(sc)
     topology = sc.build_topology()
-    enum, _ = candidates(spec, topology, sc.build_routing(topology))
-    key = layouts.objective_key(spec.objective)
-    best = min(enum.candidates, key=lambda c: key(c.estimate.step_time_s, c.estimate.mfu,
-                                                  c.estimate.tokens_per_s))
-    return layout_data(spec, best)
+    enum, est = candidates(spec, topology, sc.build_routing(topology), estimate=False)
+    pool = [c for c in enum.candidates if c.layout.tp == 1 or est.tp_local(c.par)]
+    best = min(pool or enum.candidates, key=lambda c: est.lower_bound(c.par))
+    out = layout_data(spec, best)
+    par = out["workload"]["parallel"]
+    par["vp"] = 1
+    par["global_batch"] = par["micro_batch"] * par["dp"]
+    return out
 
 
 def resolve_best(data: dict) -> tuple[dict, dict]:
@@ -292,7 +315,7 @@ def resolve_best(data: dict) -> tuple[dict, dict]:
     from netcosim.scenario import Scenario
 
     sc = Scenario.from_dict(data, default_name="sweep")
-    res = search(plan_spec(sc), sc, backend=None)
+    res = search(plan_spec(sc), sc, backend=None, prune=True)
     if res.best is None:
         first = res.simulated[0] if res.simulated else None
         raise InputError(f"workload: every simulated layout failed"

@@ -108,6 +108,62 @@ def test_estimate_is_close_to_the_flow_engine(tmp_path):
         assert e.step_time_s == pytest.approx(s["step_time_s"], rel=0.10), lay
 
 
+SMALL_MOE = {**SMALL_MODEL, "experts": 8, "top_k": 2, "name": "small-moe"}
+
+
+@pytest.mark.parametrize("model,topology,routing", [
+    (SMALL_MODEL, {"kind": "two_tier", "nodes": 8, "gpus_per_node": 8, "nic_gbps": 400},
+     "ecmp"),
+    (SMALL_MOE, {"kind": "two_tier", "nodes": 4, "gpus_per_node": 16, "nic_gbps": 200},
+     "ecmp"),
+    (SMALL_MOE, {"kind": "fullflat", "n_gpus": 64, "planes": 2, "switch_radix": 16},
+     "spray")])
+def test_pruned_estimates_choose_what_full_estimates_choose(model, topology, routing):
+    """``estimate_top`` (the sweep's layout search) skips most estimates yet chooses exactly
+    the layouts that estimating every candidate chooses; its lower bound is one."""
+    from topo.builders import build
+    from topo.routing import Routing
+
+    topo = build(topology["kind"], {k: v for k, v in topology.items() if k != "kind"},
+                 where="topology")
+    base = {"global_batch": 128}
+    full = layouts.enumerate_layouts(model, "h100_sxm", topo.n_hosts, base)
+    est = layouts.Estimator(model, "h100_sxm", topo, Routing(topo, routing))
+    for c in full.candidates:
+        c.estimate = est.estimate(c.par)
+        assert est.lower_bound(c.par) <= c.estimate.step_time_s
+    for n, objective in zip((1, 3, 8), layouts.OBJECTIVES):
+        want = layouts.choose(full.candidates, n, objective)
+        cands = layouts.enumerate_layouts(model, "h100_sxm", topo.n_hosts, base).candidates
+        fresh = layouts.Estimator(model, "h100_sxm", topo, Routing(topo, routing))
+        got = layouts.choose(layouts.estimate_top(cands, fresh, n, objective), n, objective)
+        assert [c.layout for c in got] == [c.layout for c in want]
+        assert [c.estimate.step_time_s for c in got] == [c.estimate.step_time_s for c in want]
+        assert sum(c.estimate is None for c in cands) > 0, "nothing pruned"
+
+
+@pytest.mark.parametrize("g", [2, 4, 8])
+def test_expert_all_to_all_estimate_equals_the_flow_engine(g):
+    """An expert all-to-all of g ranks: each rank sends B/g to each of the g-1 others at once.
+    ``NetRates.all_pairs`` gives the per-connection rate with the g-1 connections sharing a
+    link already counted, so the time is (B/g)/rate (it was counted g-1 times over)."""
+    import collectives
+    from netcore.api import simulate
+    from topo.builders import build
+    from topo.routing import Routing
+
+    topo = build("fullflat", {"n_gpus": 16, "planes": 1, "switch_radix": 64}, where="t")
+    routing = Routing(topo, "ecmp")
+    est = layouts.Estimator(SMALL_MOE, "h100_sxm", topo, routing)
+    par = ParallelConfig(global_batch=16, ep=g, dp=16)
+    st = {"ep": est.net.all_pairs(np.arange(16).reshape(-1, g))}
+    nbytes = 64 << 20
+    t_est = est._net_seconds([("ep", "all_to_all", nbytes)], par, st)["ep"]
+    sched = collectives.build("all_to_all", "direct", list(range(g)), nbytes)
+    t_flow = float(np.max(simulate(topo, sched, routing, engine="flow").end))
+    assert t_est == pytest.approx(t_flow, rel=0.01)
+
+
 def test_net_rates_see_ecmp_collisions():
     """Connections that share a link get its capacity divided between them."""
     from topo.builders import build
