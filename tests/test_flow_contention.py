@@ -114,3 +114,12 @@ flows = [{src = 0, dst = 1, bytes = 1000}]
 """
     rc, _, err = cli(capsys, "validate", write(tmp_path, text, "s.toml"))
     assert rc == 2 and "engine.contention" in err and "Traceback" not in err, err
+
+
+def test_incremental_runs_refuse_the_model():
+    from netcore.flow.incremental import FlowIncremental
+
+    topo = Scenario.from_dict({"topology": STAR8}).build_topology()
+    with pytest.raises(InputError, match="engine.contention"):
+        FlowIncremental(topo, "ecmp", contention="tcp")
+    FlowIncremental(topo, "ecmp", contention="fluid")  # the default is fine

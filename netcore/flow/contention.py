@@ -123,7 +123,9 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
     # the last link of every entry's transfer: the receiver link its path ends on
     last = st.EI[np.maximum(off + ln - 1, 0), K.ELINK][cur]
     link, flow, w = link[cur], flow[cur], w[cur]
-    flows = np.bincount(link, minlength=L).astype(np.float64)
+    # transfers on each link: a transfer split over paths (spray) counts once on each link it
+    # uses; a member set (netcore/flow/member_routing.py) counts its members on the link
+    flows = np.bincount(link, weights=np.maximum(w, 1.0), minlength=L)
     nbytes = np.bincount(link, weights=w * st.payload[flow], minlength=L)
     per = np.where(flows > 0, nbytes / np.maximum(flows, 1.0), 0.0)
     gbps = st.bw * 8e-9
