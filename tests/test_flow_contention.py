@@ -123,3 +123,27 @@ def test_incremental_runs_refuse_the_model():
     with pytest.raises(InputError, match="engine.contention"):
         FlowIncremental(topo, "ecmp", contention="tcp")
     FlowIncremental(topo, "ecmp", contention="fluid")  # the default is fine
+
+
+@pytest.mark.parametrize("model", ["tcp", "dcqcn"])
+def test_chain_of_transfers_on_one_link_is_not_contention(model):
+    # eight transfers 0 -> 1 one after the other share the link but never at once
+    flows = [{"src": 0, "dst": 1, "bytes": 200_000, **({"deps": [i - 1]} if i else {})}
+             for i in range(8)]
+    d = {"name": "c", "seed": 1, "topology": STAR8, "routing": {"policy": "ecmp"},
+         "workload": {"kind": "flows", "flows": flows}}
+    ends = []
+    for c in ("fluid", model):
+        p = Scenario.from_dict({**d, "engine": {"kind": "flow", "contention": c}},
+                               default_name="c").prepare()
+        ends.append(simulate(p.topology, p.schedule, p.routing, p.faults, engine="flow",
+                             seed=1, validate=False, **p.engine_options).end)
+    assert np.array_equal(ends[0], ends[1])
+
+
+def test_dag_levels():
+    # 0 -> 1 -> 3, 0 -> 2 -> 3, 4 alone
+    ndeps = np.array([0, 1, 1, 2, 0])
+    cptr = np.array([0, 2, 3, 4, 4, 4])
+    cidx = np.array([1, 2, 3, 3])
+    assert C.dag_levels(ndeps, cptr, cidx).tolist() == [0, 1, 1, 2, 0]

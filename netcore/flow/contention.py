@@ -29,6 +29,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+import numba as nb
 import numpy as np
 
 from netcore.flow import _kernels as K
@@ -106,6 +107,34 @@ def mismatch(transport: str, rho, gbps_down, nbytes) -> np.ndarray:
     return np.where(rho <= 1.0, 1.0, np.minimum(out, 1.0))
 
 
+@nb.njit(cache=True)
+def dag_levels(ndeps, cptr, cidx):
+    """Longest-path depth of every node of a DAG (roots 0), by Kahn's algorithm over the
+    children lists ``cidx[cptr[i]:cptr[i+1]]``; ``ndeps`` = parents per node."""
+    n = len(ndeps)
+    left = ndeps.copy()
+    level = np.zeros(n, dtype=np.int64)
+    queue = np.empty(n, dtype=np.int64)
+    head = 0
+    tail = 0
+    for i in range(n):
+        if left[i] == 0:
+            queue[tail] = i
+            tail += 1
+    while head < tail:
+        i = queue[head]
+        head += 1
+        for e in range(cptr[i], cptr[i + 1]):
+            c = cidx[e]
+            if level[i] + 1 > level[c]:
+                level[c] = level[i] + 1
+            left[c] -= 1
+            if left[c] == 0:
+                queue[tail] = c
+                tail += 1
+    return level
+
+
 def link_efficiency(st, topology, transport: str) -> np.ndarray:
     """Efficiency of every directed link of ``topology`` from the transfers' current paths in
     ``st`` (a FlowState after ``assign``): 1.0 on links crossed by at most one transfer."""
@@ -123,11 +152,22 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
     # the last link of every entry's transfer: the receiver link its path ends on
     last = st.EI[np.maximum(off + ln - 1, 0), K.ELINK][cur]
     link, flow, w = link[cur], flow[cur], w[cur]
-    # transfers on each link: a transfer split over paths (spray) counts once on each link it
-    # uses; a member set (netcore/flow/member_routing.py) counts its members on the link
-    flows = np.bincount(link, weights=np.maximum(w, 1.0), minlength=L)
+    # transfers sharing each link: a transfer split over paths (spray) counts once on each
+    # link it uses; a member set (netcore/flow/member_routing.py) counts its members there.
+    # Transfers that cannot overlap must not count together (a chain of dependent transfers
+    # over one link shares nothing): they are grouped by their depth in the dependency DAG
+    # (transfers at different depths are ordered by some chain, or at least not started
+    # together), and a link's count is that of its most crowded depth.
+    level = dag_levels(np.ascontiguousarray(st.NI[: st.n, K.NDEPS], dtype=np.int64),
+                       st.cptr, st.cidx)
+    span = int(level.max()) + 1
+    uniq, inv = np.unique(link.astype(np.int64) * span + level[flow], return_inverse=True)
+    per_group = np.bincount(inv, weights=np.maximum(w, 1.0))
+    flows = np.zeros(L)
+    np.maximum.at(flows, uniq // span, per_group)
+    tot = np.bincount(link, weights=np.maximum(w, 1.0), minlength=L)  # over all depths
     nbytes = np.bincount(link, weights=w * st.payload[flow], minlength=L)
-    per = np.where(flows > 0, nbytes / np.maximum(flows, 1.0), 0.0)
+    per = np.where(tot > 0, nbytes / np.maximum(tot, 1.0), 0.0)
     gbps = st.bw * 8e-9
     eff = np.ones(L)
     use = flows > 1
@@ -141,8 +181,8 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
     if transport == "dcqcn":
         # speed mismatch: the receiver-link bandwidth a link's transfers end on (the last
         # link of each path), averaged over its transfers; rho = own / that
-        down = np.bincount(link, weights=gbps[last], minlength=L)
-        down = np.where(flows > 0, down / np.maximum(flows, 1.0), 1.0)
+        down = np.bincount(link, weights=np.maximum(w, 1.0) * gbps[last], minlength=L)
+        down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
         rho = np.where(flows > 0, gbps / np.maximum(down, 1e-30), 1.0)
         fat = use & (rho > 1.0)
         if fat.any():
