@@ -147,3 +147,21 @@ def test_dag_levels():
     cptr = np.array([0, 2, 3, 4, 4, 4])
     cidx = np.array([1, 2, 3, 3])
     assert C.dag_levels(ndeps, cptr, cidx).tolist() == [0, 1, 1, 2, 0]
+
+
+def test_a_degraded_link_keeps_its_efficiency():
+    # a degrade fault sets capacity = bandwidth x factor x efficiency, so the contention
+    # run stays slower than the fluid one with the same fault
+    d = {"name": "f", "seed": 1, "topology": dict(STAR8, link_gbps=400),
+         "routing": {"policy": "ecmp"},
+         "workload": {"kind": "collective", "op": "all_to_all", "algorithm": "direct",
+                      "protocol": "simple", "step_latency_us": 0, "bytes": (1 << 20) * 8},
+         "faults": [{"link": [0, 8], "kind": "degrade", "factor": 0.5, "at_us": 5.0}]}
+    out = {}
+    for c in ("fluid", "tcp"):
+        p = Scenario.from_dict({**d, "engine": {"kind": "flow", "contention": c}},
+                               default_name="f").prepare()
+        out[c] = simulate(p.topology, p.schedule, p.routing, p.faults, engine="flow", seed=1,
+                          validate=False, **p.engine_options).makespan
+    eff = C.efficiency("tcp", [7.0], [400.0], [float(1 << 20)])[0]
+    assert out["tcp"] == pytest.approx(out["fluid"] / eff, rel=0.03)

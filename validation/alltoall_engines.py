@@ -8,7 +8,8 @@ and writes validation/results/alltoall_engines.md and .csv: one row per case and
 transport with the makespan of each engine, the error of the flow engine against the packet
 engine, error = (flow - packet) / packet, and the wall time of each (``Result.wall_s``: the
 event loop, no compilation or set-up). The packet engine is the reference here; nothing is
-tuned. Each case's flow runs are made once and shared by its two rows.
+tuned. The flow engine also runs its many-to-many contention model (``contention = "tcp"``
+and ``"dcqcn"``, netcore/flow/contention.py), each compared with its own packet transport. Each case's flow runs are made once and shared by its two rows.
 
 The default run is every case (about 5 minutes here, 2.5 of them fat_tree k=8 at 16 MiB per
 pair); ``--quick`` keeps the 64 KiB and 1 MiB cases off the 128-host fat-tree (seconds). The development / held-out split is in

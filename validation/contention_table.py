@@ -1,5 +1,5 @@
 """The many-to-many efficiency table of the flow engine's ``contention`` model (issue 17):
-`python -m validation.contention_table [--quick]`.
+`python -m validation.contention_table [--out FILE]`.
 
 A *reduced representative* of many-to-many contention, measured once per packet transport by
 the packet engine: ``n`` hosts on one switch (a leaf_spine with one leaf; 0.5 us links of
@@ -16,7 +16,10 @@ points whose star would move more than 16 GB are not run and take the value of t
 size measured at that fan and speed (the efficiency has flattened by then). Packet options
 are the harness's (validation/alltoall_cases.py): ``tcp`` MTU 9000 with buffers that never
 drop, ``dcqcn`` MTU 9000 with its defaults. Writes netcore/flow/contention_table.json (read by
-netcore/flow/contention.py). Takes about 5 minutes on the shared 2-core machine.
+netcore/flow/contention.py). Takes about 12 seconds on the shared 2-core machine.
+
+A second representative (dcqcn only) measures what a link faster than the receiver links
+behind it loses: see ``build_mismatch``.
 """
 from __future__ import annotations
 
