@@ -41,7 +41,11 @@ DCQCN = {"transport": "dcqcn", "mtu": 9000}
 PACKET_OPTIONS = {"tcp": TCP_DEEP, "dcqcn": DCQCN}
 # the flow engine's runs: the fluid max-min model, and its TCP start-up model (compared with
 # the packet engine's tcp only; dcqcn has no counterpart in the flow engine)
-FLOW_RUNS = (("fluid", {"transport": "fluid"}), ("flowtcp", {"transport": "tcp", "mtu": 9000}))
+# and the many-to-many contention model (``[engine] contention``, netcore/flow/contention.py)
+# with each packet transport's efficiencies, compared with that transport only
+FLOW_RUNS = (("fluid", {"transport": "fluid"}), ("flowtcp", {"transport": "tcp", "mtu": 9000}),
+             ("contention_tcp", {"transport": "fluid", "contention": "tcp"}),
+             ("contention_dcqcn", {"transport": "fluid", "contention": "dcqcn"}))
 
 ZIPF_S = 1.2  # Zipf exponent of the expert popularity (docs/scenarios.md example)
 

@@ -8,7 +8,8 @@ and writes validation/results/alltoall_engines.md and .csv: one row per case and
 transport with the makespan of each engine, the error of the flow engine against the packet
 engine, error = (flow - packet) / packet, and the wall time of each (``Result.wall_s``: the
 event loop, no compilation or set-up). The packet engine is the reference here; nothing is
-tuned. Each case's flow runs are made once and shared by its two rows.
+tuned. The flow engine also runs its many-to-many contention model (``contention = "tcp"``
+and ``"dcqcn"``, netcore/flow/contention.py), each compared with its own packet transport. Each case's flow runs are made once and shared by its two rows.
 
 The default run is every case (about 5 minutes here, 2.5 of them fat_tree k=8 at 16 MiB per
 pair); ``--quick`` keeps the 64 KiB and 1 MiB cases off the 128-host fat-tree (seconds). The development / held-out split is in
@@ -35,7 +36,9 @@ STEM = "alltoall_engines"
 
 # flow columns compared with each packet transport: the fluid model against both; the flow
 # engine's tcp model only against the packet engine's tcp (it models TCP start-up)
-FLOW_FOR = {"tcp": ("fluid", "flowtcp"), "dcqcn": ("fluid",)}
+FLOW_FOR = {"tcp": ("fluid", "flowtcp", "contention_tcp"), "dcqcn": ("fluid", "contention_dcqcn")}
+# the markdown table shows the contention model of the row's transport in one set of columns
+SHOWN = ("fluid", "flowtcp", "contention")
 GUARD = 20  # packet runs stop at this multiple of the fluid makespan (see run_case)
 _FLOW_KEYS = ("makespan_us", "err", "wall_s", "speedup")
 COLUMNS = (["case", "set", "fabric", "routing", "op", "algorithm", "per_pair_bytes", "transfers",
@@ -150,7 +153,8 @@ def summary(rows: list[dict]) -> dict:
                         and (part == "all" or r["set"] == part)]
                 if errs:
                     out[(name, tr, part)] = {"worst": max(errs, key=abs),
-                                             "median": statistics.median(errs), "n": len(errs)}
+                                             "median": statistics.median(errs), "n": len(errs),
+                                             "within10": sum(abs(e) <= 0.10 for e in errs)}
     return out
 
 
@@ -190,33 +194,46 @@ def write_results(rows: list[dict], out: Path = RESULTS, command: str = "") -> N
         "(its default); `flowtcp`: its `transport = \"tcp\"` model (TCP start-up), compared "
         "with the packet engine's tcp only. Packet `tcp`: MTU 9000, 100,000-packet buffers "
         "(nothing drops); `dcqcn`: MTU 9000, defaults (lossless PFC). Workload: "
-        "`protocol = \"simple\"`, `step_latency_us = 0`, seed 1. Wall = `Result.wall_s` (event "
+        "`protocol = \"simple\"`, `step_latency_us = 0`, seed 1. `contention`: the flow "
+        "engine's many-to-many contention model (`[engine] contention`, docs/flow_engine.md "
+        "\"The contention model\") with the row's transport, i.e. `contention = \"tcp\"` on "
+        "the tcp rows and `\"dcqcn\"` on the dcqcn rows; its efficiencies come from "
+        "`python -m validation.contention_table` (reduced representatives, no case of this "
+        "table), nothing is fitted to the **held-out** rows. Wall = `Result.wall_s` (event "
         "loop only) on a shared 2-core machine, so walls and speed-ups (packet wall / flow "
         "wall) are indicative.",
         "",
         "| case | set | op / algorithm | per pair | transport | packet makespan | packet wall s "
         "| fluid makespan | fluid err | fluid wall s | fluid speed-up | flowtcp makespan "
-        "| flowtcp err | flowtcp wall s | flowtcp speed-up |",
-        "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| flowtcp err | flowtcp wall s | flowtcp speed-up | contention makespan "
+        "| contention err | contention wall s | contention speed-up |",
+        "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         algo = r["algorithm"] if r["op"] == "all_to_all" else f"{r['op']} {r['algorithm']}"
-        cells = [r["case"], r["set"], algo, _size(r["per_pair_bytes"]), r["transport"],
+        cells = [r["case"], "**held-out**" if r["set"] == "held-out" else r["set"], algo, _size(r["per_pair_bytes"]), r["transport"],
                  _fmt(r["packet_makespan_us"], "us"), _fmt(r["packet_wall_s"], "s")]
-        for name, _ in FLOW_RUNS:
+        for name in SHOWN:
+            if name == "contention":
+                name = "contention_" + r["transport"]
             cells += [_fmt(r.get(f"{name}_makespan_us"), "us"), _fmt(r.get(f"{name}_err"), "pct"),
                       _fmt(r.get(f"{name}_wall_s"), "s"), _fmt(r.get(f"{name}_speedup"), "x")]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Summary (worst = largest |error|):", "",
-              "| flow run | vs packet | set | cases | worst | median |", "|---|---|---|---:|---:|---:|"]
+              "| flow run | vs packet | set | cases | worst | median | within 10% |",
+              "|---|---|---|---:|---:|---:|---:|"]
     for (name, tr, part), s in summary(rows).items():
         lines.append(f"| {name} | {tr} | {part} | {s['n']} | {_fmt(s['worst'], 'pct')} "
-                     f"| {_fmt(s['median'], 'pct')} |")
-    slow = [r for r in rows if r.get("fluid_speedup") is not None]
-    if slow:
-        lo = min(slow, key=lambda r: r["fluid_speedup"])
-        lines += ["", f"Smallest speed-up of the fluid model over the packet engine: "
-                      f"{_fmt(lo['fluid_speedup'], 'x')} ({lo['case']}, {lo['transport']})."]
+                     f"| {_fmt(s['median'], 'pct')} | {s['within10']} |")
+    for label, key in (("the fluid model", lambda r: "fluid_speedup"),
+                       ("the contention model", lambda r: "contention_" + r["transport"] + "_speedup")):
+        slow = [r for r in rows if r.get(key(r)) is not None]
+        if slow:
+            lo = min(slow, key=lambda r: r[key(r)])
+            n100 = sum(r[key(r)] >= 100 for r in slow)
+            lines += ["", f"Smallest speed-up of {label} over the packet engine: "
+                          f"{_fmt(lo[key(lo)], 'x')} ({lo['case']}, {lo['transport']}); "
+                          f">= 100x on {n100} of {len(slow)} rows."]
     notes = [f"- {r['case']} ({r['transport']}): {r['note']}" for r in rows if r.get("note")]
     if notes:
         lines += ["", "Notes:", ""] + notes
@@ -243,6 +260,7 @@ def main(argv=None) -> int:
         new = run_case(case, log=lambda s: print(s, flush=True))
         rows += new
         print("  " + ", ".join(f"{r['transport']}: fluid {_fmt(r['fluid_err'], 'pct')}"
+                               + " contention " + _fmt(r["contention_" + r["transport"] + "_err"], "pct")
                                + (f" flowtcp {_fmt(r['flowtcp_err'], 'pct')}"
                                   if r.get("flowtcp_err") is not None else "") for r in new)
               + f" [{time.perf_counter() - t0:.1f} s]", flush=True)

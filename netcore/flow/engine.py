@@ -141,6 +141,11 @@ def _run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> R
     if len(tr):
         st.assign(tr, _route(routing, st, tr, None))
     st.fit_slots()
+    if opts["contention"] != "fluid":
+        from netcore.flow.contention import link_efficiency
+
+        st.eff = link_efficiency(st, topology, opts["contention"])
+        st.LF[K.CAP] = st.bw * st.eff
     setup_s = time.perf_counter() - wall0
 
     delay = opts["reroute_delay_us"] * 1e-6
@@ -211,7 +216,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
     alive = st.factor > 0
     if touched:
         tl = unique(np.array(touched, dtype=np.int64))
-        st.LF[K.CAP, tl] = st.bw[tl] * st.factor[tl]
+        st.LF[K.CAP, tl] = st.bw[tl] * st.factor[tl] * st.eff[tl]
         st.seed_links(tl)
         died = tl[was_alive[tl] & ~alive[tl]]
         if len(died):

@@ -53,6 +53,11 @@ class FlowIncremental:
             else routing
         self.faults = LinkFaults.none() if faults is None else faults
         self.opts = check_options(options)
+        if self.opts["contention"] != "fluid":
+            # the model's link efficiencies come from the whole traffic, known only at the end
+            raise InputError(f"engine.contention = {self.opts['contention']!r}: the contention "
+                             f"model needs the whole schedule up front; incremental (session) "
+                             f"runs of the flow engine use 'fluid'")
         _check_faults(topology, self.faults)
         self._compile_s = warm()
         o = self.opts

@@ -23,6 +23,11 @@ DEFAULTS = {
     "init_cwnd": 10,
     # tcp: SYN / SYN-ACK / ACK before the data, as each ns-3 BulkSendApplication connection
     "handshake": True,
+    # many-to-many contention (docs/flow_engine.md "The contention model"): "fluid" gives
+    # every link its full bandwidth (max-min, the classic model); "tcp" / "dcqcn" lower the
+    # capacity of every link crossed by several transfers to the efficiency that packet
+    # transport reaches on a star with as many flows per link (netcore/flow/contention.py)
+    "contention": "fluid",
 }
 
 TRANSPORTS = ("fluid", "tcp")
@@ -73,6 +78,12 @@ def check_options(opts: dict) -> dict:
         elif out["mtu"] <= TCP_HEADER:
             raise InputError(f"engine.mtu = {out['mtu']!r}: must exceed the {TCP_HEADER}-byte "
                              f"IPv4 + TCP header when transport = 'tcp'")
+    c = out["contention"]
+    from netcore.flow.contention import MODELS
+
+    if not isinstance(c, str) or c not in MODELS:
+        raise InputError(f"engine.contention = {c!r}: expected one of "
+                         f"{', '.join(repr(x) for x in MODELS)}")
     iw = out["init_cwnd"]
     if not isinstance(iw, int) or isinstance(iw, bool) or iw < 1:
         raise InputError(f"engine.init_cwnd = {iw!r}: expected an integer >= 1 (segments)")

@@ -78,6 +78,8 @@ class FlowState:
         self.isc[K.CAPS] = 1 if self.tcp else 0
         self.fsc = np.zeros(K.N_FSC, dtype=np.float64)
         self.factor = np.ones(L, dtype=np.float64)
+        # contention model's capacity factor per link (1.0: fluid; netcore/flow/contention.py)
+        self.eff = np.ones(L, dtype=np.float64)
         # segments that carried bytes and were then abandoned (re-routes): flow, offset, length
         self.old_segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.reroutes = np.zeros(n, dtype=np.int64)

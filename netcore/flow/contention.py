@@ -1,0 +1,190 @@
+"""Many-to-many contention model of the flow engine (``[engine] contention``, issue 17).
+
+The fluid model gives every flow its max-min share at once: a perfect scheduler. A packet
+transport does not keep a link that many flows share as busy as that: with deep buffers, TCP
+fills the senders' FIFO NIC queues and a receiver's link idles while its packets wait behind
+packets for other receivers (head-of-line waiting); DCQCN's rate cuts and timer-paced recovery
+hold the flows below their fair share (docs/flow_engine.md "All-to-all: where the fluid model
+loses time"). The ``contention`` model represents that as a lower *effective capacity*:
+
+    capacity(l) = bandwidth(l) x efficiency_T(flows(l), gbps(l), bytes(l))
+
+where ``T`` is the packet transport named by the option (``"tcp"`` or ``"dcqcn"``),
+``flows(l)`` the number of transfers whose path crosses directed link ``l``, ``gbps(l)`` its
+bandwidth and ``bytes(l)`` the bytes a transfer moves over it on average (a transfer split
+over several paths, e.g. spray, counts its share). The efficiency comes from a *reduced
+representative* measured once per transport by the packet engine, not from any case it is
+compared with: a star (``flows + 1`` hosts on one switch) running a direct all-to-all, where
+every host link carries ``flows`` flows each way; efficiency = fluid makespan / packet
+makespan of that star (``python -m validation.contention_table`` writes
+``contention_table.json``). Between grid points the efficiency is interpolated linearly in
+log(flows), log(gbps) and log(bytes), and clamped at the grid's edges. A link crossed by at
+most one transfer keeps its full bandwidth (no contention: the model then is the fluid model
+exactly). Everything else in the engine is unchanged: the efficiencies are computed once from
+the paths (vectorised, no per-flow Python loop) and the compiled event loop runs as before.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+
+from netcore.flow import _kernels as K
+
+MODELS = ("fluid", "tcp", "dcqcn")
+TABLE = Path(__file__).resolve().parent / "contention_table.json"
+
+
+@lru_cache(maxsize=None)
+def table(transport: str):
+    """(log flows grid, log gbps grid, log bytes grid, efficiency[flows, gbps, bytes])."""
+    d = json.loads(TABLE.read_text())
+    eff = np.array(d["eff"][transport], dtype=np.float64)
+    return (np.log(np.array(d["flows"], dtype=np.float64)),
+            np.log(np.array(d["gbps"], dtype=np.float64)),
+            np.log(np.array(d["bytes"], dtype=np.float64)), eff)
+
+
+@lru_cache(maxsize=None)
+def mismatch_table(transport: str):
+    """(log rho grid, log gbps grid, log bytes grid, factor[rho, gbps, bytes]) or None."""
+    d = json.loads(TABLE.read_text()).get("mismatch")
+    if not d or transport not in d["eff"]:
+        return None
+    return (np.log(np.array(d["rho"], dtype=np.float64)),
+            np.log(np.array(d["gbps"], dtype=np.float64)),
+            np.log(np.array(d["bytes"], dtype=np.float64)),
+            np.array(d["eff"][transport], dtype=np.float64))
+
+
+def _interp3(tab, x0, x1, x2) -> np.ndarray:
+    g0, g1, g2, eff = tab
+    (i, a), (j, b), (k, c) = _axis(g0, x0), _axis(g1, x1), _axis(g2, x2)
+    out = np.zeros(np.shape(x0))
+    for di, wi in ((0, 1 - a), (1, a)):
+        ii = np.minimum(i + di, len(g0) - 1)
+        for dj, wj in ((0, 1 - b), (1, b)):
+            jj = np.minimum(j + dj, len(g1) - 1)
+            for dk, wk in ((0, 1 - c), (1, c)):
+                kk = np.minimum(k + dk, len(g2) - 1)
+                out += wi * wj * wk * eff[ii, jj, kk]
+    return out
+
+
+def _axis(grid: np.ndarray, x: np.ndarray):
+    """Lower index and weight of the upper neighbour of every x on a sorted grid (clamped)."""
+    x = np.clip(x, grid[0], grid[-1])
+    i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, max(len(grid) - 2, 0))
+    if len(grid) == 1:
+        return i, np.zeros_like(x)
+    w = (x - grid[i]) / (grid[i + 1] - grid[i])
+    return i, np.clip(w, 0.0, 1.0)
+
+
+def efficiency(transport: str, flows, gbps, nbytes) -> np.ndarray:
+    """Interpolated many-to-many efficiency of ``transport`` for links carrying ``flows``
+    transfers (>= 2; 1 gives 1.0) at ``gbps`` with ``nbytes`` per transfer."""
+    flows = np.asarray(flows, dtype=np.float64)
+    out = _interp3(table(transport), np.log(np.maximum(flows, 1.0)),
+                   np.log(np.asarray(gbps, dtype=np.float64)),
+                   np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)))
+    return np.where(flows <= 1.0, 1.0, np.minimum(out, 1.0))
+
+
+def mismatch(transport: str, rho, gbps_down, nbytes) -> np.ndarray:
+    """Factor for a link ``rho`` times as fast as the receiver links its flows end on
+    (1.0 at rho <= 1, or when the transport has no such table)."""
+    tab = mismatch_table(transport)
+    rho = np.asarray(rho, dtype=np.float64)
+    if tab is None:
+        return np.ones(rho.shape)
+    out = _interp3(tab, np.log(np.maximum(rho, 1.0)),
+                   np.log(np.asarray(gbps_down, dtype=np.float64)),
+                   np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)))
+    return np.where(rho <= 1.0, 1.0, np.minimum(out, 1.0))
+
+
+@nb.njit(cache=True)
+def dag_levels(ndeps, cptr, cidx):
+    """Longest-path depth of every node of a DAG (roots 0), by Kahn's algorithm over the
+    children lists ``cidx[cptr[i]:cptr[i+1]]``; ``ndeps`` = parents per node."""
+    n = len(ndeps)
+    left = ndeps.copy()
+    level = np.zeros(n, dtype=np.int64)
+    queue = np.empty(n, dtype=np.int64)
+    head = 0
+    tail = 0
+    for i in range(n):
+        if left[i] == 0:
+            queue[tail] = i
+            tail += 1
+    while head < tail:
+        i = queue[head]
+        head += 1
+        for e in range(cptr[i], cptr[i + 1]):
+            c = cidx[e]
+            if level[i] + 1 > level[c]:
+                level[c] = level[i] + 1
+            left[c] -= 1
+            if left[c] == 0:
+                queue[tail] = c
+                tail += 1
+    return level
+
+
+def link_efficiency(st, topology, transport: str) -> np.ndarray:
+    """Efficiency of every directed link of ``topology`` from the transfers' current paths in
+    ``st`` (a FlowState after ``assign``): 1.0 on links crossed by at most one transfer."""
+    L = st.L
+    m = st.n_ent
+    if transport == "fluid" or m == 0:
+        return np.ones(L)
+    link = st.EI[:m, K.ELINK]
+    flow = st.EI[:m, K.EFLOW]
+    w = st.ew[:m]
+    # entries of transfers whose path is current (re-routes leave old entries behind)
+    off = st.NI[flow, K.POFF]
+    ln = st.NI[flow, K.PLEN]
+    cur = (np.arange(m) >= off) & (np.arange(m) < off + np.maximum(ln, 0))
+    # the last link of every entry's transfer: the receiver link its path ends on
+    last = st.EI[np.maximum(off + ln - 1, 0), K.ELINK][cur]
+    link, flow, w = link[cur], flow[cur], w[cur]
+    # transfers sharing each link: a transfer split over paths (spray) counts once on each
+    # link it uses; a member set (netcore/flow/member_routing.py) counts its members there.
+    # Transfers that cannot overlap must not count together (a chain of dependent transfers
+    # over one link shares nothing): they are grouped by their depth in the dependency DAG
+    # (transfers at different depths are ordered by some chain, or at least not started
+    # together), and a link's count is that of its most crowded depth.
+    level = dag_levels(np.ascontiguousarray(st.NI[: st.n, K.NDEPS], dtype=np.int64),
+                       st.cptr, st.cidx)
+    span = int(level.max()) + 1
+    uniq, inv = np.unique(link.astype(np.int64) * span + level[flow], return_inverse=True)
+    per_group = np.bincount(inv, weights=np.maximum(w, 1.0))
+    flows = np.zeros(L)
+    np.maximum.at(flows, uniq // span, per_group)
+    tot = np.bincount(link, weights=np.maximum(w, 1.0), minlength=L)  # over all depths
+    nbytes = np.bincount(link, weights=w * st.payload[flow], minlength=L)
+    per = np.where(tot > 0, nbytes / np.maximum(tot, 1.0), 0.0)
+    gbps = st.bw * 8e-9
+    eff = np.ones(L)
+    use = flows > 1
+    if transport == "tcp":
+        # deep-buffered TCP loses its time at the senders' FIFO NIC queues: only the links
+        # leaving a host are shared FIFOs the star measures (a switch port's queue
+        # feeds one link whose bytes all move on; receiver links stay busy once fed)
+        use &= topology.dlink_src < topology.n_hosts
+    if use.any():
+        eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
+    if transport == "dcqcn":
+        # speed mismatch: the receiver-link bandwidth a link's transfers end on (the last
+        # link of each path), averaged over its transfers; rho = own / that
+        down = np.bincount(link, weights=np.maximum(w, 1.0) * gbps[last], minlength=L)
+        down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
+        rho = np.where(flows > 0, gbps / np.maximum(down, 1e-30), 1.0)
+        fat = use & (rho > 1.0)
+        if fat.any():
+            eff[fat] *= mismatch(transport, rho[fat], down[fat], per[fat])
+    return eff

@@ -1,0 +1,167 @@
+"""The flow engine's many-to-many contention model (``[engine] contention``, issue 17):
+default unchanged, the fluid model where nothing is shared, slower where many flows share,
+its table's interpolation, bad values refused, determinism."""
+import numpy as np
+import pytest
+
+from cli_helpers import cli, write
+from netcore.api import simulate
+from netcore.flow import contention as C
+from netcore.flow.options import DEFAULTS, check_options
+from netcosim.scenario import Scenario
+from topo.errors import InputError
+
+
+def _run(topology: dict, bytes_matrix=None, per_pair=None, perm=None, **engine):
+    n = Scenario.from_dict({"topology": topology}).build_topology().n_hosts
+    if perm is not None:
+        wl = {"kind": "flows", "flows": [{"src": i, "dst": int(perm[i]), "bytes": 300_000}
+                                         for i in range(n) if perm[i] is not None]}
+    else:
+        wl = {"kind": "collective", "op": "all_to_all", "algorithm": "direct",
+              "protocol": "simple", "step_latency_us": 0, "bytes": per_pair * n}
+    d = {"name": "t", "seed": 1, "topology": topology, "routing": {"policy": "ecmp"},
+         "engine": {"kind": "flow", **engine}, "workload": wl}
+    p = Scenario.from_dict(d, default_name="t").prepare()
+    return simulate(p.topology, p.schedule, p.routing, p.faults, engine="flow", seed=1,
+                    validate=False, **p.engine_options)
+
+
+STAR8 = {"kind": "leaf_spine", "leaves": 1, "hosts_per_leaf": 8, "spines": 1,
+         "link_gbps": 100, "latency_us": 1.0}
+FT4 = {"kind": "fat_tree", "k": 4, "link_gbps": 400, "latency_us": 0.5}
+
+
+def test_default_is_fluid_and_unchanged():
+    assert DEFAULTS["contention"] == "fluid"
+    assert check_options({})["contention"] == "fluid"
+    a = _run(FT4, per_pair=64 << 10)
+    b = _run(FT4, per_pair=64 << 10, contention="fluid")
+    assert np.array_equal(a.end, b.end) and np.array_equal(a.link_bytes, b.link_bytes)
+
+
+@pytest.mark.parametrize("model", ["tcp", "dcqcn"])
+def test_reduces_to_fluid_when_no_link_is_shared(model):
+    # a shift permutation on one switch: every link carries one transfer each way
+    perm = (np.arange(8) + 3) % 8
+    fluid = _run(STAR8, perm=perm)
+    got = _run(STAR8, perm=perm, contention=model)
+    assert np.array_equal(fluid.end, got.end)
+    # a pair exchange (0 <-> 1) alone: one transfer per link
+    pair = np.array([1, 0] + [None] * 6, dtype=object)
+    one = _run(STAR8, perm=pair)
+    one_c = _run(STAR8, perm=pair, contention=model)
+    assert np.array_equal(one.end, one_c.end)
+
+
+@pytest.mark.parametrize("model", ["tcp", "dcqcn"])
+def test_many_to_many_is_slower_and_deterministic(model):
+    fluid = _run(FT4, per_pair=256 << 10)
+    a = _run(FT4, per_pair=256 << 10, contention=model)
+    b = _run(FT4, per_pair=256 << 10, contention=model)
+    assert a.makespan > 1.05 * fluid.makespan
+    assert np.array_equal(a.end, b.end) and np.array_equal(a.link_busy, b.link_busy)
+    # the bytes moved are the same; only the time changes
+    assert np.array_equal(a.link_bytes, fluid.link_bytes)
+
+
+def test_star_all_to_all_reproduces_its_table_point():
+    # the table's own representative: n hosts on one switch, 0.5 us links (grid point)
+    star = dict(STAR8, link_gbps=400, latency_us=0.5)
+    fluid = _run(star, per_pair=1 << 20)
+    got = _run(star, per_pair=1 << 20, contention="tcp")
+    want = C.efficiency("tcp", np.array([7.0]), np.array([400.0]), np.array([float(1 << 20)]))[0]
+    # uplinks at bandwidth x efficiency: the host-link bound stretches by 1 / efficiency
+    assert got.makespan == pytest.approx(fluid.makespan / want, rel=0.02)
+
+
+def test_efficiency_interpolation():
+    lf, lg, lb, eff = C.table("dcqcn")
+    f, g, b = np.exp(lf[3]), np.exp(lg[1]), np.exp(lb[2])
+    assert C.efficiency("dcqcn", [f], [g], [b])[0] == pytest.approx(min(1.0, eff[3, 1, 2]))
+    # one flow: no contention; beyond the grid: clamped to its edge
+    assert C.efficiency("dcqcn", [1.0], [400.0], [1e6])[0] == 1.0
+    big = C.efficiency("tcp", [1e6], [1e5], [1e12])[0]
+    assert big == pytest.approx(min(1.0, C.table("tcp")[3][-1, -1, -1]))
+    e = C.efficiency("tcp", np.full(50, 20.0), np.full(50, 400.0), np.geomspace(1e4, 1e8, 50))
+    assert ((e > 0) & (e <= 1)).all()
+    assert C.mismatch("dcqcn", [1.0], [100.0], [1e6])[0] == 1.0
+    assert C.mismatch("tcp", [4.0], [100.0], [1e6])[0] == 1.0  # no tcp mismatch table
+
+
+@pytest.mark.parametrize("bad", ["nope", 3, None, True, "Fluid"])
+def test_bad_value_refused(bad):
+    with pytest.raises(InputError, match="engine.contention"):
+        check_options({"contention": bad})
+
+
+def test_cli_refuses_bad_contention(tmp_path, capsys):
+    text = """
+name = "x"
+[topology]
+kind = "leaf_spine"
+leaves = 1
+hosts_per_leaf = 4
+spines = 1
+[routing]
+policy = "ecmp"
+[engine]
+kind = "flow"
+contention = "ideal"
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 1, bytes = 1000}]
+"""
+    rc, _, err = cli(capsys, "validate", write(tmp_path, text, "s.toml"))
+    assert rc == 2 and "engine.contention" in err and "Traceback" not in err, err
+
+
+def test_incremental_runs_refuse_the_model():
+    from netcore.flow.incremental import FlowIncremental
+
+    topo = Scenario.from_dict({"topology": STAR8}).build_topology()
+    with pytest.raises(InputError, match="engine.contention"):
+        FlowIncremental(topo, "ecmp", contention="tcp")
+    FlowIncremental(topo, "ecmp", contention="fluid")  # the default is fine
+
+
+@pytest.mark.parametrize("model", ["tcp", "dcqcn"])
+def test_chain_of_transfers_on_one_link_is_not_contention(model):
+    # eight transfers 0 -> 1 one after the other share the link but never at once
+    flows = [{"src": 0, "dst": 1, "bytes": 200_000, **({"deps": [i - 1]} if i else {})}
+             for i in range(8)]
+    d = {"name": "c", "seed": 1, "topology": STAR8, "routing": {"policy": "ecmp"},
+         "workload": {"kind": "flows", "flows": flows}}
+    ends = []
+    for c in ("fluid", model):
+        p = Scenario.from_dict({**d, "engine": {"kind": "flow", "contention": c}},
+                               default_name="c").prepare()
+        ends.append(simulate(p.topology, p.schedule, p.routing, p.faults, engine="flow",
+                             seed=1, validate=False, **p.engine_options).end)
+    assert np.array_equal(ends[0], ends[1])
+
+
+def test_dag_levels():
+    # 0 -> 1 -> 3, 0 -> 2 -> 3, 4 alone
+    ndeps = np.array([0, 1, 1, 2, 0])
+    cptr = np.array([0, 2, 3, 4, 4, 4])
+    cidx = np.array([1, 2, 3, 3])
+    assert C.dag_levels(ndeps, cptr, cidx).tolist() == [0, 1, 1, 2, 0]
+
+
+def test_a_degraded_link_keeps_its_efficiency():
+    # a degrade fault sets capacity = bandwidth x factor x efficiency, so the contention
+    # run stays slower than the fluid one with the same fault
+    d = {"name": "f", "seed": 1, "topology": dict(STAR8, link_gbps=400),
+         "routing": {"policy": "ecmp"},
+         "workload": {"kind": "collective", "op": "all_to_all", "algorithm": "direct",
+                      "protocol": "simple", "step_latency_us": 0, "bytes": (1 << 20) * 8},
+         "faults": [{"link": [0, 8], "kind": "degrade", "factor": 0.5, "at_us": 5.0}]}
+    out = {}
+    for c in ("fluid", "tcp"):
+        p = Scenario.from_dict({**d, "engine": {"kind": "flow", "contention": c}},
+                               default_name="f").prepare()
+        out[c] = simulate(p.topology, p.schedule, p.routing, p.faults, engine="flow", seed=1,
+                          validate=False, **p.engine_options).makespan
+    eff = C.efficiency("tcp", [7.0], [400.0], [float(1 << 20)])[0]
+    assert out["tcp"] == pytest.approx(out["fluid"] / eff, rel=0.03)
