@@ -588,22 +588,29 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 size=np.tile(tpl.size, k), duration=np.tile(tpl.duration, k), tag=tag,
                 label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
                 rank=granks[inst, tsrc], ckind=ckind, stream=1, mult=1.0)
-        # internal edges
+        wire(tpl, base + np.arange(k)[:, None] * n, ready[:, None, :], done[:, None, :])
+
+    def wire(tpl, ids, ready, done):
+        """Edges of stamped template instances: ``ids`` (inst, 1) holds the node of each
+        instance's template node 0; ``ready`` and ``done`` (inst, copies, g) the chain nodes of
+        the copies an instance stands for. Inside an instance the template's own dependencies;
+        its roots wait for every copy's ready node at their endpoints, and every copy's done
+        node at a rank waits for the sinks that touch that rank (all sinks if none does)."""
+        g = ready.shape[2]
         cnt = np.diff(tpl.dep_ptr)
-        owner = np.repeat(np.arange(n), cnt)
-        acc.edges((base + np.arange(k)[:, None] * n + owner[None, :]),
-                  (base + np.arange(k)[:, None] * n + tpl.dep_idx[None, :]))
+        owner = np.repeat(np.arange(tpl.n), cnt)
+        acc.edges(ids + owner[None, :], ids + tpl.dep_idx[None, :])
         roots = np.flatnonzero(cnt == 0)
         for end in (tpl.src, np.where(tpl.dst >= 0, tpl.dst, tpl.src)):
             r_ = roots[end[roots] < g]  # a switch endpoint has no ready node of its own
-            acc.edges(base + np.arange(k)[:, None] * n + r_[None, :], ready[:, end[r_]])
+            acc.edges((ids + r_[None, :])[:, None, :], ready[:, :, end[r_]])
         cptr, _ = tpl.children()
         sinks = np.flatnonzero(np.diff(cptr) == 0)
         for lr in range(g):
             touch = sinks[(tpl.dst[sinks] == lr) | (tpl.src[sinks] == lr)]
             if touch.size == 0:
                 touch = sinks
-            acc.edges(done[:, lr:lr + 1], base + np.arange(k)[:, None] * n + touch[None, :])
+            acc.edges(done[:, :, lr][:, :, None], (ids + touch[None, :])[:, None, :])
 
     def stamp_folded(op, tpl, groups, ready, done, ckind, tag, lab, fold):
         """``stamp`` of a collective with no stream form (all-to-all) in the scalable form: one
@@ -636,21 +643,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
                 rank=groups.reshape(inst, fold, g)[first, 0, tsrc[loc]], ckind=ckind, stream=1,
                 mult=1.0, mset=mset)
-        ids = base + np.arange(inst)[:, None] * n  # (inst, 1): node of template node 0
-        cnt = np.diff(tpl.dep_ptr)
-        owner = np.repeat(np.arange(n), cnt)
-        acc.edges(ids + owner[None, :], ids + tpl.dep_idx[None, :])
-        rd, dn = ready.reshape(inst, fold, g), done.reshape(inst, fold, g)
-        roots = np.flatnonzero(cnt == 0)
-        for end in (tpl.src, np.where(tpl.dst >= 0, tpl.dst, tpl.src)):
-            acc.edges((ids + roots[None, :])[:, None, :], rd[:, :, end[roots]])
-        cptr, _ = tpl.children()
-        sinks = np.flatnonzero(np.diff(cptr) == 0)
-        for lr in range(g):
-            touch = sinks[(tpl.dst[sinks] == lr) | (tpl.src[sinks] == lr)]
-            if touch.size == 0:
-                touch = sinks
-            acc.edges(dn[:, :, lr][:, :, None], (ids + touch[None, :])[:, None, :])
+        wire(tpl, base + np.arange(inst)[:, None] * n, ready.reshape(inst, fold, g),
+             done.reshape(inst, fold, g))
 
     def stamp_stream(op, st, groups, ready, done, ckind, tag, lab):
         """``stamp`` of a ring-like collective in the scalable form: one transfer standing
