@@ -88,19 +88,20 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     if not schedule.has_members:
         return _run(topology, schedule, routing, faults, opts, compile_s)
     from netcore.flow import fault_split, uneven_split
-    from netcore.flow.member_routing import MemberRouting
+    from netcore.flow.member_routing import MemberPathMemo, MemberRouting
 
     n0, origin = schedule.n, None
+    memo = MemberPathMemo(routing)  # members are routed once, whatever asks for their paths
     # members behind a fault, and members that routing leaves slower than their set's others,
     # move on their own
-    affected = fault_split.affected_members(schedule, routing, faults)
-    uneven = uneven_split.outlier_members(schedule, routing)
+    uneven = uneven_split.outlier_members(schedule, routing, memo=memo)
+    affected = fault_split.affected_members(schedule, routing, faults, memo=memo)
     if uneven is not None:
         affected = uneven if affected is None else affected | uneven
     if affected is not None:
         schedule, origin = fault_split.split(schedule, affected)
-    res = _run(topology, schedule, MemberRouting(topology, routing, schedule, faults), faults,
-               opts, compile_s)
+    res = _run(topology, schedule, MemberRouting(topology, routing, schedule, faults, memo),
+               faults, opts, compile_s)
     return res if origin is None else fault_split.fold_back(res, origin, n0)
 
 

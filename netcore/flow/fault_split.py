@@ -21,7 +21,7 @@ from topo.routing import spans
 from topo.arrays import unique
 
 
-def affected_members(schedule: Schedule, routing, faults) -> np.ndarray | None:
+def affected_members(schedule: Schedule, routing, faults, memo=None) -> np.ndarray | None:
     """bool per member of ``schedule.sets``: its initial path touches a link that has a fault
     event. None when there is nothing to split."""
     if not len(faults) or not schedule.has_members:
@@ -29,7 +29,7 @@ def affected_members(schedule: Schedule, routing, faults) -> np.ndarray | None:
     ms = schedule.sets
     t = schedule.kind == TRANSFER
     pos = ms.positions(unique(schedule.mset[t & (schedule.mset >= 0)]))
-    p = route_members(routing, ms, pos)
+    p = route_members(routing, ms, pos, memo=memo)
     faulted = np.zeros(routing.topology.n_dlinks, bool)
     faulted[np.asarray(faults.dlink, dtype=np.int64)] = True
     owner = np.repeat(np.arange(len(pos)), np.diff(p.ptr))

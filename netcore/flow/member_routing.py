@@ -46,11 +46,39 @@ def _alive_states(n_dlinks: int, faults) -> list[np.ndarray]:
     return states
 
 
-def route_members(routing, ms, pos: np.ndarray, alive=None) -> Paths:
+def route_members(routing, ms, pos: np.ndarray, alive=None, memo=None) -> Paths:
     """Paths of members ``pos`` of member sets ``ms``, each hashed as the connection it stands
-    for (the full form keys its transfers alike)."""
+    for (the full form keys its transfers alike). ``memo`` (a ``MemberPathMemo``) answers the
+    paths with every link up from what was routed before."""
     src, dst = ms.src[pos], ms.dst[pos]
+    if memo is not None and alive is None:
+        return memo.paths(src, dst)
     return routing.paths(src, dst, flow_id=connection_keys(src, dst), alive=alive)
+
+
+class MemberPathMemo:
+    """Paths with every link up, by connection, kept from one routing to the next of a run.
+
+    The flow engine routes every member before a run to find uneven sets (uneven_split), then
+    routes the sets again, split, to build the link classes (MemberRouting): the members are
+    the same connections, and a connection's path is a function of its key. On GPT-3 175B on
+    102,400 GPUs the second routing took 2.0 of the command's 6.8 s."""
+
+    def __init__(self, routing):
+        self.routing = routing
+        self._keys = None  # sorted connection keys
+        self._paths = None  # Paths in the order of _keys
+
+    def paths(self, src, dst) -> Paths:
+        keys = connection_keys(src, dst)
+        if self._keys is not None and len(self._keys):
+            at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
+            if (self._keys[at] == keys).all():
+                return self._paths.take(at)
+        p = self.routing.paths(src, dst, flow_id=keys)
+        order = np.argsort(keys, kind="stable")
+        self._keys, self._paths = keys[order], p.take(order)
+        return p
 
 
 class MemberRouting:
@@ -60,8 +88,9 @@ class MemberRouting:
     ``rep`` maps every directed link to the link whose figures it shares.
     """
 
-    def __init__(self, topology, routing, schedule, faults):
+    def __init__(self, topology, routing, schedule, faults, memo=None):
         self.routing = routing
+        self.memo = memo
         self.topology = topology
         self.L = topology.n_dlinks
         self.sched = schedule
@@ -85,7 +114,7 @@ class MemberRouting:
         """Summed member paths of ``sets`` (over the physical links)."""
         ms = self.sets
         cnt = ms.sizes[sets]
-        p = route_members(self.routing, ms, ms.positions(sets), alive)
+        p = route_members(self.routing, ms, ms.positions(sets), alive, self.memo)
         # member -> set: concatenate each set's member rows, then merge duplicate links
         owner_ptr = np.concatenate([[0], np.cumsum(cnt)])
         eptr = p.ptr[owner_ptr]

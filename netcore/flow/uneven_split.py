@@ -30,9 +30,10 @@ from netcore.flow.member_routing import route_members
 from netcore.schedule import TRANSFER, Schedule
 
 
-def outlier_members(schedule: Schedule, routing, budget: int | None = None) -> np.ndarray | None:
+def outlier_members(schedule: Schedule, routing, budget: int | None = None,
+                    memo=None) -> np.ndarray | None:
     """bool per member of ``schedule.sets``: split it off (module docstring). None when no
-    set is uneven, or none fits the budget."""
+    set is uneven, or none fits the budget. ``memo``: member_routing.MemberPathMemo."""
     if not schedule.has_members:
         return None
     ms = schedule.sets
@@ -40,7 +41,7 @@ def outlier_members(schedule: Schedule, routing, budget: int | None = None) -> n
     named = schedule.mset[t & (schedule.mset >= 0)]
     used, uses = np.unique(named, return_counts=True)  # nodes naming each set
     pos = ms.positions(used)
-    p = route_members(routing, ms, pos)
+    p = route_members(routing, ms, pos, memo=memo)
     link = np.asarray(p.link, dtype=np.int64)
     n_links = routing.topology.n_dlinks
     load = np.bincount(link, weights=np.asarray(p.weight, dtype=np.float64), minlength=n_links)
