@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from validation.dcqcn_model import Params, fixed_point, integrate, jain
+from validation.dcqcn_model import Params, fixed_point, integrate, jain, mark_prob
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_MD = ROOT / "validation" / "results" / "dcqcn_fluid.md"
@@ -59,7 +59,10 @@ def params(gbps_: float, mtu: int) -> Params:
     return Params.from_engine(gbps_, tau_star(gbps_, mtu), mtu=mtu)
 
 
-def run_packet(gbps_: float, n: int, mtu: int, t_end: float, start=None):
+NO_PFC = {"buffer_packets": 1_000_000, "pfc_xoff_bytes": 500_000_000}  # never reached
+
+
+def run_packet(gbps_: float, n: int, mtu: int, t_end: float, start=None, pfc: bool = True):
     """The engine on the star; returns t (rate sample ends), per-flow rates (Gb/s, per
     RATE_STEP), bottleneck rate (Gb/s), queue sample times and bytes, and the Result info."""
     from netcore.packet.incremental import PacketIncremental
@@ -67,7 +70,7 @@ def run_packet(gbps_: float, n: int, mtu: int, t_end: float, start=None):
 
     t = star(n, gbps_)
     inc = PacketIncremental(t, Routing(t, "shortest"), None, transport="dcqcn", mtu=mtu,
-                            sample_queues_us=10.0)
+                            sample_queues_us=10.0, **({} if pfc else NO_PFC))
     start = np.zeros(n) if start is None else np.asarray(start, float)
     inc.add_transfers(np.arange(n), np.full(n, n), np.full(n, 10 ** 12), start_s=start)
     src, dst = np.asarray(t.dlink_src), np.asarray(t.dlink_dst)
@@ -77,18 +80,24 @@ def run_packet(gbps_: float, n: int, mtu: int, t_end: float, start=None):
     sent = np.zeros((steps + 1, n))
     bb = np.zeros(steps + 1)
     pause = np.zeros(steps + 1)  # PFC pause time of the sender links so far, s
+    marks = np.zeros((steps + 1, 3))  # bottleneck ECN marks and packets, CNPs so far
+    rev = int(np.flatnonzero((src == n) & (dst == n + 1))[0])  # receiver -> switch: CNPs
     for k in range(1, steps + 1):
         inc.advance(k * RATE_STEP)
         ls = inc._sim.link_stats()
         b = ls["bytes"]
         sent[k], bb[k] = b[up], b[bott]
         pause[k] = float(np.asarray(ls["pause_ps"])[up].sum()) / 1e12
+        marks[k] = ls["ecn_marks"][bott], ls["packets"][bott], ls["packets"][rev]
     qt = np.asarray(inc._sim.sample_times(), float)  # seconds
     q = np.asarray(inc._sim.sample_queues(), float).reshape(len(qt), t.n_dlinks)[:, bott]
     frame = mtu + 2
     to_gbps = 8 / RATE_STEP / 1e9
     half = steps // 2
-    info = {"pause_s": pause[-1], "pause_steady_s": pause[-1] - pause[half]}
+    m = marks[-1] - marks[half]
+    info = {"pause_s": pause[-1], "pause_steady_s": pause[-1] - pause[half],
+            "mark_frac": m[0] / m[1] if m[1] else float("nan"),
+            "cnp_per_flow_s": m[2] / n / (t_end - half * RATE_STEP)}
     return (np.arange(1, steps + 1) * RATE_STEP, np.diff(sent, axis=0).T * to_gbps,
             np.diff(bb) * to_gbps, qt, q * frame, info)
 
@@ -108,90 +117,162 @@ def window_avg(t, x, width):
     return t[k - 1:m * k:k], x[..., :m * k].reshape(*x.shape[:-1], m, k).mean(-1)
 
 
+def _packet_stats(gbps_, n, mtu, pfc, lo):
+    w = time.perf_counter()
+    pt, prc, pb, qt, qb, info = run_packet(gbps_, n, mtu, T_END, pfc=pfc)
+    psel, qsel = pt > lo, qt >= lo
+    rates = prc[:, psel].mean(1)
+    P = params(gbps_, mtu)
+    return {"wall": time.perf_counter() - w, "pause_s": info["pause_s"],
+            "pause_steady_s": info["pause_steady_s"], "mark": info["mark_frac"],
+            "cnp": info["cnp_per_flow_s"],
+            "mark_of_q": float(mark_prob(qb[qsel] / P.frame, P).mean()),
+            "queue_kb": qb[qsel].mean() / 1e3, "queue_sd_kb": qb[qsel].std() / 1e3,
+            "util": pb[psel].mean() / gbps_, "rate_mean": rates.mean(),
+            "rate_min": rates.min(), "rate_max": rates.max(), "jain": jain(rates),
+            "rate_1ms_cv": float(np.std(window_avg(pt[psel], prc[:, psel], SMOOTH)[1])
+                                 / (gbps_ / n))}
+
+
 def steady(gbps_, n, mtu):
+    """Fluid model and the engine (with PFC, and with PFC out of reach) in the steady window."""
     lo = T_END / 2
     ft, frc, fq, P = run_fluid(gbps_, n, mtu, T_END)
     fp = fixed_point(P, n)
     fsel = ft >= lo
-    w = time.perf_counter()
-    pt, prc, pb, qt, qb, info = run_packet(gbps_, n, mtu, T_END)
-    wall = time.perf_counter() - w
-    psel, qsel = pt > lo, qt >= lo
-    f_rates, p_rates = frc[:, fsel].mean(1), prc[:, psel].mean(1)
-    return {
-        "gbps": gbps_, "n": n, "mtu": mtu, "wall": wall, "fixed_q": fp["q"] * P.frame,
-        "fixed_p": fp["p"], "pause_s": info["pause_s"], "pause_steady_s": info["pause_steady_s"],
-        "queue_kb": (fq[fsel].mean() / 1e3, qb[qsel].mean() / 1e3),
-        "queue_sd_kb": (fq[fsel].std() / 1e3, qb[qsel].std() / 1e3),
-        "util": (min(frc[:, fsel].sum(0).mean(), gbps_) / gbps_, pb[psel].mean() / gbps_),
-        "rate_mean": (f_rates.mean(), p_rates.mean()),
-        "rate_min": (f_rates.min(), p_rates.min()),
-        "rate_max": (f_rates.max(), p_rates.max()),
-        "jain": (jain(f_rates), jain(p_rates)),
-        # 1 ms rates: how far a flow strays from the fair share within the window
-        "rate_1ms_cv": (0.0, float(np.std(window_avg(pt[psel], prc[:, psel], SMOOTH)[1])
-                                   / (gbps_ / n))),
-    }
+    f_rates = frc[:, fsel].mean(1)
+    fluid = {"queue_kb": fq[fsel].mean() / 1e3, "queue_sd_kb": fq[fsel].std() / 1e3,
+             "util": min(frc[:, fsel].sum(0).mean(), gbps_) / gbps_,
+             "rate_mean": f_rates.mean(), "rate_min": f_rates.min(), "rate_max": f_rates.max(),
+             "jain": jain(f_rates), "rate_1ms_cv": 0.0, "mark": fp["p"], "cnp": fp["cnp"],
+             "mark_of_q": float(mark_prob(fq[fsel] / P.frame, P).mean())}
+    return {"gbps": gbps_, "n": n, "mtu": mtu, "fixed_q_kb": fp["q"] * P.frame / 1e3,
+            "fluid": fluid, "pfc": _packet_stats(gbps_, n, mtu, True, lo),
+            "nopfc": _packet_stats(gbps_, n, mtu, False, lo)}
 
 
-def converge_time(t, rate, t_join, share, frac=0.9):
-    """First time after t_join at which the 1-ms average rate reaches frac x share."""
-    tw, rw = window_avg(t, rate, SMOOTH)
-    hit = np.flatnonzero((tw > t_join) & (rw >= frac * share))
-    return float(tw[hit[0]] - t_join) if len(hit) else float("nan")
+def settle_time(t, rate, t_join, share, band=0.1, width=5e-3):
+    """Time after t_join from which the joiner's `width`-mean rate stays within +-band of
+    its fair share until the end (nan if it never settles)."""
+    tw, rw = window_avg(t, rate, width)
+    sel = tw > t_join
+    tw, rw = tw[sel], rw[sel]
+    out = np.abs(rw / share - 1) > band
+    if out[-1]:
+        return float("nan")
+    last = np.flatnonzero(out)
+    return float((tw[last[-1]] if len(last) else tw[0] - width) + width - t_join)
 
 
 def join():
     g, n, mtu = JOIN
     start = np.zeros(n)
     start[-1] = T_JOIN
-    ft, frc, fq, _ = run_fluid(g, n, mtu, T_JOIN_END, start=start)
-    pt, prc, pb, qt, qb, _ = run_packet(g, n, mtu, T_JOIN_END, start=start)
     share = g / n
-    return {"fluid": (ft, frc, fq), "packet": (pt, prc, qt, qb),
-            "conv": (converge_time(ft, frc[-1], T_JOIN, share),
-                     converge_time(pt, prc[-1], T_JOIN, share))}
+    ft, frc, fq, _ = run_fluid(g, n, mtu, T_JOIN_END, start=start)
+    res = {"fluid": (ft, frc, fq), "conv": {"fluid": settle_time(ft, frc[-1], T_JOIN, share)}}
+    for key, pfc in (("pfc", True), ("nopfc", False)):
+        pt, prc, pb, qt, qb, _ = run_packet(g, n, mtu, T_JOIN_END, start=start, pfc=pfc)
+        res[key] = (pt, prc, qt, qb)
+        res["conv"][key] = settle_time(pt, prc[-1], T_JOIN, share)
+    res["peak_q_kb"] = {"fluid": fq.max() / 1e3, "pfc": res["pfc"][3].max() / 1e3,
+                        "nopfc": res["nopfc"][3].max() / 1e3}
+    return res
+
+
+def diagnose(r, t_end=10.0):
+    """The RP alone (validation/dcqcn_rp.py) under independent marks at the fluid model's p*
+    and at the engine's measured marked fraction: which of the two holds the fair share."""
+    from validation.dcqcn_rp import mean_rate
+
+    share = r["gbps"] / r["n"]
+    at_fluid = mean_rate(r["fluid"]["mark"], r["gbps"], r["mtu"], t_end=t_end)
+    at_engine = mean_rate(r["pfc"]["mark"], r["gbps"], r["mtu"], t_end=t_end)
+    return {"share": share, "at_fluid": at_fluid, "at_engine": at_engine}
 
 
 def err(f, p):
     return (p - f) / f if f else float("nan")
 
 
-def table(rows, jn) -> str:
+ROWS = [  # key, label, format, error kind
+    ("queue_kb", "mean queue (KB)", "{:.1f}", "rel"),
+    ("queue_sd_kb", "queue std dev (KB)", "{:.1f}", None),
+    ("mark", "marked fraction (fluid: p*)", "{:.2e}", "rel"),
+    ("mark_of_q", "mean RED p(q(t))", "{:.2e}", "rel"),
+    ("cnp", "CNPs per flow per second (fluid: A*/tau)", "{:.0f}", "rel"),
+    ("util", "bottleneck utilisation", "{:.3f}", "rel"),
+    ("rate_mean", "mean flow rate (Gb/s)", "{:.2f}", "rel"),
+    ("rate_min", "min flow rate (Gb/s)", "{:.2f}", "rel"),
+    ("rate_max", "max flow rate (Gb/s)", "{:.2f}", "rel"),
+    ("jain", "Jain fairness (window means)", "{:.4f}", "abs"),
+    ("rate_1ms_cv", "1 ms rate std dev / fair share", "{:.2f}", None),
+]
+
+
+def _e(kind, f, p):
+    if kind == "rel":
+        return f"{err(f, p):+.1%}"
+    if kind == "abs":
+        return f"{p - f:+.4f}"
+    return ""
+
+
+def table(rows, jn, diag) -> str:
     out = ["# DCQCN: packet engine against the fluid model", "",
            "Written by `python -m validation.dcqcn_fluid` (docs/packet_engine.md, \"DCQCN "
            "against its fluid model\", explains the reference, the mapping and the errors). "
            f"N long flows, N senders -> one switch -> one receiver, every link of the given "
-           f"speed and {LAT_US:g} us; engine defaults for DCQCN and PFC; steady window "
-           f"{T_END / 2 * 1e3:g}-{T_END * 1e3:g} ms. Error = (packet - fluid) / fluid. "
-           "Fluid q* = the model's analytical fixed point (the integrated model reaches it).",
-           "", "| scenario | metric | fluid model | packet engine | error |", "|---|---|---|---|---|"]
+           f"speed and {LAT_US:g} us; engine defaults for DCQCN and PFC (\"packet\"), and the "
+           f"same with PFC out of reach (\"no PFC\": {NO_PFC}); steady window "
+           f"{T_END / 2 * 1e3:g}-{T_END * 1e3:g} ms. Error = (packet - fluid) / fluid "
+           "(Jain: difference). q* = the fluid model's analytical fixed point; the integrated "
+           "model reaches it. Marked fraction: the engine's ECN marks / packets on the "
+           "bottleneck in the window; mean RED p(q(t)): the marking curve applied to the "
+           "queue samples (10 us).", "",
+           "| scenario | metric | fluid model | packet | error | packet, no PFC | error |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
         sc = f"{r['n']} flows, {r['gbps']:g} Gb/s, MTU {r['mtu']}"
-        f, p = r["queue_kb"]
-        out.append(f"| {sc} | mean queue (KB) | {f:.1f} (q* {r['fixed_q'] / 1e3:.1f}) | "
-                   f"{p:.1f} | {err(f, p):+.0%} |")
-        f, p = r["queue_sd_kb"]
-        out.append(f"| {sc} | queue std dev (KB) | {f:.1f} | {p:.1f} | |")
-        f, p = r["util"]
-        out.append(f"| {sc} | bottleneck utilisation | {f:.3f} | {p:.3f} | {err(f, p):+.1%} |")
-        f, p = r["rate_mean"]
-        out.append(f"| {sc} | mean flow rate (Gb/s) | {f:.2f} | {p:.2f} | {err(f, p):+.1%} |")
-        out.append(f"| {sc} | min / max flow rate (Gb/s) | {r['rate_min'][0]:.2f} / "
-                   f"{r['rate_max'][0]:.2f} | {r['rate_min'][1]:.2f} / {r['rate_max'][1]:.2f}"
-                   f" | |")
-        f, p = r["jain"]
-        out.append(f"| {sc} | Jain fairness (window means) | {f:.4f} | {p:.4f} | "
-                   f"{p - f:+.4f} |")
-        out.append(f"| {sc} | 1 ms rate std dev / fair share | 0 | {r['rate_1ms_cv'][1]:.2f} | |")
+        f, p, x = r["fluid"], r["pfc"], r["nopfc"]
+        for key, label, fmt, kind in ROWS:
+            fv = fmt.format(f[key])
+            if key == "queue_kb":
+                fv += f" (q* {r['fixed_q_kb']:.1f})"
+            out.append(f"| {sc} | {label} | {fv} | {fmt.format(p[key])} | "
+                       f"{_e(kind, f[key], p[key])} | {fmt.format(x[key])} | "
+                       f"{_e(kind, f[key], x[key])} |")
+        out.append(f"| {sc} | PFC pause of sender links in the window (s) | - | "
+                   f"{p['pause_steady_s']:.2e} | | {x['pause_steady_s']:.2e} | |")
     g, n, mtu = JOIN
-    f, p = jn["conv"]
+    c, pk = jn["conv"], jn["peak_q_kb"]
     out += ["", f"Join: {n - 1} flows from t = 0, the {n}th joins at {T_JOIN * 1e3:g} ms "
-            f"({g:g} Gb/s, MTU {mtu}); time until the joiner's 1 ms rate reaches 90% of "
-            f"C/{n}:", "", "| scenario | metric | fluid model | packet engine | error |",
-            "|---|---|---|---|---|",
-            f"| join {n - 1}+1, {g:g} Gb/s | convergence time (ms) | {f * 1e3:.1f} | "
-            f"{p * 1e3:.1f} | {err(f, p):+.0%} |", ""]
+            f"({g:g} Gb/s, MTU {mtu}). Settling time: from the join until the joiner's 5 ms "
+            f"mean rate stays within 10% of C/{n} to the end of the run "
+            f"({T_JOIN_END * 1e3:g} ms); figure: docs/dcqcn_fluid.png.", "",
+            "| scenario | metric | fluid model | packet | error | packet, no PFC | error |",
+            "|---|---|---|---|---|---|---|",
+            f"| join {n - 1}+1, {g:g} Gb/s | settling time (ms) | {c['fluid'] * 1e3:.1f} | "
+            f"{c['pfc'] * 1e3:.1f} | {err(c['fluid'], c['pfc']):+.0%} | "
+            f"{c['nopfc'] * 1e3:.1f} | {err(c['fluid'], c['nopfc']):+.0%} |",
+            f"| join {n - 1}+1, {g:g} Gb/s | peak queue (KB) | {pk['fluid']:.0f} | "
+            f"{pk['pfc']:.0f} | {err(pk['fluid'], pk['pfc']):+.0%} | {pk['nopfc']:.0f} | "
+            f"{err(pk['fluid'], pk['nopfc']):+.0%} |", ""]
+    out += ["Diagnosis of the queue error: one DCQCN reaction point alone, event by event "
+            "(validation/dcqcn_rp.py: the paper's RP/NP algorithm, each packet marked "
+            "independently with probability p, 10 s), at the fluid model's p* and at the "
+            "engine's measured marked fraction. The rate the algorithm holds at a given p "
+            "decides which p (hence which queue) the bottleneck settles at.", "",
+            "| scenario | fair share (Gb/s) | p* (fluid) | RP rate at p* (Gb/s) | "
+            "CNPs/s at p* (fluid A*/tau) | engine marked fraction | RP rate at it (Gb/s) | "
+            "RP CNPs/s at it (engine) |", "|---|---|---|---|---|---|---|---|"]
+    for r, d in diag:
+        (rf, cf), (re_, ce) = d["at_fluid"], d["at_engine"]
+        out.append(f"| {r['n']} flows, {r['gbps']:g} Gb/s, MTU {r['mtu']} | {d['share']:.2f} | "
+                   f"{r['fluid']['mark']:.2e} | {rf:.2f} ({err(d['share'], rf):+.0%}) | "
+                   f"{cf:.0f} ({r['fluid']['cnp']:.0f}) | {r['pfc']['mark']:.2e} | "
+                   f"{re_:.2f} ({err(d['share'], re_):+.0%}) | {ce:.0f} ({r['pfc']['cnp']:.0f}) |")
+    out.append("")
     return "\n".join(out)
 
 
@@ -202,24 +283,30 @@ def figure(jn, path):
     import matplotlib.pyplot as plt
 
     ft, frc, fq = jn["fluid"]
-    pt, prc, qt, qb = jn["packet"]
-    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    tw, rw = window_avg(pt, prc, 0.5e-3)
-    for i in range(frc.shape[0]):
-        c = f"C{i}"
-        ax[0].plot(ft * 1e3, frc[i], color=c, lw=1.5, label=f"flow {i} fluid")
-        ax[0].plot(tw * 1e3, rw[i], color=c, lw=0.8, ls="--", label=f"flow {i} packet (0.5 ms)")
-    ax[0].set_ylabel("rate (Gb/s)")
-    ax[0].legend(fontsize=7, ncol=2)
-    tq, qw = window_avg(qt, qb, 0.5e-3)
-    ax[1].plot(ft * 1e3, fq / 1e3, color="k", lw=1.5, label="fluid")
-    ax[1].plot(tq * 1e3, qw / 1e3, color="C3", lw=0.8, label="packet (0.5 ms mean)")
-    ax[1].set_ylabel("bottleneck queue (KB)")
-    ax[1].set_xlabel("time (ms)")
-    ax[1].legend(fontsize=8)
+    fig, ax = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    for a, key, title in ((ax[0], "pfc", "packet engine (PFC on)"),
+                          (ax[1], "nopfc", "packet engine, PFC out of reach")):
+        pt, prc = jn[key][0], jn[key][1]
+        tw, rw = window_avg(pt, prc, 1e-3)
+        for i in range(frc.shape[0]):
+            a.plot(ft * 1e3, frc[i], color=f"C{i}", lw=1.6, label=f"flow {i} fluid")
+            a.plot(tw * 1e3, rw[i], color=f"C{i}", lw=0.8, ls="--",
+                   label=f"flow {i} packet (1 ms mean)")
+        a.set_ylabel("rate (Gb/s)")
+        a.set_ylim(0, None)
+        a.set_title(f"fluid model (solid) and {title} (dashed)", fontsize=9)
+    ax[0].legend(fontsize=6, ncol=2, loc="upper right")
+    ax[2].plot(ft * 1e3, fq / 1e3, color="k", lw=1.6, label="fluid")
+    for key, c, lab in (("pfc", "C3", "packet (PFC)"), ("nopfc", "C0", "packet, no PFC")):
+        tq, qw = window_avg(jn[key][2], jn[key][3], 1e-3)
+        ax[2].plot(tq * 1e3, qw / 1e3, color=c, lw=0.8, label=lab + " (1 ms mean)")
+    ax[2].set_yscale("symlog", linthresh=100)
+    ax[2].set_ylabel("bottleneck queue (KB)")
+    ax[2].set_xlabel("time (ms)")
+    ax[2].legend(fontsize=8)
     g, n, mtu = JOIN
     fig.suptitle(f"DCQCN, {n - 1} flows + 1 joining at {T_JOIN * 1e3:g} ms, {g:g} Gb/s, "
-                 f"MTU {mtu}: fluid model vs packet engine", fontsize=10)
+                 f"MTU {mtu}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -236,13 +323,16 @@ def main(argv=None):
     for c in cases:
         r = steady(*c)
         rows.append(r)
-        print(f"{c}: queue fluid {r['queue_kb'][0]:.1f} KB packet {r['queue_kb'][1]:.1f} KB, "
-              f"util {r['util'][1]:.3f}, jain {r['jain'][1]:.4f}, pause {r['pause_s']:.2e} s (steady {r['pause_steady_s']:.2e}) "
-              f"({r['wall']:.1f} s)", flush=True)
+        f, p, x = r["fluid"], r["pfc"], r["nopfc"]
+        print(f"{c}: queue KB fluid {f['queue_kb']:.1f} packet {p['queue_kb']:.1f} no-PFC "
+              f"{x['queue_kb']:.1f}; marks {f['mark']:.2e} {p['mark']:.2e} {x['mark']:.2e}; "
+              f"util {p['util']:.3f} {x['util']:.3f}; jain {p['jain']:.4f} {x['jain']:.4f}; "
+              f"steady pause {p['pause_steady_s']:.1e} s ({p['wall'] + x['wall']:.1f} s)",
+              flush=True)
+    diag = [(r, diagnose(r)) for r in rows if r["n"] <= 16]
     jn = join()
-    print(f"join: convergence fluid {jn['conv'][0] * 1e3:.1f} ms, packet "
-          f"{jn['conv'][1] * 1e3:.1f} ms")
-    Path(a.out).write_text(table(rows, jn))
+    print(f"join: settling ms {jn['conv']}, peak queue KB {jn['peak_q_kb']}")
+    Path(a.out).write_text(table(rows, jn, diag))
     figure(jn, a.figure)
     print(f"wrote {a.out} and {a.figure}")
 

@@ -224,7 +224,7 @@ def _euler(*args):
 def fixed_point(P: Params, n: int):
     """The symmetric fixed point of n flows on one bottleneck: R_C = C/n, dR_C = dR_T = da = 0
     solved for p (bisection on the one equation left), then q from the RED line. Returns
-    dict(p, q, rc, rt, alpha)."""
+    dict(p, q, rc, rt, alpha, cnp)."""
     r = P.C / n
 
     def rt_of(p):  # dR_T = 0
@@ -250,7 +250,8 @@ def fixed_point(P: Params, n: int):
             hi = mid
     p = math.sqrt(lo * hi)
     return {"p": p, "q": P.kmin + p / P.pmax * (P.kmax - P.kmin), "rc": r, "rt": rt_of(p),
-            "alpha": float(1.0 - _pow1m(p, P.tau_p * r))}
+            "alpha": float(1.0 - _pow1m(p, P.tau_p * r)),
+            "cnp": float((1.0 - _pow1m(p, P.tau * r)) / P.tau)}  # cuts per flow per second
 
 
 def jain(x) -> float:
