@@ -10,10 +10,13 @@ the bottleneck is the switch port to the receiver. The packet engine runs the sa
 sender's link bytes (its sending rate) every 100 us and the bottleneck queue every 10 us
 (`sample_queues_us`).
 
-Compared in the steady window (the second half of the run): mean bottleneck queue, bottleneck
-utilisation, per-flow rate (mean, min, max), Jain fairness; and for one join scenario the
-time the joining flow needs to reach 90% of its fair share. Nothing is fitted. Writes
-validation/results/dcqcn_fluid.md and docs/dcqcn_fluid.png; about a minute.
+The engine runs twice: with its defaults (PFC on) and with PFC out of reach (the model has
+none). Compared in the steady window (the second half of the run): mean bottleneck queue,
+marked fraction and CNP rate, bottleneck utilisation, per-flow rate (mean, min, max), Jain
+fairness; for one join scenario the joiner's settling time and the peak queue; and, as a
+diagnosis, the rate one reaction point alone holds at the model's p* and at the engine's
+marked fraction (validation/dcqcn_rp.py). Nothing is fitted. Writes
+validation/results/dcqcn_fluid.md and docs/dcqcn_fluid.png; about 30 s.
 """
 from __future__ import annotations
 
