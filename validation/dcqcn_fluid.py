@@ -178,8 +178,8 @@ def join():
         pt, prc, pb, qt, qb, _ = run_packet(g, n, mtu, T_JOIN_END, start=start, pfc=pfc)
         res[key] = (pt, prc, qt, qb)
         res["conv"][key] = settle_time(pt, prc[-1], T_JOIN, share)
-    res["peak_q_kb"] = {"fluid": fq.max() / 1e3, "pfc": res["pfc"][3].max() / 1e3,
-                        "nopfc": res["nopfc"][3].max() / 1e3}
+    res["peak_q_kb"] = {"fluid": float(fq.max()) / 1e3, "pfc": float(res["pfc"][3].max()) / 1e3,
+                        "nopfc": float(res["nopfc"][3].max()) / 1e3}
     return res
 
 
@@ -334,7 +334,9 @@ def main(argv=None):
               flush=True)
     diag = [(r, diagnose(r)) for r in rows if r["n"] <= 16]
     jn = join()
-    print(f"join: settling ms {jn['conv']}, peak queue KB {jn['peak_q_kb']}")
+    c, pk = jn["conv"], jn["peak_q_kb"]
+    print("join: settling " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in c.items())
+          + "; peak queue " + ", ".join(f"{k} {v:.0f} KB" for k, v in pk.items()))
     Path(a.out).write_text(table(rows, jn, diag))
     figure(jn, a.figure)
     print(f"wrote {a.out} and {a.figure}")
