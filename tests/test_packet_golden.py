@@ -36,9 +36,9 @@ GOLDEN = {
     "a2a-ideal-adaptive": "113ac12dc117",
     "ring-ideal": "7910493135a9",
     "inc-ideal": "f1623e55eff1",
-    "a2a-dcqcn-ecmp": "927cf50057a5",
-    "a2a-dcqcn-spray": "065f0270103b",
-    "a2a-dcqcn-adaptive": "aaf3e0b4419a",
+    "a2a-dcqcn-ecmp": "8b4609fa7a61",
+    "a2a-dcqcn-spray": "d79a3120d06d",
+    "a2a-dcqcn-adaptive": "8368da27ab3d",
     "ring-dcqcn": "eca1dd0c63a6",
     "inc-dcqcn": "ea29f3e36705",
     "a2a-tcp-loss": "493e67ed478a",
@@ -51,8 +51,8 @@ GOLDEN = {
     "fault-ring-dctcp": "c41138822fcc",
     "fault-a2a-ideal": "30a0a313a3f0",
     "fault-ring-ideal": "09dfa9410be8",
-    "fault-a2a-dcqcn": "64aefd6dbd6c",
-    "fault-ring-dcqcn": "dba25fd35305",
+    "fault-a2a-dcqcn": "bddc3a55fd9a",
+    "fault-ring-dcqcn": "45da3cb54fce",
 }
 
 

@@ -415,7 +415,8 @@ void Sim::enqueue(int32_t l, int32_t pid) {
         if (cfg.transport == T_DCTCP && L.nq >= cfg.ecn_k) {
             p.flags |= F_CE;
             ++L.stat_ecn;
-        } else if (cfg.transport == T_DCQCN) {
+        } else if (cfg.transport == T_DCQCN && transit) {
+            // DCQCN's congestion point is a switch egress: a sender's own NIC queue never marks
             const double q = (double)L.qbytes;
             bool mark = false;
             if (q >= cfg.kmax_bytes) mark = true;
