@@ -56,6 +56,30 @@ def test_small_decode_is_memory_bound_weights_plus_kv_over_hbm(model, tp):
     assert t >= expect  # activations and norms only add
 
 
+def test_per_query_head_decode_attention_reads_a_gqa_kv_head_once_per_query_head():
+    """A kernel without a GQA path (one thread block per sequence and query head) reads each
+    cached KV head hq / hkv times: Llama 3 70B at TP 4 has 16 query and 2 KV heads per GPU."""
+    ctx = [3000] * 64
+    grp = cost_model("llama3-70b", NO_LAUNCH, ServingLayout(tp=4), "fp8")
+    per = cost_model("llama3-70b", NO_LAUNCH, ServingLayout(tp=4), "fp8",
+                     decode_attention="per_query_head")
+    m = get_model("llama3-70b")
+    kv = sum(ctx) * m.layers * 2 * (m.g // 4) * m.head_dim * 1.0   # fp8 KV, read once
+    assert decode_bytes(per, ctx) - decode_bytes(grp, ctx) == pytest.approx(7 * kv, rel=1e-9)
+    spec = get_gpu(NO_LAUNCH)
+    extra = 7 * kv / (spec.hbm_Bps * spec.efficiency.memory)
+    assert batch_compute(per, decode=ctx) - batch_compute(grp, decode=ctx) == \
+        pytest.approx(extra, rel=0.02)
+    # multi-head attention (a KV head per query head) and prefill are unchanged
+    mha = {"preset": "llama3-8b", "kv_heads": 32}
+    assert batch_compute(cost_model(mha, NO_LAUNCH, ServingLayout(), "fp8",
+                                    decode_attention="per_query_head"), decode=ctx) == \
+        batch_compute(cost_model(mha, NO_LAUNCH, ServingLayout(), "fp8"), decode=ctx)
+    assert batch_compute(per, prefill=[(0, 2048)]) == batch_compute(grp, prefill=[(0, 2048)])
+    with pytest.raises(Exception, match="decode_attention"):
+        cost_model("llama3-70b", NO_LAUNCH, ServingLayout(tp=4), "fp8", decode_attention="xqa")
+
+
 def test_fp8_halves_the_weight_reads_of_decode():
     bf = batch_compute(cost_model("llama3-8b", NO_LAUNCH, ServingLayout(), "bf16"), decode=[64])
     f8 = batch_compute(cost_model("llama3-8b", NO_LAUNCH, ServingLayout(), "fp8"), decode=[64])
@@ -185,6 +209,7 @@ output_tokens = {{ dist = "uniform", min = 2, max = 100 }}
      "workload.requests: the KV cache"),   # KV cache below one request
     ("workload.precision=fp4", "workload.precision = 'fp4'"),
     ("workload.max_seqs=0", "workload.max_seqs = 0"),
+    ("workload.decode_attention=xqa", "workload.decode_attention = 'xqa'"),
     ("workload.slo.ttft_ms=-1", "workload.slo.ttft_ms = -1"),
     ("workload.requests.arrival=bursty", "workload.requests.arrival = 'bursty'"),
 ])

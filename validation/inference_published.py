@@ -79,6 +79,10 @@ def scenario_dict(row: dict, efficiency: dict | None = None) -> dict:
             # the token budget of an iteration: 8192 (vLLM/TensorRT-LLM's usual value), raised
             # to the batch when the batch is larger (every running request decodes a token)
             "max_batch_tokens": max(8192, batch), "max_seqs": batch,
+            # both versions predate TensorRT-LLM's XQA kernel (v0.8): decode attention was the
+            # masked multi-head attention kernel, one thread block per (sequence, query head),
+            # so a GQA KV head is read once per query head sharing it (docs/inference.md)
+            "decode_attention": "per_query_head",
             "requests": {"arrival": "concurrency", "concurrency": batch, "count": batch,
                          "input_tokens": row["input"], "output_tokens": row["output"]},
         },
