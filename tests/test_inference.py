@@ -210,6 +210,7 @@ output_tokens = {{ dist = "uniform", min = 2, max = 100 }}
     ("workload.precision=fp4", "workload.precision = 'fp4'"),
     ("workload.max_seqs=0", "workload.max_seqs = 0"),
     ("workload.decode_attention=xqa", "workload.decode_attention = 'xqa'"),
+    ("workload.algorithm.protocol=ll64", "workload.algorithm.protocol = 'll64'"),
     ("workload.slo.ttft_ms=-1", "workload.slo.ttft_ms = -1"),
     ("workload.requests.arrival=bursty", "workload.requests.arrival = 'bursty'"),
 ])
@@ -248,3 +249,36 @@ def test_a_fault_later_in_the_run_is_refused_not_ignored(tmp_path, capsys):
     late = '\n[[faults]]\nlink = [0, 8]\nkind = "degrade"\nfactor = 0.1\nat_us = 5e6\n'
     p = write(tmp_path, _toml().replace("[workload]", late.lstrip("\n") + "\n[workload]", 1))
     refused(capsys, "run", p, "--out", tmp_path / "o", has=("faults: at_us = 5e+06",))
+
+
+def test_serving_all_reduce_curve_carries_nccls_protocol_latencies():
+    """The TP all-reduce curve of a serving run is the collective `netcosim collective` prices
+    (same algorithm, NCCL protocol chosen per size): at decode sizes NCCL's launch and per-step
+    latencies dominate, so it is several times the bare transfers' time."""
+    import numpy as np
+
+    from compute.inference import ServingLayout as Lay
+    from netcosim.commands.collective import sweep
+    from netcosim.inference import fabric
+    from topo.builders import build
+    from topo.routing import Routing
+
+    topo = build("two_tier", {"nodes": 1, "gpus_per_node": 8, "scaleup_gbps": 3600,
+                              "nic_gbps": 400})
+    hosts = fabric.replica_hosts(topo.n_hosts, Lay(tp=4), "packed", "w")
+    lo, hi = 16384, 2 << 20
+
+    def curve(protocol):
+        algos = {"all_reduce": "ring", "all_to_all": "direct", "protocol": protocol}
+        log_s, log_t, _ = fabric.measure(topo, Routing(topo, "ecmp", seed=1), None, "flow", 1,
+                                         hosts, {"all_reduce": (lo, hi)}, algos, "w")
+        return np.exp(log_s[0]), np.exp(log_t[0, 0])
+
+    sizes, t_auto = curve("auto")
+    _, t_bare = curve(None)
+    assert sizes[0] == pytest.approx(lo)
+    ref = sweep(topo, "all_reduce", "ring", [lo], engine="flow", ranks=list(range(4)),
+                protocol="auto")[0]
+    assert ref["protocol"] == "ll"
+    assert t_auto[0] == pytest.approx(ref["time_s"], rel=0.02)
+    assert t_auto[0] > 3 * t_bare[0] and t_auto[0] > 5e-6

@@ -7,7 +7,8 @@ Keys (besides ``kind``): ``model`` (preset or table), ``gpu`` (name or spec tabl
 goodput), ``max_batch_tokens`` (token budget per iteration, default 8192), ``max_seqs``
 (requests in a batch, default 256), ``memory_utilization`` (share of HBM for weights,
 activations and KV cache, default 0.9), ``context`` (longest request, default the model's
-``seq``), ``algorithm`` (``{all_reduce = "ring", all_to_all = "direct"}``), ``disaggregated``
+``seq``), ``algorithm`` (``{all_reduce = "ring", all_to_all = "direct", protocol = "auto"}``:
+the collectives' algorithms and NCCL protocol, "none" for bare transfers), ``disaggregated``
 (``{prefill = {tp, pp, ep, dp}, decode = {tp, pp, ep, dp}}`` instead of ``parallel``: separate
 prefill and decode pools with KV-cache transfers over the fabric, netcosim/inference/disagg.py),
 ``decode_attention`` (``grouped``, the default: a decode step reads each cached KV head once;
@@ -31,7 +32,7 @@ KEYS = ("model", "gpu", "parallel", "precision", "placement", "requests", "slo",
         "max_batch_tokens", "max_seqs", "memory_utilization", "context", "algorithm",
         "disaggregated", "decode_attention")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
-DEFAULT_ALGO = {"all_reduce": "ring", "all_to_all": "direct"}
+DEFAULT_ALGO = {"all_reduce": "ring", "all_to_all": "direct", "protocol": "auto"}
 
 
 def _int(spec, k, default, where, lo=1):
@@ -66,10 +67,20 @@ def _algorithms(spec, where):
     if not isinstance(a, dict):
         raise InputError(f"{where}.algorithm: expected a table such as "
                          f"{{all_reduce = \"ring\"}}")
+    from collectives import protocols
+
     out = dict(DEFAULT_ALGO)
     for op, name in a.items():
         if op not in DEFAULT_ALGO:
-            raise InputError(f"{where}.algorithm.{op}: expected all_reduce or all_to_all")
+            raise InputError(f"{where}.algorithm.{op}: expected all_reduce, all_to_all or "
+                             f"protocol")
+        if op == "protocol":
+            # NCCL's protocol costs (per-step and launch latencies, wire overhead): "auto"
+            # (NCCL's tuner: the least estimate per size), one protocol, or "none" (bare
+            # transfers, no protocol cost)
+            out[op] = None if name == "none" else protocols.resolve(
+                name, f"{where}.algorithm.protocol")
+            continue
         try:
             out[op] = collectives.resolve(op, name)[1]
         except InputError:
