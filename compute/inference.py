@@ -110,12 +110,22 @@ class CostModel:
 # indices into CostModel.params
 (P_PEAK, P_HBM, P_GMAX, P_KNEE, P_MEM, P_LAUNCH, P_ATT, P_WB, P_AB, P_KVB, P_LAYERS,
  P_HEADS, P_KVH, P_HD, P_VOCAB, P_H, P_MOE_LAYERS, P_E_LOCAL, P_TOPK, P_EXPERTS, P_EXP_N,
- P_EXP_K, P_EXP_MATS, P_SHARED, P_MEMOP_BYTES, P_KERNELS, P_NP) = range(27)
+ P_EXP_K, P_EXP_MATS, P_SHARED, P_MEMOP_BYTES, P_KERNELS, P_KV_READS, P_NP) = range(28)
+
+# how a decode step's attention kernel reads a KV head shared by a group of query heads (GQA):
+# "grouped" reads it once for the whole group (FlashInfer, FlashAttention, TensorRT-LLM's XQA
+# since v0.8, vLLM's paged attention v2); "per_query_head" reads it once per query head of the
+# group (one thread block per sequence and query head, as TensorRT-LLM's masked multi-head
+# attention kernel before XQA): the group's KV bytes are read hq / hkv times (docs/inference.md)
+DECODE_ATTENTION = ("grouped", "per_query_head")
 
 
 def cost_model(model, gpu, layout: ServingLayout, precision: str = "bf16",
-               where: str = "workload") -> CostModel:
+               where: str = "workload", decode_attention: str = "grouped") -> CostModel:
     m = get_model(model)
+    if decode_attention not in DECODE_ATTENTION:
+        raise InputError(f"{where}.decode_attention = {decode_attention!r}: expected one of "
+                         f"{', '.join(DECODE_ATTENTION)}")
     spec = get_gpu(gpu)
     if precision not in ALL_PRECISIONS:
         raise InputError(f"{where}.precision = {precision!r}: expected one of "
@@ -192,6 +202,11 @@ def cost_model(model, gpu, layout: ServingLayout, precision: str = "bf16",
     f_local = (m.expert_f * m.top_k / max(ep, 1) if m.experts else m.f) / (tp // ep)
     p[P_MEMOP_BYTES] = m.layers * ((4 + 6) * h + mats * f_local) * ACT_BYTES
     p[P_KERNELS] = m.layers * (len(m.attn_gemms()) + 4 + MEMOPS_PER_LAYER) + 1
+    # times a decode step reads each cached KV head: once, or once per query head sharing it
+    # (MLA's latent is one head shared by all: a per-query-head kernel does not apply to it)
+    p[P_KV_READS] = 1.0
+    if decode_attention == "per_query_head" and not m.mla:
+        p[P_KV_READS] = max(p[P_HEADS] / p[P_KVH], 1.0)
     return CostModel(m, spec, layout, precision, weight_bytes, weight_read, kv_tok, gn, gk, gc, p)
 
 
@@ -249,8 +264,10 @@ def iteration_compute(p, gn, gk, gc, tokens, logits, n_pf, pf_ctx, pf_kv, n_dec,
     if n_dec > 0:
         ctx = dec_ctx / n_dec
         flops = 4.0 * hq * hd * dec_ctx * L
-        nbytes = L * (dec_ctx * 2.0 * hkv * hd * kvb + n_dec * hq * hd * 2 * ab)
-        g = max(hq / max(hkv, 1e-9), 1.0)  # query heads sharing a KV head act as GEMM rows
+        reads = p[P_KV_READS]
+        nbytes = L * (dec_ctx * 2.0 * hkv * hd * kvb * reads + n_dec * hq * hd * 2 * ab)
+        # query heads sharing a KV head act as GEMM rows when the kernel reads it once for them
+        g = max(hq / max(hkv, 1e-9) / reads, 1.0)
         eff = att * (g / (g + kn)) * (ctx / (ctx + kn))
         t += max(flops / (p[P_PEAK] * eff), nbytes / bw)
     t += tokens * p[P_MEMOP_BYTES] / bw
@@ -275,8 +292,10 @@ def batch_compute(cm: CostModel, prefill=(), decode=()) -> float:
 def decode_bytes(cm: CostModel, contexts) -> float:
     """HBM bytes a decode step of sequences with these context lengths must read on one GPU:
     the weights it multiplies (dense layers and output layer; for MoE the experts reached) plus
-    every cached key and value."""
-    return cm.weight_read_bytes + cm.kv_bytes_per_token * cm.layout.pp * float(sum(contexts))
+    every cached key and value (as many times as the decode attention kernel reads each KV head:
+    ``decode_attention``)."""
+    return cm.weight_read_bytes + (cm.kv_bytes_per_token * cm.layout.pp * cm.params[P_KV_READS]
+                                   * float(sum(contexts)))
 
 
 def kv_transfer_bytes_per_token(model, precision: str = "bf16") -> float:

@@ -56,6 +56,30 @@ def test_small_decode_is_memory_bound_weights_plus_kv_over_hbm(model, tp):
     assert t >= expect  # activations and norms only add
 
 
+def test_per_query_head_decode_attention_reads_a_gqa_kv_head_once_per_query_head():
+    """A kernel without a GQA path (one thread block per sequence and query head) reads each
+    cached KV head hq / hkv times: Llama 3 70B at TP 4 has 16 query and 2 KV heads per GPU."""
+    ctx = [3000] * 64
+    grp = cost_model("llama3-70b", NO_LAUNCH, ServingLayout(tp=4), "fp8")
+    per = cost_model("llama3-70b", NO_LAUNCH, ServingLayout(tp=4), "fp8",
+                     decode_attention="per_query_head")
+    m = get_model("llama3-70b")
+    kv = sum(ctx) * m.layers * 2 * (m.g // 4) * m.head_dim * 1.0   # fp8 KV, read once
+    assert decode_bytes(per, ctx) - decode_bytes(grp, ctx) == pytest.approx(7 * kv, rel=1e-9)
+    spec = get_gpu(NO_LAUNCH)
+    extra = 7 * kv / (spec.hbm_Bps * spec.efficiency.memory)
+    assert batch_compute(per, decode=ctx) - batch_compute(grp, decode=ctx) == \
+        pytest.approx(extra, rel=0.02)
+    # multi-head attention (a KV head per query head) and prefill are unchanged
+    mha = {"preset": "llama3-8b", "kv_heads": 32}
+    assert batch_compute(cost_model(mha, NO_LAUNCH, ServingLayout(), "fp8",
+                                    decode_attention="per_query_head"), decode=ctx) == \
+        batch_compute(cost_model(mha, NO_LAUNCH, ServingLayout(), "fp8"), decode=ctx)
+    assert batch_compute(per, prefill=[(0, 2048)]) == batch_compute(grp, prefill=[(0, 2048)])
+    with pytest.raises(Exception, match="decode_attention"):
+        cost_model("llama3-70b", NO_LAUNCH, ServingLayout(tp=4), "fp8", decode_attention="xqa")
+
+
 def test_fp8_halves_the_weight_reads_of_decode():
     bf = batch_compute(cost_model("llama3-8b", NO_LAUNCH, ServingLayout(), "bf16"), decode=[64])
     f8 = batch_compute(cost_model("llama3-8b", NO_LAUNCH, ServingLayout(), "fp8"), decode=[64])
@@ -185,6 +209,8 @@ output_tokens = {{ dist = "uniform", min = 2, max = 100 }}
      "workload.requests: the KV cache"),   # KV cache below one request
     ("workload.precision=fp4", "workload.precision = 'fp4'"),
     ("workload.max_seqs=0", "workload.max_seqs = 0"),
+    ("workload.decode_attention=xqa", "workload.decode_attention = 'xqa'"),
+    ("workload.algorithm.protocol=ll64", "workload.algorithm.protocol = 'll64'"),
     ("workload.slo.ttft_ms=-1", "workload.slo.ttft_ms = -1"),
     ("workload.requests.arrival=bursty", "workload.requests.arrival = 'bursty'"),
 ])
@@ -223,3 +249,36 @@ def test_a_fault_later_in_the_run_is_refused_not_ignored(tmp_path, capsys):
     late = '\n[[faults]]\nlink = [0, 8]\nkind = "degrade"\nfactor = 0.1\nat_us = 5e6\n'
     p = write(tmp_path, _toml().replace("[workload]", late.lstrip("\n") + "\n[workload]", 1))
     refused(capsys, "run", p, "--out", tmp_path / "o", has=("faults: at_us = 5e+06",))
+
+
+def test_serving_all_reduce_curve_carries_nccls_protocol_latencies():
+    """The TP all-reduce curve of a serving run is the collective `netcosim collective` prices
+    (same algorithm, NCCL protocol chosen per size): at decode sizes NCCL's launch and per-step
+    latencies dominate, so it is several times the bare transfers' time."""
+    import numpy as np
+
+    from compute.inference import ServingLayout as Lay
+    from netcosim.commands.collective import sweep
+    from netcosim.inference import fabric
+    from topo.builders import build
+    from topo.routing import Routing
+
+    topo = build("two_tier", {"nodes": 1, "gpus_per_node": 8, "scaleup_gbps": 3600,
+                              "nic_gbps": 400})
+    hosts = fabric.replica_hosts(topo.n_hosts, Lay(tp=4), "packed", "w")
+    lo, hi = 16384, 2 << 20
+
+    def curve(protocol):
+        algos = {"all_reduce": "ring", "all_to_all": "direct", "protocol": protocol}
+        log_s, log_t, _ = fabric.measure(topo, Routing(topo, "ecmp", seed=1), None, "flow", 1,
+                                         hosts, {"all_reduce": (lo, hi)}, algos, "w")
+        return np.exp(log_s[0]), np.exp(log_t[0, 0])
+
+    sizes, t_auto = curve("auto")
+    _, t_bare = curve(None)
+    assert sizes[0] == pytest.approx(lo)
+    ref = sweep(topo, "all_reduce", "ring", [lo], engine="flow", ranks=list(range(4)),
+                protocol="auto")[0]
+    assert ref["protocol"] == "ll"
+    assert t_auto[0] == pytest.approx(ref["time_s"], rel=0.02)
+    assert t_auto[0] > 3 * t_bare[0] and t_auto[0] > 5e-6

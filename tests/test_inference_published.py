@@ -35,6 +35,7 @@ def test_one_row_is_built_as_stated_and_its_error_is_model_over_measured_minus_o
     assert w["requests"]["concurrency"] == w["requests"]["count"] == w["max_seqs"] == 1
     assert (w["requests"]["input_tokens"], w["requests"]["output_tokens"]) == (2048, 1)
     assert w["model"]["kv_heads"] == 32 and w["model"]["ffn"] == 11008
+    assert w["decode_attention"] == "per_query_head"   # both sources predate XQA (v0.8)
     assert d["topology"]["gpus_per_node"] == 8 and d["topology"]["nodes"] == 1
     # the same scenario through the runner, independently of the module's reader
     s = simulate_scenario(Scenario.from_dict(copy.deepcopy(d), default_name="t"))[2]

@@ -81,9 +81,11 @@ def build(topology, spec, where, seed, model, precision, budget, max_seqs, mu, s
                                  spec.get("placement", "packed"), where)
     pw, dw = f"{where}.disaggregated.prefill", f"{where}.disaggregated.decode"
     cm_p, cap_p = pool_model(model, spec["gpu"], lay_p, precision, budget, max_seqs, mu,
-                             int(inp.max()) + 1, where, pw, rw)
+                             int(inp.max()) + 1, where, pw, rw,
+                             spec.get("decode_attention", "grouped"))
     cm_d, cap_d = pool_model(model, spec["gpu"], lay_d, precision, budget, max_seqs, mu,
-                             int((inp + out).max()), where, dw, rw)
+                             int((inp + out).max()), where, dw, rw,
+                             spec.get("decode_attention", "grouped"))
     faults = scenario_faults()
     ls_p, lt_p, curves_p, comm_p = pool_curves(topology, routing, faults, engine, seed, model,
                                                lay_p, p_hosts, budget, algos, pw)

@@ -75,7 +75,10 @@ def measure(topology, routing, faults, engine: str, seed: int, hosts: np.ndarray
     never runs that kind. All-reduces and all-to-alls run over each replica's first TP group
     (every TP group of a replica runs the same collective at the same time; with pp > 1 the
     first stage's group stands for the others), sends from each stage's first GPU to the next
-    stage's."""
+    stage's. ``algorithms``: kind -> algorithm, and "protocol": the NCCL protocol of the
+    collectives ("auto": the least estimate per size, as NCCL's tuner; None: no protocol cost),
+    which adds NCCL's launch and per-step latencies that dominate a decode step's small
+    all-reduces (collectives/protocols.py; validated in validation/results/nccl_tests.md)."""
     import collectives
     from netcore.api import simulate
 
@@ -105,7 +108,9 @@ def measure(topology, routing, faults, engine: str, seed: int, hosts: np.ndarray
                 else:
                     ranks = [int(x) for x in hosts[r, 0]]
                     parts.append(collectives.build(kind, algorithms[kind], ranks, int(nbytes),
-                                                   fabric=topology).with_connections())
+                                                   fabric=topology,
+                                                   protocol=algorithms.get("protocol"))
+                                 .with_connections())
                     owner.append(r)
             sched = Schedule.concat(parts)
             res = simulate(topology, sched, routing, faults, engine=engine, seed=seed)

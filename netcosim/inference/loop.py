@@ -8,8 +8,9 @@ Every iteration at time t:
    full);
 2. fill a token budget: one decode token for every request past its prompt, then prompt chunks
    for the others in admission order (chunked prefill);
-3. price the iteration: compute (compute.inference.iteration_compute) plus communication from
-   the fabric's cost curves (TP all-reduces, EP all-to-alls, pipeline sends), not overlapped;
+3. price the iteration: compute (compute.inference.iteration_compute, which this compiled loop
+   inlines: Numba's disk cache does not see a change there, so a change to the cost model must
+   come with an edit of this file) plus communication from the fabric's cost curves (TP all-reduces, EP all-to-alls, pipeline sends), not overlapped;
 4. advance t; a request whose prompt completes emits its first token at t, a decoding request
    its next one; a request that has all its output tokens leaves and frees its KV cache.
 

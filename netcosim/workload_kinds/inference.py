@@ -7,9 +7,12 @@ Keys (besides ``kind``): ``model`` (preset or table), ``gpu`` (name or spec tabl
 goodput), ``max_batch_tokens`` (token budget per iteration, default 8192), ``max_seqs``
 (requests in a batch, default 256), ``memory_utilization`` (share of HBM for weights,
 activations and KV cache, default 0.9), ``context`` (longest request, default the model's
-``seq``), ``algorithm`` (``{all_reduce = "ring", all_to_all = "direct"}``), ``disaggregated``
+``seq``), ``algorithm`` (``{all_reduce = "ring", all_to_all = "direct", protocol = "auto"}``:
+the collectives' algorithms and NCCL protocol, "none" for bare transfers), ``disaggregated``
 (``{prefill = {tp, pp, ep, dp}, decode = {tp, pp, ep, dp}}`` instead of ``parallel``: separate
-prefill and decode pools with KV-cache transfers over the fabric, netcosim/inference/disagg.py).
+prefill and decode pools with KV-cache transfers over the fabric, netcosim/inference/disagg.py),
+``decode_attention`` (``grouped``, the default: a decode step reads each cached KV head once;
+``per_query_head``: once per query head sharing it, as kernels without a GQA path do).
 
 A serving run is not one DAG: the builder measures the communication cost curves on the
 fabric (netcosim/inference/fabric.py), runs the serving loop of every replica
@@ -27,9 +30,9 @@ from topo.errors import InputError
 
 KEYS = ("model", "gpu", "parallel", "precision", "placement", "requests", "slo",
         "max_batch_tokens", "max_seqs", "memory_utilization", "context", "algorithm",
-        "disaggregated")
+        "disaggregated", "decode_attention")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
-DEFAULT_ALGO = {"all_reduce": "ring", "all_to_all": "direct"}
+DEFAULT_ALGO = {"all_reduce": "ring", "all_to_all": "direct", "protocol": "auto"}
 
 
 def _int(spec, k, default, where, lo=1):
@@ -64,10 +67,20 @@ def _algorithms(spec, where):
     if not isinstance(a, dict):
         raise InputError(f"{where}.algorithm: expected a table such as "
                          f"{{all_reduce = \"ring\"}}")
+    from collectives import protocols
+
     out = dict(DEFAULT_ALGO)
     for op, name in a.items():
         if op not in DEFAULT_ALGO:
-            raise InputError(f"{where}.algorithm.{op}: expected all_reduce or all_to_all")
+            raise InputError(f"{where}.algorithm.{op}: expected all_reduce, all_to_all or "
+                             f"protocol")
+        if op == "protocol":
+            # NCCL's protocol costs (per-step and launch latencies, wire overhead): "auto"
+            # (NCCL's tuner: the least estimate per size), one protocol, or "none" (bare
+            # transfers, no protocol cost)
+            out[op] = None if name == "none" else protocols.resolve(
+                name, f"{where}.algorithm.protocol")
+            continue
         try:
             out[op] = collectives.resolve(op, name)[1]
         except InputError:
@@ -89,7 +102,8 @@ def _slo(spec, where):
     return {k: float(v) for k, v in s.items()}
 
 
-def pool_model(model, gpu, lay, precision, budget, max_seqs, mu, need, where, field, rw):
+def pool_model(model, gpu, lay, precision, budget, max_seqs, mu, need, where, field, rw,
+               decode_attention="grouped"):
     """Cost model and KV capacity (tokens) of one replica of ``lay``; refused (naming
     ``field``) when the weights do not fit or the cache cannot hold a request of ``need``
     tokens."""
@@ -97,7 +111,7 @@ def pool_model(model, gpu, lay, precision, budget, max_seqs, mu, need, where, fi
 
     check_layout(model, lay, field)
     try:
-        cm = cost_model(model, gpu, lay, precision, where)
+        cm = cost_model(model, gpu, lay, precision, where, decode_attention)
     except InputError as e:
         msg = str(e)
         raise InputError(msg if msg.startswith(where) else f"{where}.{msg}") from None
@@ -189,7 +203,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         return dis.build(topology, spec, where, seed, model, precision, budget, max_seqs, mu,
                          slo, algos, arrival, inp, out, conc, routing, engine)
     cm, kv_cap = pool_model(model, spec["gpu"], lay, precision, budget, max_seqs, mu, longest,
-                            where, f"{where}.parallel", rw)
+                            where, f"{where}.parallel", rw, spec.get("decode_attention", "grouped"))
     if conc and conc < lay.dp:
         raise InputError(f"{rw}.concurrency = {conc}: fewer clients than the {lay.dp} "
                          f"replicas ({where}.parallel.dp)")
