@@ -67,6 +67,12 @@ def measure(topology, routing, faults, engine: str, seed: int, p_hosts: np.ndarr
     return log_s, np.log(np.maximum(times, 1e-12)), report
 
 
+# The compiled function below inlines curve_time from fabric.py; Numba's disk cache does not
+# see a change there (see INLINED_SHA1 in loop.py, tests/test_numba_inlined_sources.py).
+INLINED_FROM = ("netcosim/inference/fabric.py",)
+INLINED_SHA1 = "ba2e9a467f49193f"
+
+
 @numba.njit(cache=True)
 def transfer_times(p_rep, d_rep, nbytes, log_s, log_t):
     """Seconds of each request's transfer: ``nbytes`` per GPU pair from prefill replica

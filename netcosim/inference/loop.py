@@ -9,8 +9,8 @@ Every iteration at time t:
 2. fill a token budget: one decode token for every request past its prompt, then prompt chunks
    for the others in admission order (chunked prefill);
 3. price the iteration: compute (compute.inference.iteration_compute, which this compiled loop
-   inlines: Numba's disk cache does not see a change there, so a change to the cost model must
-   come with an edit of this file) plus communication from the fabric's cost curves (TP all-reduces, EP all-to-alls, pipeline sends), not overlapped;
+   inlines; see INLINED_SHA1) plus communication from the fabric's cost curves (TP
+   all-reduces, EP all-to-alls, pipeline sends), not overlapped;
 4. advance t; a request whose prompt completes emits its first token at t, a decoding request
    its next one; a request that has all its output tokens leaves and frees its KV cache.
 
@@ -28,6 +28,14 @@ import numpy as np
 
 from compute.inference import iteration_compute
 from netcosim.inference.fabric import curve_time
+
+# Numba's disk cache keys this module's compiled code by this file's time stamp, not by the
+# code it inlines from other files: after an edit of the cost model alone, the cached loop
+# would go on pricing with the old one. INLINED_SHA1 is a hash of those files;
+# tests/test_numba_inlined_sources.py fails when they change, and updating it here (an edit
+# of this file) makes Numba recompile.
+INLINED_FROM = ("compute/inference.py", "netcosim/inference/fabric.py")
+INLINED_SHA1 = "cd0d26fc66374fb5"
 
 # per-iteration record columns
 IT_START, IT_DUR, IT_COMM, IT_PREFILL, IT_DECODE, IT_SEQS, IT_KV = range(7)
