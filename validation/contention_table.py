@@ -39,24 +39,29 @@ PACKET = {"tcp": {"transport": "tcp", "mtu": 9000, "buffer_packets": 10_000_000}
 LAT_US = 0.5
 
 
-def star(n: int, gbps: float, size: int, engine: str, opts: dict) -> float:
-    """Makespan (s) of the star all-to-all on ``engine``."""
+def _all_to_all(topology: dict, n_hosts: int, size: int, engine: str, opts: dict,
+                what: str) -> float:
+    """Makespan (s) of a direct all-to-all of ``size`` bytes per pair on a fabric."""
     from netcore.api import simulate
     from netcosim.scenario import Scenario
 
-    d = {"name": "star", "seed": 1,
-         "topology": {"kind": "leaf_spine", "leaves": 1, "hosts_per_leaf": n, "spines": 1,
-                      "link_gbps": gbps, "latency_us": LAT_US},
+    d = {"name": "representative", "seed": 1, "topology": topology,
          "routing": {"policy": "ecmp"}, "engine": {"kind": engine, **opts},
          "workload": {"kind": "collective", "op": "all_to_all", "algorithm": "direct",
-                      "protocol": "simple", "step_latency_us": 0, "bytes": size * n}}
-    sc = Scenario.from_dict(d, default_name="star")
-    p = sc.prepare()
+                      "protocol": "simple", "step_latency_us": 0, "bytes": size * n_hosts}}
+    p = Scenario.from_dict(d, default_name="representative").prepare()
     res = simulate(p.topology, p.schedule, p.routing, p.faults, engine=engine, seed=1,
                    validate=False, **p.engine_options)
     if res.stranded.any():
-        raise RuntimeError(f"star n={n} {gbps} Gb/s {size} B on {engine}: unfinished")
+        raise RuntimeError(f"{what} {size} B on {engine}: unfinished")
     return float(res.makespan)
+
+
+def star(n: int, gbps: float, size: int, engine: str, opts: dict) -> float:
+    """Makespan (s) of the star all-to-all on ``engine``."""
+    return _all_to_all({"kind": "leaf_spine", "leaves": 1, "hosts_per_leaf": n, "spines": 1,
+                        "link_gbps": gbps, "latency_us": LAT_US}, n, size, engine, opts,
+                       f"star n={n} {gbps} Gb/s")
 
 
 # second representative (dcqcn only): a non-blocking leaf-spine of 4 leaves x 8 hosts with
@@ -71,23 +76,10 @@ MISMATCH_LAT_US = 1.0
 
 def two_tier(rho: int, gbps: float, size: int, engine: str, opts: dict) -> float:
     """Makespan (s) of the speed-mismatch representative's all-to-all on ``engine``."""
-    from netcore.api import simulate
-    from netcosim.scenario import Scenario
-
-    d = {"name": "rho", "seed": 1,
-         "topology": {"kind": "leaf_spine", "leaves": 4, "hosts_per_leaf": 8, "spines": 8 // rho,
-                      "oversubscription": 1.0, "link_gbps": gbps,
-                      "latency_us": MISMATCH_LAT_US},
-         "routing": {"policy": "ecmp"}, "engine": {"kind": engine, **opts},
-         "workload": {"kind": "collective", "op": "all_to_all", "algorithm": "direct",
-                      "protocol": "simple", "step_latency_us": 0, "bytes": size * 32}}
-    sc = Scenario.from_dict(d, default_name="rho")
-    p = sc.prepare()
-    res = simulate(p.topology, p.schedule, p.routing, p.faults, engine=engine, seed=1,
-                   validate=False, **p.engine_options)
-    if res.stranded.any():
-        raise RuntimeError(f"rho={rho} {gbps} Gb/s {size} B on {engine}: unfinished")
-    return float(res.makespan)
+    return _all_to_all({"kind": "leaf_spine", "leaves": 4, "hosts_per_leaf": 8,
+                        "spines": 8 // rho, "oversubscription": 1.0, "link_gbps": gbps,
+                        "latency_us": MISMATCH_LAT_US}, 32, size, engine, opts,
+                       f"rho={rho} {gbps} Gb/s")
 
 
 def build_mismatch(sizes=SIZES, log=print) -> dict:
