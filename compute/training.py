@@ -565,9 +565,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 tpl = comm.template(op, g, _size(nbytes), algo(op)) if tpl is None else tpl
                 st = stream_of(tpl) if tpl.n else None
             if st is not None:
-                for r in range(k):
-                    stamp_stream(op, st, groups[r:r + 1], ready[r:r + 1], done[r:r + 1], ckind,
-                                 tag, lab)
+                stamp_streams(op, st, groups, ready, done, ckind, tag, lab)
                 return
         if tpl is None:
             tpl = comm.template(op, g, _size(nbytes), algo(op))
@@ -646,26 +644,31 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         wire(tpl, base + np.arange(inst)[:, None] * n, ready.reshape(inst, fold, g),
              done.reshape(inst, fold, g))
 
-    def stamp_stream(op, st, groups, ready, done, ckind, tag, lab):
-        """``stamp`` of a ring-like collective in the scalable form: one transfer standing
-        for every connection of every group (collectives.streams). It waits for the distinct
-        ready nodes (groups folded by symmetry share them); the distinct done nodes wait
-        for it."""
+    def stamp_streams(op, st, groups, ready, done, ckind, tag, lab):
+        """``stamp`` of a ring-like collective in the scalable form: per row of ``groups``, one
+        transfer standing for every connection of that group (collectives.streams), after a
+        step-latency delay if it has one. It waits for the row's ready nodes, and the row's done
+        nodes wait for it (groups folded by symmetry share nodes; the schedule keeps each edge
+        once). All rows are added at once: a large MoE step stamps hundreds of thousands of
+        streams."""
+        k = groups.shape[0]
         hosts = host[groups]
-        label = acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}")
-        sid = acc.sets.add(hosts[:, st.src].ravel(), hosts[:, st.dst].ravel())
-        after = unique(ready)
+        sid = np.array([acc.sets.add(hosts[r, st.src], hosts[r, st.dst]) for r in range(k)],
+                       dtype=np.int64)
+        first = hosts[:, st.src[0]]
+        after = ready
         if st.delay_s > 0:
-            d = acc.add(1, kind=DELAY, src=hosts[0, st.src[0]], duration=st.delay_s, tag=tag,
-                        label=acc.lab("step_latency"), rank=groups[0, st.src[0]], ckind=ckind,
+            d = acc.add(k, kind=DELAY, src=first, duration=st.delay_s, tag=tag,
+                        label=acc.lab("step_latency"), rank=groups[:, st.src[0]], ckind=ckind,
                         stream=1)
-            acc.edges(d, after)
-            after = d
-        node = acc.add(1, kind=TRANSFER, src=hosts[0, st.src[0]], dst=hosts[0, st.dst[0]],
-                       size=st.nbytes, tag=tag, label=label, rank=groups[0, st.src[0]],
-                       ckind=ckind, stream=1, mset=sid, steps=st.steps)
-        acc.edges(node, after)
-        acc.edges(unique(done), node)
+            acc.edges(d[:, None], ready)
+            after = d[:, None]
+        node = acc.add(k, kind=TRANSFER, src=first, dst=hosts[:, st.dst[0]], size=st.nbytes,
+                       tag=tag, label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
+                       rank=groups[:, st.src[0]], ckind=ckind, stream=1, mset=sid,
+                       steps=st.steps)
+        acc.edges(node[:, None], after)
+        acc.edges(done, node[:, None])
 
     d_all = np.arange(D)
     for s in range(P):
