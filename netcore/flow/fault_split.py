@@ -47,31 +47,29 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
     n = schedule.n
     owner = np.repeat(np.arange(ms.n_sets), ms.sizes)
     hit_sets = unique(owner[affected])
-    # per hit set: the unaffected members as a new set (or none), the affected ones listed
-    new_ptr, new_src, new_dst = [ms.ptr], [ms.src], [ms.dst]
+    # per hit set: the unaffected members as a new set (or none), the affected ones listed;
+    # vectorised over sets and nodes (a MoE step splits hundreds of thousands of pieces)
+    n_bad = np.bincount(owner[affected], minlength=ms.n_sets)
+    n_good = ms.sizes - n_bad
     keep_set = np.arange(ms.n_sets, dtype=np.int64)  # the set a node of set s keeps
     first_alone = np.full(ms.n_sets, -1, dtype=np.int64)  # s empties: the node takes member
-    alone_of: dict[int, np.ndarray] = {}
-    m_total = ms.n_members
-    s_total = ms.n_sets
-    for s in hit_sets.tolist():
-        a, b = ms.ptr[s], ms.ptr[s + 1]
-        mem = np.arange(a, b)
-        bad = mem[affected[a:b]]
-        good = mem[~affected[a:b]]
-        if good.size:
-            new_src.append(ms.src[good])
-            new_dst.append(ms.dst[good])
-            new_ptr.append(np.array([m_total + good.size]))
-            keep_set[s] = s_total
-            s_total += 1
-            m_total += good.size
-            alone_of[s] = bad
-        else:
-            keep_set[s] = -1
-            first_alone[s] = bad[0]
-            alone_of[s] = bad[1:]
-    sets = MemberSets(np.concatenate(new_ptr), np.concatenate(new_src), np.concatenate(new_dst))
+    with_good = hit_sets[n_good[hit_sets] > 0]
+    emptied = hit_sets[n_good[hit_sets] == 0]
+    keep_set[with_good] = ms.n_sets + np.arange(len(with_good))
+    keep_set[emptied] = -1
+    first_alone[emptied] = ms.ptr[emptied]  # every member is affected: the first one
+    good_pos = np.flatnonzero(~affected & np.isin(owner, with_good))  # in set order
+    new_ptr = ms.ptr[-1] + np.cumsum(n_good[with_good])
+    sets = MemberSets(np.concatenate([ms.ptr, new_ptr]),
+                      np.concatenate([ms.src, ms.src[good_pos]]),
+                      np.concatenate([ms.dst, ms.dst[good_pos]]))
+    # the members each hit set's nodes leave alone, in set order (an emptied set's first
+    # member stays on the node itself)
+    alone = affected.copy()
+    alone[first_alone[emptied]] = False
+    alone_pos = np.flatnonzero(alone)
+    n_alone = np.bincount(owner[alone_pos], minlength=ms.n_sets)
+    alone_ptr = np.concatenate([[0], np.cumsum(n_alone)])
     t = schedule.kind == TRANSFER
     nodes = np.flatnonzero(t & np.isin(schedule.mset, hit_sets))
     mset = schedule.mset.copy()
@@ -81,11 +79,10 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
     lone = first_alone[s_of] >= 0
     src[nodes[lone]] = ms.src[first_alone[s_of[lone]]]
     dst[nodes[lone]] = ms.dst[first_alone[s_of[lone]]]
-    # pieces: one new node per (node, affected member still to place)
-    k = np.array([len(alone_of[s]) for s in s_of.tolist()], dtype=np.int64)
+    # pieces: one new node per (node, member it leaves alone)
+    k = n_alone[s_of]
     orig = np.repeat(nodes, k)
-    mem = np.concatenate([alone_of[s] for s in s_of.tolist()]) if k.sum() else \
-        np.zeros(0, np.int64)
+    mem = alone_pos[spans(alone_ptr[s_of], k)]
     c = len(orig)
     origin = np.concatenate([np.arange(n), orig])
 
