@@ -575,8 +575,15 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         if agg and sw is None and fold > 1 and k % fold == 0:
             stamp_folded(op, tpl, groups, ready, done, ckind, tag, lab, fold)
             return
-        n = tpl.n
         hosts, granks = _with_switches(host[groups], groups, sw)
+        ids = add_instances(op, tpl, hosts, granks, ckind, tag, lab)
+        wire(tpl, ids, ready[:, None, :], done[:, None, :])
+
+    def add_instances(op, tpl, hosts, granks, ckind, tag, lab, mset=-1):
+        """The nodes of one template instance per row of ``hosts``/``granks`` (the endpoints
+        and ranks it runs on); ``mset``: member set per node, or -1. Returns the node of each
+        instance's template node 0, shape (instances, 1)."""
+        k, n = hosts.shape[0], tpl.n
         base = acc.n
         inst = np.repeat(np.arange(k), n)
         loc = np.tile(np.arange(n), k)
@@ -585,8 +592,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 dst=np.where(tdst >= 0, hosts[inst, np.maximum(tdst, 0)], -1),
                 size=np.tile(tpl.size, k), duration=np.tile(tpl.duration, k), tag=tag,
                 label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
-                rank=granks[inst, tsrc], ckind=ckind, stream=1, mult=1.0)
-        wire(tpl, base + np.arange(k)[:, None] * n, ready[:, None, :], done[:, None, :])
+                rank=granks[inst, tsrc], ckind=ckind, stream=1, mult=1.0, mset=mset)
+        return base + np.arange(k)[:, None] * n
 
     def wire(tpl, ids, ready, done):
         """Edges of stamped template instances: ``ids`` (inst, 1) holds the node of each
@@ -632,17 +639,10 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         same = (hosts == hosts[:1]).all()  # every chain position runs on the same groups
         mset = np.tile(sets_of(hosts[0]), inst) if same else \
             np.concatenate([sets_of(hosts[i]) for i in range(inst)])
-        base = acc.n
-        loc = np.tile(np.arange(n), inst)
-        first = np.repeat(np.arange(inst), n)
-        acc.add(inst * n, kind=np.tile(tpl.kind, inst), src=hosts[first, 0, tsrc[loc]],
-                dst=np.where(tpl.dst[loc] >= 0, hosts[first, 0, tdst[loc]], -1),
-                size=np.tile(tpl.size, inst), duration=np.tile(tpl.duration, inst), tag=tag,
-                label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
-                rank=groups.reshape(inst, fold, g)[first, 0, tsrc[loc]], ckind=ckind, stream=1,
-                mult=1.0, mset=mset)
-        wire(tpl, base + np.arange(inst)[:, None] * n, ready.reshape(inst, fold, g),
-             done.reshape(inst, fold, g))
+        # each instance is named by its first copy
+        ids = add_instances(op, tpl, hosts[:, 0], groups.reshape(inst, fold, g)[:, 0], ckind,
+                            tag, lab, mset)
+        wire(tpl, ids, ready.reshape(inst, fold, g), done.reshape(inst, fold, g))
 
     def stamp_streams(op, st, groups, ready, done, ckind, tag, lab):
         """``stamp`` of a ring-like collective in the scalable form: per row of ``groups``, one
