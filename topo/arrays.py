@@ -4,8 +4,9 @@
 NumPy 2.3 and later answer a plain ``np.unique`` with a hash table, which is far slower than
 sorting once the values outgrow the cache: 30 M distinct int64 take 50 s hashed against
 2.2 s sorted on this project's CI machine (NumPy 2.4.6), and a 1,024-GPU MoE training step
-spent 115 of its 200 s there (the schedule's edge deduplication). Floating-point input with NaNs, and anything that
-does not sort, goes to ``np.unique``, whose NaN rule (one NaN kept) is the one callers expect.
+spent 115 of its 200 s there (the schedule's edge deduplication). Floating-point input with
+NaNs, and anything that does not sort, goes to ``np.unique``, whose NaN rule (one NaN kept)
+is the one callers expect.
 """
 from __future__ import annotations
 
