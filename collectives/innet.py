@@ -38,12 +38,13 @@ from topo.errors import InputError
 
 def auto_chunks(nbytes: int, parts: int, planes: int = 1, op: str = "all_reduce",
                 algorithm: str = "nvls", n: int = 2) -> int:
-    """Chunks when none are given: NCCL's NVLS pipeline (collectives.protocols: 16 channels of
-    128 KiB chunks, at most 256 chunks), at least one per plane, and no more than every block
-    of a chunk can get a byte."""
+    """Chunks when none are given: NCCL's pipeline (collectives.protocols: NVLS one loop step
+    of 16 channels x n heads x NCCL's chunk for the size, SHARP 16 channels x 128 KiB; at most
+    256 chunks), at least one per plane, and no more than every block of a chunk can get a
+    byte."""
     from collectives import protocols
 
-    c = protocols.default_chunks(op, algorithm, nbytes, parts, "simple", 6 * n)
+    c = protocols.default_chunks(op, algorithm, nbytes, parts, "simple", 6 * n, 1, n)
     c = max(c, planes)
     return max(1, min(c, nbytes // max(1, parts)))
 
@@ -93,6 +94,7 @@ def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees, 
         raise InputError(f"trees: switch {int(np.intersect1d(sw_all, ranks)[0])} is also a rank")
     plan.nodes = np.concatenate([ranks, sw_all])
     chunk_bytes = plan.block_bytes.reshape(C, parts).sum(axis=1)
+    step = protocols.nvls_step_s_per_byte(lat, nbytes, n)
     r_all = np.arange(n)
     off = n
     for ti, tree in enumerate(trs):
@@ -129,8 +131,8 @@ def _build(op, algorithm, ranks, nbytes, chunks, step_latency_s, fabric, trees, 
             if op == "all_gather":
                 node = plan.joins(np.full(len(cs), ext[j]), label="gathered")
             else:
-                node = plan.reduces(np.full(len(cs), ext[j]), lo_all, chunk_bytes[cs] / rate[j],
-                                    n=parts, tag=1)
+                node = plan.reduces(np.full(len(cs), ext[j]), lo_all,
+                                    chunk_bytes[cs] * (1 / rate[j] + step), n=parts, tag=1)
                 plan.deps(node[1:], node[:-1])  # the switch reduces one chunk at a time
             plan.deps(node[:, None], up[:, ranks_of[j]])
             for c in children[j]:
@@ -260,6 +262,7 @@ def estimate(fab, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=None
     costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True),
                             fab.topology, algorithm)
     m = S / C
+    step = protocols.nvls_step_s_per_byte(costs, S, n)
     wire = 1.0 if costs.num == costs.den else costs.den / costs.num
     worst = 0.0
     for ti, tree in enumerate(trs):
@@ -294,7 +297,7 @@ def estimate(fab, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=None
         for lvl in range(int(depth.max()), -1, -1):
             at = np.flatnonzero(depth == lvl)
             if op != "all_gather":
-                stages.append((float(np.max(m / np.asarray(tree.rate)[at])), 0.0))
+                stages.append((float(np.max(m / np.asarray(tree.rate)[at])) + m * step, 0.0))
             if lvl == 0:
                 continue
             frac = below[at] / n

@@ -14,8 +14,9 @@ rank q of every domain on rail q. Per chunk c:
 Bytes per rank (S the buffer, g ranks per domain): NVLink up S + S/g, down S/g + S; network
 about 2 S/g each way (an inner tree node) against the flat ring's 2(n-1)/n S per node spread
 over g NICs, i.e. the same network bytes as NCCL's ring, but the intra-domain part costs one
-switch reduction instead of 2(g-1) ring steps. Chunks pipeline through every stage (NCCL:
-16 channels of 128 KiB chunks, 64 KiB from 4 domains on; collectives.protocols). Simple
+switch reduction instead of 2(g-1) ring steps. Chunks pipeline through every stage, one
+NCCL loop step each (16 channels x g heads x NCCL's chunk for the size; every switch
+reduction also pays the NVLS step cost; collectives.protocols). Simple
 protocol only, as NCCL. The switch of each domain comes from the fabric (``fabric=``, its
 scale-up switch must reduce: ``reduce_gbps``) or is given (``trees=``, one
 ``topo.innet.Tree`` of one switch per domain).
@@ -77,7 +78,7 @@ def nvls_tree_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, group_
     P = 2 * g  # blocks per chunk: shard q, tree t -> block c*2g + 2q + t
     if chunks is None:
         C = protocols.default_chunks("all_reduce", "nvls_tree", nbytes, P, proto,
-                                     6 * n + 4 * (G - 1) * g, G)
+                                     6 * n + 4 * (G - 1) * g, G, g)
     else:
         C = check_chunks(chunks, nbytes, P, f"nvls_tree all_reduce over {n} ranks")
     costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), fabric,
@@ -90,6 +91,7 @@ def nvls_tree_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, group_
     rate = np.array([float(t.rate[0]) for t in trs])
     plan.nodes = np.concatenate([ranks, sw])
     chunk_bytes = plan.block_bytes.reshape(C, P).sum(axis=1)
+    step = protocols.nvls_step_s_per_byte(costs, nbytes, g, G)
     a = np.arange(G)[:, None]  # domain
     q = np.arange(g)[None, :]  # local rank = rail
     rank = a * g + q  # (G, g) rank index
@@ -115,7 +117,7 @@ def nvls_tree_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, group_
         up = plan.transfers(rank, np.broadcast_to(swi[:, None], rank.shape), lo, n=P,
                             reduce=True, label="to_switch", tag=0)
         chain("up", up)
-        red = plan.reduces(swi, lo, chunk_bytes[c] / rate, n=P, tag=1)
+        red = plan.reduces(swi, lo, chunk_bytes[c] * (1 / rate + step), n=P, tag=1)
         plan.deps(red[:, None], up)
         if "red" in prev:
             plan.deps(red, prev["red"])  # a switch reduces one chunk at a time
@@ -205,7 +207,7 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
         proto = "simple"
     P = 2 * g
     C = protocols.default_chunks("all_reduce", "nvls_tree", S, P, proto,
-                                 6 * n + 4 * (G - 1) * g, G) if chunks is None else \
+                                 6 * n + 4 * (G - 1) * g, G, g) if chunks is None else \
         int(chunks)
     costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True),
                             fab.topology, "nvls_tree")
@@ -223,7 +225,7 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
     shard = m / g
     up_chunk, dn_shard = link(ranks, to_sw, m), link(to_sw, ranks, shard)
     up_shard, dn_chunk = link(ranks, to_sw, shard), link(to_sw, ranks, m)
-    red = float(np.max(m / rate))
+    red = float(np.max(m / rate)) + m * protocols.nvls_step_s_per_byte(costs, S, g, G)
     stages = [up_chunk, (red, 0.0), dn_shard]
     beat_tree = 0.0
     if G > 1:

@@ -22,9 +22,11 @@ LL128), https://github.com/NVIDIA/nccl. Not modelled: NCCL's LL / LL128 throughp
 (llMaxBws, perChMaxRingLL128Bws), which bound those protocols by the GPU's threads.
 
 **Chunks.** NCCL cuts each channel's data into chunks (per channel: Simple 512 KiB per step,
-LL 32 KiB, LL128 576,000 bytes, NVLS 128 KiB) and runs ``CHANNELS`` channels side by side. A
-transfer of our schedules carries every channel's share, so one of our chunks is CHANNELS x
-NCCL's chunk: the pipeline has as many stages in flight as NCCL's. Pipelined algorithms
+LL 32 KiB, LL128 576,000 bytes) and runs ``CHANNELS`` channels side by side. A transfer of our
+schedules carries every channel's share, so one of our chunks is CHANNELS x NCCL's chunk: the
+pipeline has as many stages in flight as NCCL's. NVLS and NVLS-Tree pipeline at NCCL's loop
+step, CHANNELS x heads x a chunk NCCL picks by size (nvls_chunk_per_op), and every step costs
+the switch NVLS_STEP_S beyond its bytes (nvls_step_s_per_byte). Pipelined algorithms
 (trees, chains, the in-network ones) default to that count, at most
 ``MAX_CHUNKS`` and at most what keeps the full schedule under ``MAX_DEFAULT_TRANSFERS``
 transfers (a deterministic bound: results never depend on the machine's memory). Rings and
@@ -105,6 +107,11 @@ AUTO = "auto"
 CHANNELS = 16
 NVLS_CHUNK_BYTES = 128 << 10
 NVLS_TREE_CHUNK_BYTES_4N = 64 << 10
+# NVLS step cost: a switch reduction of one loop step (CHANNELS x heads x chunk bytes) takes
+# bytes / reduce rate plus this, whatever the chunk: NCCL's smaller chunks for mid sizes
+# (nvls_chunk_per_op) therefore run below the plateau. Calibrated on the 1-node H100 table
+# (validation/nccl_tests.py says which points), not on any multi-node one.
+NVLS_STEP_S = 5.0e-6
 MAX_CHUNKS = 256
 MAX_DEFAULT_TRANSFERS = 1 << 21
 
@@ -160,8 +167,45 @@ def check_for(algorithm: str, protocol, field: str = "protocol"):
 
 
 # --------------------------------------------------------------------------- chunks
-def chunk_bytes(op: str, algorithm: str, protocol=None, n_groups: int = 1) -> int:
-    """Our chunk: CHANNELS x NCCL's chunk per channel for this algorithm and protocol."""
+def nvls_chunk_per_op(algorithm: str, nbytes: int, heads: int, n_groups: int = 1) -> int:
+    """NCCL's NVLS / NVLS-Tree chunk per channel and head for a collective of ``nbytes``
+    (src/enqueue.cc, NVLS and NVLS_TREE branches): one loop step moves CHANNELS x heads of
+    them, and NCCL halves the chunk while the buffer is fewer than so many loop steps (NVLS:
+    128 KiB from 64 steps, 64 KiB from 8, 32 KiB from 2, else 16 KiB; NVLS-Tree: 128 KiB, or
+    64 KiB from 4 domains, then 64 KiB below 4 steps and 32 KiB below one)."""
+    ops = CHANNELS * max(1, int(heads))
+    S = int(nbytes)
+    if algorithm == "nvls":
+        c = NVLS_CHUNK_BYTES
+        steps = ((64, 65536), (8, 32768), (2, 16384))
+    else:
+        c = NVLS_TREE_CHUNK_BYTES_4N if n_groups >= 4 else NVLS_CHUNK_BYTES
+        steps = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+    for loops, smaller in steps:
+        if S < loops * ops * c and c > smaller:
+            c = smaller
+    return c
+
+
+def nvls_step_s_per_byte(costs, nbytes: int, heads: int, n_groups: int = 1) -> float:
+    """Seconds per byte an NVLS switch reduction adds to bytes / reduce rate: NVLS_STEP_S per
+    NCCL loop step of this size (CHANNELS x heads x nvls_chunk_per_op), so it does not depend
+    on how many of our chunks the buffer is cut into. Only with NCCL's own costs in effect (a
+    protocol and no user step latency) and for NVLS / NVLS-Tree; else 0."""
+    if costs.protocol is None or costs.fixed_step_s is not None or \
+            family(costs.algorithm) not in ("nvls", "nvls_tree"):
+        return 0.0
+    loop = CHANNELS * heads * nvls_chunk_per_op(costs.algorithm, nbytes, heads, n_groups)
+    return NVLS_STEP_S / loop
+
+
+def chunk_bytes(op: str, algorithm: str, protocol=None, n_groups: int = 1, nbytes=None,
+                heads: int = 1) -> int:
+    """Our chunk. NVLS and NVLS-Tree: one NCCL loop step, CHANNELS x heads x NCCL's chunk for
+    this size (nvls_chunk_per_op; ``heads``: ranks per NVLink domain), the granularity their
+    stages pipeline at. SHARP: CHANNELS x 128 KiB. Others: CHANNELS x the protocol's chunk."""
+    if algorithm in ("nvls", "nvls_tree") and nbytes is not None:
+        return CHANNELS * heads * nvls_chunk_per_op(algorithm, nbytes, heads, n_groups)
     if algorithm in ("nvls", "nvls_tree") or (algorithm == "sharp"):
         per = NVLS_CHUNK_BYTES
         if algorithm == "nvls_tree" and n_groups >= 4:
@@ -172,13 +216,13 @@ def chunk_bytes(op: str, algorithm: str, protocol=None, n_groups: int = 1) -> in
 
 
 def default_chunks(op: str, algorithm: str, nbytes: int, parts: int, protocol=None,
-                   transfers_per_chunk: int = 0, n_groups: int = 1) -> int:
+                   transfers_per_chunk: int = 0, n_groups: int = 1, heads: int = 1) -> int:
     """Chunks when none are given: one per chunk_bytes for pipelined algorithms, 1 otherwise;
     at most MAX_CHUNKS, at most MAX_DEFAULT_TRANSFERS // transfers_per_chunk, and at most
     nbytes // parts (every block of a chunk keeps a byte)."""
     if (op, algorithm) not in PIPELINED:
         return 1
-    c = math.ceil(int(nbytes) / chunk_bytes(op, algorithm, protocol, n_groups))
+    c = math.ceil(int(nbytes) / chunk_bytes(op, algorithm, protocol, n_groups, nbytes, heads))
     c = min(c, MAX_CHUNKS)
     if transfers_per_chunk > 0:
         c = min(c, max(1, MAX_DEFAULT_TRANSFERS // transfers_per_chunk))
@@ -219,7 +263,8 @@ def chunks_for(op: str, algorithm: str, nbytes: int, n: int, protocol=None,
     """The default chunk count the builder of ``algorithm`` uses for ``nbytes`` over n ranks."""
     g = int(group_size or n)
     return default_chunks(op, algorithm, nbytes, blocks_per_chunk(op, algorithm, n, g),
-                          protocol, transfers_per_chunk(op, algorithm, n, g), max(1, n // g))
+                          protocol, transfers_per_chunk(op, algorithm, n, g), max(1, n // g),
+                          g if algorithm == "nvls_tree" else n)
 
 
 # --------------------------------------------------------------------------- latencies

@@ -185,16 +185,46 @@ def test_nvls_tree_needs_reducing_switches_and_groups():
 
 def test_nvls_tree_estimate_follows_the_flow_engine():
     fab = build("two_tier", {"nodes": 2, "scaleup_gbps": 2960, "nic_gbps": 376,
-                             "reduce_gbps": {"scaleup": 2200}})
-    for S in (1 << 20, 1 << 28):
+                             "reduce_gbps": {"scaleup": 2400}})
+    # 1 MiB: one chunk (exact); 1 GiB: 64 NCCL loop steps (steady state); 256 MiB: 16 steps,
+    # where the fill's overlapping NVLink stages make the estimate approximate (docs)
+    for S, rel in ((1 << 20, 0.01), (1 << 30, 0.01), (1 << 28, 0.05)):
         s = co.build("all_reduce", "nvls_tree", range(16), S, group_size=8, fabric=fab,
                      protocol="simple")
         t = simulate(fab, s, engine="flow").makespan
         e = estimate(fab, "all_reduce", "nvls_tree", range(16), S, group_size=8,
                      protocol="simple")
-        assert e == pytest.approx(t, rel=0.01)
+        assert e == pytest.approx(t, rel=rel)
         # its NVLink carries a chunk and a shard each way: S (1 + 1/8) at 370 GB/s is a floor
         assert t > S * 9 / 8 / 370e9
+
+
+def test_nvls_chunks_follow_nccl_sizes():
+    """NCCL's NVLS chunk per channel and head falls with the size (src/enqueue.cc): one
+    loop step of 16 channels x 8 heads is 16 MiB from 1 GiB, 8 MiB from 64 MiB, 4 MiB from
+    8 MiB and 2 MiB below; NVLS-Tree caps it at 64 KiB per head from 4 domains."""
+    per = protocols.nvls_chunk_per_op
+    assert [per("nvls", s << 20, 8) for s in (1, 8, 63, 64, 1023, 1024)] == \
+        [16384, 32768, 32768, 65536, 65536, 131072]
+    assert per("nvls_tree", 1 << 30, 8, 2) == 131072
+    assert per("nvls_tree", 1 << 30, 8, 4) == 65536
+    assert per("nvls_tree", 4 << 20, 8, 2) == 32768
+    assert protocols.chunks_for("all_reduce", "nvls", 1 << 30, 8) == 64
+
+
+def test_nvls_step_cost_lowers_mid_sizes_only_with_nccl_costs():
+    """The NVLS step cost makes a 16 MiB all-reduce (2 MiB steps) run further below the
+    reduce rate than a 1 GiB one (16 MiB steps); without a protocol it is not charged."""
+    fab = build("two_tier", {"nodes": 1, "scaleup_gbps": 2960,
+                             "reduce_gbps": {"scaleup": 2400}})
+
+    def busbw(S, protocol):
+        s = co.build("all_reduce", "nvls", range(8), S, fabric=fab, protocol=protocol)
+        return S / simulate(fab, s, engine="flow").makespan
+
+    assert busbw(16 << 20, "simple") / busbw(1 << 30, "simple") < 0.8
+    plain = co.build("all_reduce", "nvls", range(8), 1 << 30, fabric=fab, chunks=64)
+    assert (1 << 30) / simulate(fab, plain, engine="flow").makespan > busbw(1 << 30, "simple")
 
 
 # ---------------------------------------------------------------- scalable form
@@ -274,3 +304,14 @@ def test_ns3_scenarios_keep_the_bare_schedules(name):
     for a in ("kind", "src", "dst", "size", "duration", "dep_ptr", "dep_idx"):
         assert np.array_equal(getattr(s, a), getattr(bare, a)), a
     assert t.n_hosts >= s.meta["n_ranks"]
+
+
+def test_collective_sweep_names_nvls_tree_groups_by_node():
+    """`netcosim collective --algo nvls_tree` without --group-size groups ranks by node, as
+    for hierarchical (it used to stop on group_size = None)."""
+    from netcosim.commands.collective import sweep
+
+    fab = build("two_tier", {"nodes": 2, "scaleup_gbps": 2960, "nic_gbps": 376,
+                             "reduce_gbps": {"scaleup": 2400}})
+    (row,) = sweep(fab, "all_reduce", "nvls_tree", [64 << 20], engine="flow")
+    assert row["algorithm"] == "nvls_tree" and row["busbw_GBps"] > 0

@@ -10,16 +10,23 @@ compared with the published one. Writes validation/results/nccl_tests.md and .cs
     python -m validation.nccl_tests                       # flow engine (about a minute)
     python -m validation.nccl_tests --engine analytical   # the alpha-beta estimate
     python -m validation.nccl_tests --plot docs/nccl_busbw.png
+    python -m validation.nccl_tests --calibrate           # the 1-node grid behind the figures
 
 Hardware figures (none fitted to these tables except where said):
 
 * NVLink 4: 450 GB/s per direction per GPU; NCCL reaches "an effective NVLink bandwidth of
   370GB/s" with its protocol overhead (S. Jeaugey, NVIDIA,
   https://github.com/NVIDIA/nccl-tests/issues/212): ``scaleup_gbps = 2960``.
-* NVLink SHARP (NVLS) on 8 H100: "a peak busBw of ~480GB/s (algbw ~275GB/s)" (same comment):
-  the scale-up switch reduces at 275 GB/s, ``reduce_gbps = {scaleup = 2200}``. This figure
-  is the 1-node table's own plateau, so the 1-node sizes from 1 GiB on are calibration
-  points, reported apart; every other point is a validation point.
+* NVLink SHARP (NVLS) on 8 H100: "a peak busBw of ~480GB/s (algbw ~275GB/s)" (same comment)
+  is reached by NCCL's largest chunks (a 16 MiB loop step, collectives.protocols
+  .nvls_chunk_per_op), each step costing its bytes / reduce rate plus a fixed NVLS step cost
+  (protocols.NVLS_STEP_S). Both are calibrated on the 1-node table only: its plateau (from
+  1 GiB) and the sizes of NCCL's 32 KiB chunks (8-32 MiB), by ``--calibrate`` (a grid of 1 us
+  x 100 Gb/s, least squared log error): 5 us and ``reduce_gbps = {scaleup = 2400}`` (300
+  GB/s; 275 GB/s with the step cost at 16 MiB steps). Those seven points are marked
+  calibration and reported apart; every other point, the 1-node table's 1-4 MiB and 64-512
+  MiB and every multi-node point (NVLS-Tree, whose steps take the same two figures), is a
+  validation point.
 * NIC: 400 Gb/s NDR InfiniBand, "46-48GB/s per NIC" achievable (NVIDIA,
   https://github.com/NVIDIA/nccl-tests/issues/290): 47 GB/s, ``nic_gbps = 376``; one rail
   per GPU (``rails = true``), as these systems are cabled.
@@ -40,12 +47,20 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent / "nccl_tests_data"
 RESULTS = Path(__file__).resolve().parent / "results"
 FABRIC = {"gpus_per_node": 8, "scaleup_gbps": 2960, "nic_gbps": 376,
-          "reduce_gbps": {"scaleup": 2200}}
-CLI_TOPO = "two_tier:nodes={n},scaleup_gbps=2960,nic_gbps=376,reduce_gbps=scaleup:2200"
+          "reduce_gbps": {"scaleup": 2400}}
+CLI_TOPO = "two_tier:nodes={n},scaleup_gbps=2960,nic_gbps=376,reduce_gbps=scaleup:2400"
 SIZES = [1 << k for k in range(20, 34)]  # 1 MiB .. 8 GiB
 LARGE = 64 << 20  # targets: within 10% from 64 MiB up, within 25% below
 TARGET_LARGE, TARGET_SMALL = 0.10, 0.25
-CALIBRATION_FROM = 1 << 30  # 1-node sizes from 1 GiB: the NVLS figure's own plateau
+# calibration points, all of the 1-node table: from 1 GiB its plateau (the NVLS reduce rate)
+# and 8-32 MiB (the NVLS step cost, collectives.protocols.NVLS_STEP_S); see calibrate()
+CALIBRATION_FROM = 1 << 30
+CALIBRATION_MID = (8 << 20, 32 << 20)
+
+
+def is_calibration(nodes: int, size: int) -> bool:
+    lo, hi = CALIBRATION_MID
+    return nodes == 1 and (size >= CALIBRATION_FROM or lo <= size <= hi)
 
 
 def load(path: Path) -> dict:
@@ -88,7 +103,7 @@ def compare(engine: str = "flow") -> list[dict]:
             meas = max(oop, ip)
             r = cache[n][size]
             err = r["busbw_GBps"] / meas - 1
-            calib = n == 1 and size >= CALIBRATION_FROM
+            calib = is_calibration(n, size)
             target = TARGET_LARGE if size >= LARGE else TARGET_SMALL
             out.append({"dataset": d["name"], "nodes": n, "bytes": size,
                         "measured_busbw": meas, "model_busbw": r["busbw_GBps"],
@@ -96,6 +111,34 @@ def compare(engine: str = "flow") -> list[dict]:
                         "calibration": calib, "algorithm": r["algorithm"],
                         "protocol": r["protocol"], "source": d["source"]})
     return out
+
+
+def calibrate(engine: str = "flow") -> tuple[float, int]:
+    """(NVLS step seconds, reduce Gb/s) of least squared log error on the 1-node table's
+    calibration points (is_calibration), over a grid of 0-9 us x 2,000-2,800 Gb/s; prints
+    the grid. Only the 1-node table is read."""
+    import math
+
+    from collectives import protocols
+
+    d = next(x for x in datasets() if x["nodes"] == 1)
+    cal = [s for s in SIZES if is_calibration(1, s)]
+    keep = protocols.NVLS_STEP_S, dict(FABRIC["reduce_gbps"])
+    best = None
+    try:
+        for step_us in range(10):
+            for gbps in range(2000, 2801, 100):
+                protocols.NVLS_STEP_S = step_us * 1e-6
+                FABRIC["reduce_gbps"] = {"scaleup": gbps}
+                got = {r["bytes"]: r["busbw_GBps"] for r in simulate_nodes(1, engine)}
+                sse = sum(math.log(got[s] / max(d["rows"][s])) ** 2 for s in cal)
+                print(f"step {step_us} us, reduce {gbps} Gb/s: {sse:.4f}")
+                if best is None or sse < best[0]:
+                    best = (sse, step_us * 1e-6, gbps)
+    finally:
+        protocols.NVLS_STEP_S, FABRIC["reduce_gbps"] = keep
+    print(f"best: step {best[1] * 1e6:.0f} us, reduce {best[2]} Gb/s (sse {best[0]:.4f})")
+    return best[1], best[2]
 
 
 def _size(b: int) -> str:
@@ -132,8 +175,8 @@ def write(rows: list[dict], engine: str) -> None:
         f"{engine}` (algorithm and protocol chosen per size). busbw in GB/s; error = "
         "model / measured - 1; measured = the better of out-of-place and in-place. Targets: "
         "within 10% from 64 MiB up, within 25% below. Calibration points (the 1-node table "
-        "from 1 GiB, whose plateau is NVIDIA's NVLS figure the model takes) are marked `c` "
-        "and left out of the counts.",
+        "from 1 GiB and at 8-32 MiB, which set the NVLS reduce rate and step cost) are "
+        "marked `c` and left out of the counts.",
         "",
         f"Validation points: {s['validation_points']}. From 64 MiB: {s['large_within']} of "
         f"{s['large']} within 10% (median |error| {100 * s['median_abs_error_large']:.1f}%); "
@@ -191,7 +234,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--engine", default="flow", choices=("flow", "analytical", "packet"))
     ap.add_argument("--plot", default=None, metavar="FILE.png")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="scan the NVLS step cost and reduce rate on the 1-node table")
     args = ap.parse_args(argv)
+    if args.calibrate:
+        calibrate(args.engine)
+        return 0
     t0 = time.perf_counter()
     rows = compare(args.engine)
     write(rows, args.engine)

@@ -130,7 +130,7 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
             _, algorithm = co.resolve(op, algo)
             r = ordered_ranks(topology, ranks)
             opts = {}
-            if algorithm == "hierarchical":
+            if algorithm in ("hierarchical", "nvls_tree"):
                 opts["group_size"] = (group_size if group_size is not None
                                       else int(np.bincount(topology.host_group[r]).max()))
             if algorithm == "torus":
