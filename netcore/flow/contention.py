@@ -35,6 +35,8 @@ import numpy as np
 from netcore.flow import _kernels as K
 
 MODELS = ("fluid", "tcp", "dcqcn")
+TCP_RULE = "host"  # experiment switch
+TCP_CORE = ""
 TABLE = Path(__file__).resolve().parent / "contention_table.json"
 
 
@@ -107,6 +109,31 @@ def mismatch(transport: str, rho, gbps_down, nbytes) -> np.ndarray:
     return np.where(rho <= 1.0, 1.0, np.minimum(out, 1.0))
 
 
+@lru_cache(maxsize=None)
+def oversub_table(transport: str):
+    """(log over grid, log gbps grid, log bytes grid, efficiency[over, gbps, bytes]) or None."""
+    d = json.loads(TABLE.read_text()).get("oversub")
+    if not d or transport not in d["eff"]:
+        return None
+    return (np.log(np.array(d["over"], dtype=np.float64)),
+            np.log(np.array(d["gbps"], dtype=np.float64)),
+            np.log(np.array(d["bytes"], dtype=np.float64)),
+            np.array(d["eff"][transport], dtype=np.float64))
+
+
+def oversub(transport: str, ratio, gbps_host, nbytes) -> np.ndarray:
+    """Efficiency of a switch-to-switch link whose load (bytes per bandwidth) is ``ratio``
+    times its transfers' host links' (1.0 at ratio <= 1, or without a table)."""
+    tab = oversub_table(transport)
+    ratio = np.asarray(ratio, dtype=np.float64)
+    if tab is None:
+        return np.ones(ratio.shape)
+    out = _interp3(tab, np.log(np.maximum(ratio, 1.0)),
+                   np.log(np.asarray(gbps_host, dtype=np.float64)),
+                   np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)))
+    return np.where(ratio <= 1.0, 1.0, np.minimum(out, 1.0))
+
+
 @nb.njit(cache=True)
 def dag_levels(ndeps, cptr, cidx):
     """Longest-path depth of every node of a DAG (roots 0), by Kahn's algorithm over the
@@ -176,6 +203,68 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
         # leaving a host are shared FIFOs the star measures (a switch port's queue
         # feeds one link whose bytes all move on; receiver links stay busy once fed)
         use &= topology.dlink_src < topology.n_hosts
+        # transfers that originate at the link's source node (the node its path starts at)
+        first = st.EI[off[cur], K.ELINK]
+        own = topology.dlink_src[first] == topology.dlink_src[link]
+        wt = np.maximum(w, 1.0)
+        rule = TCP_RULE
+        if rule == "to_switch":
+            use &= topology.dlink_dst >= topology.n_hosts
+        if rule in ("own_count", "own_count_share"):
+            fl = np.zeros(L)
+            u2, inv2 = np.unique((link.astype(np.int64) * span + level[flow])[own],
+                                 return_inverse=True)
+            np.maximum.at(fl, u2 // span, np.bincount(inv2, weights=wt[own]))
+            use &= fl > 1
+            if use.any():
+                eff[use] = efficiency(transport, fl[use], gbps[use], per[use])
+            if rule == "own_count_share":
+                ownb = np.bincount(link[own], weights=(w * st.payload[flow])[own], minlength=L)
+                share = np.where(nbytes > 0, ownb / np.maximum(nbytes, 1e-300), 1.0)
+                eff = 1.0 - share * (1.0 - eff)
+        else:
+            if use.any():
+                eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
+            ownb = np.bincount(link[own], weights=(w * st.payload[flow])[own], minlength=L)
+            share = np.where(nbytes > 0, ownb / np.maximum(nbytes, 1e-300), 1.0)
+            if rule == "own_share":
+                eff = 1.0 - share * (1.0 - eff)
+            elif rule == "no_forward":
+                eff = np.where(share < 1.0, 1.0, eff)
+        if TCP_CORE:
+            # load ratio of every (link, depth) group: its bytes per bandwidth over the
+            # mean, over its transfers, of the larger of their two host links' loads
+            pay = w * st.payload[flow]
+            tg = np.bincount(inv, weights=pay) / st.bw[uniq // span]
+            lv = level[flow]
+            gf = np.searchsorted(uniq, first.astype(np.int64) * span + lv)
+            gl = np.searchsorted(uniq, last.astype(np.int64) * span + lv)
+            th = np.maximum(tg[gf], tg[gl])
+            thm = np.bincount(inv, weights=wt * th) / np.bincount(inv, weights=wt)
+            ratio_g = tg / np.maximum(thm, 1e-300)
+            ratio = np.zeros(L)
+            if TCP_CORE == "layer":
+                # a layer's (and direction's) mean: its bytes over its bandwidth, against
+                # the mean host-link load of the transfers crossing it, per depth
+                gl_ = uniq // span
+                lay = (topology.link_layer[gl_ // 2].astype(np.int64) * 2 + gl_ % 2) * span \
+                    + uniq % span
+                ul, il = np.unique(lay, return_inverse=True)
+                bl = np.bincount(il, weights=np.bincount(inv, weights=pay))
+                cl = np.bincount(il, weights=st.bw[gl_])
+                hl = np.bincount(il, weights=np.bincount(inv, weights=wt * th))
+                nl = np.bincount(il, weights=np.bincount(inv, weights=wt))
+                rl = (bl / cl) / np.maximum(hl / nl, 1e-300)
+                np.maximum.at(ratio, gl_, rl[il])
+            else:
+                np.maximum.at(ratio, uniq // span, ratio_g)
+            down = np.bincount(link, weights=wt * gbps[last], minlength=L)
+            down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
+            core = ((topology.dlink_src >= topology.n_hosts)
+                    & (topology.dlink_dst >= topology.n_hosts) & (flows > 1) & (ratio > 1.0))
+            if core.any():
+                eff[core] *= oversub(transport, ratio[core], down[core], per[core])
+        return eff
     if use.any():
         eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
     if transport == "dcqcn":
