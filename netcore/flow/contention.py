@@ -35,8 +35,9 @@ import numpy as np
 from netcore.flow import _kernels as K
 
 MODELS = ("fluid", "tcp", "dcqcn")
-TCP_RULE = "host"  # experiment switch
-TCP_CORE = ""
+TCP_FORWARD_RULE = True
+TCP_CORE_RULE = True
+DCQCN_RHO_RULE = True
 TABLE = Path(__file__).resolve().parent / "contention_table.json"
 
 
@@ -162,6 +163,33 @@ def dag_levels(ndeps, cptr, cidx):
     return level
 
 
+def layer_load_ratio(topology, st, link, flow, w, first, last, level, span, uniq, inv):
+    """Load ratio of every directed link's layer: per (layer, direction, DAG depth), the
+    layer's bytes over its bandwidth (links with traffic at that depth), against the mean,
+    over the transfers crossing it, of the larger of their two host links' loads (bytes over
+    bandwidth, same depth); a link takes the largest over depths. > 1: the fabric's core is
+    structurally oversubscribed for this traffic (a hot spot of ECMP on a non-blocking
+    layer averages out); 0 on links without traffic. Arguments as in link_efficiency."""
+    L = len(st.bw)
+    pay = w * st.payload[flow]
+    wt = np.maximum(w, 1.0)
+    glink = uniq // span
+    tg = np.bincount(inv, weights=pay) / st.bw[glink]  # load of each (link, depth)
+    lv = level[flow]
+    th = np.maximum(tg[np.searchsorted(uniq, first.astype(np.int64) * span + lv)],
+                    tg[np.searchsorted(uniq, last.astype(np.int64) * span + lv)])
+    lay = (topology.link_layer[glink // 2].astype(np.int64) * 2 + glink % 2) * span \
+        + uniq % span
+    _, il = np.unique(lay, return_inverse=True)
+    load = np.bincount(il, weights=np.bincount(inv, weights=pay)) / np.bincount(
+        il, weights=st.bw[glink])
+    host = np.bincount(il, weights=np.bincount(inv, weights=wt * th)) / np.bincount(
+        il, weights=np.bincount(inv, weights=wt))
+    ratio = np.zeros(L)
+    np.maximum.at(ratio, glink, (load / np.maximum(host, 1e-300))[il])
+    return ratio
+
+
 def link_efficiency(st, topology, transport: str) -> np.ndarray:
     """Efficiency of every directed link of ``topology`` from the transfers' current paths in
     ``st`` (a FlowState after ``assign``): 1.0 on links crossed by at most one transfer."""
@@ -176,7 +204,9 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
     off = st.NI[flow, K.POFF]
     ln = st.NI[flow, K.PLEN]
     cur = (np.arange(m) >= off) & (np.arange(m) < off + np.maximum(ln, 0))
-    # the last link of every entry's transfer: the receiver link its path ends on
+    # the first and the last link of every entry's transfer: the link it leaves its source
+    # on and the receiver link its path ends on
+    first = st.EI[off, K.ELINK][cur]
     last = st.EI[np.maximum(off + ln - 1, 0), K.ELINK][cur]
     link, flow, w = link[cur], flow[cur], w[cur]
     # transfers sharing each link: a transfer split over paths (spray) counts once on each
@@ -189,90 +219,53 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
                        st.cptr, st.cidx)
     span = int(level.max()) + 1
     uniq, inv = np.unique(link.astype(np.int64) * span + level[flow], return_inverse=True)
-    per_group = np.bincount(inv, weights=np.maximum(w, 1.0))
+    wt = np.maximum(w, 1.0)
+    per_group = np.bincount(inv, weights=wt)
     flows = np.zeros(L)
     np.maximum.at(flows, uniq // span, per_group)
-    tot = np.bincount(link, weights=np.maximum(w, 1.0), minlength=L)  # over all depths
+    tot = np.bincount(link, weights=wt, minlength=L)  # over all depths
     nbytes = np.bincount(link, weights=w * st.payload[flow], minlength=L)
     per = np.where(tot > 0, nbytes / np.maximum(tot, 1.0), 0.0)
     gbps = st.bw * 8e-9
+    # the receiver-link bandwidth a link's transfers end on, averaged over its transfers
+    down = np.bincount(link, weights=wt * gbps[last], minlength=L)
+    down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
+    switch_link = (topology.dlink_src >= topology.n_hosts) & (
+        topology.dlink_dst >= topology.n_hosts)
     eff = np.ones(L)
     use = flows > 1
     if transport == "tcp":
         # deep-buffered TCP loses its time at the senders' FIFO NIC queues: only the links
         # leaving a host are shared FIFOs the star measures (a switch port's queue
-        # feeds one link whose bytes all move on; receiver links stay busy once fed)
+        # feeds one link whose bytes all move on; receiver links stay busy once fed) ...
         use &= topology.dlink_src < topology.n_hosts
-        # transfers that originate at the link's source node (the node its path starts at)
-        first = st.EI[off[cur], K.ELINK]
-        own = topology.dlink_src[first] == topology.dlink_src[link]
-        wt = np.maximum(w, 1.0)
-        rule = TCP_RULE
-        if rule == "to_switch":
-            use &= topology.dlink_dst >= topology.n_hosts
-        if rule in ("own_count", "own_count_share"):
-            fl = np.zeros(L)
-            u2, inv2 = np.unique((link.astype(np.int64) * span + level[flow])[own],
-                                 return_inverse=True)
-            np.maximum.at(fl, u2 // span, np.bincount(inv2, weights=wt[own]))
-            use &= fl > 1
-            if use.any():
-                eff[use] = efficiency(transport, fl[use], gbps[use], per[use])
-            if rule == "own_count_share":
-                ownb = np.bincount(link[own], weights=(w * st.payload[flow])[own], minlength=L)
-                share = np.where(nbytes > 0, ownb / np.maximum(nbytes, 1e-300), 1.0)
-                eff = 1.0 - share * (1.0 - eff)
-        else:
-            if use.any():
-                eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
-            ownb = np.bincount(link[own], weights=(w * st.payload[flow])[own], minlength=L)
-            share = np.where(nbytes > 0, ownb / np.maximum(nbytes, 1e-300), 1.0)
-            if rule == "own_share":
-                eff = 1.0 - share * (1.0 - eff)
-            elif rule == "no_forward":
-                eff = np.where(share < 1.0, 1.0, eff)
-        if TCP_CORE:
-            # load ratio of every (link, depth) group: its bytes per bandwidth over the
-            # mean, over its transfers, of the larger of their two host links' loads
-            pay = w * st.payload[flow]
-            tg = np.bincount(inv, weights=pay) / st.bw[uniq // span]
-            lv = level[flow]
-            gf = np.searchsorted(uniq, first.astype(np.int64) * span + lv)
-            gl = np.searchsorted(uniq, last.astype(np.int64) * span + lv)
-            th = np.maximum(tg[gf], tg[gl])
-            thm = np.bincount(inv, weights=wt * th) / np.bincount(inv, weights=wt)
-            ratio_g = tg / np.maximum(thm, 1e-300)
-            ratio = np.zeros(L)
-            if TCP_CORE == "layer":
-                # a layer's (and direction's) mean: its bytes over its bandwidth, against
-                # the mean host-link load of the transfers crossing it, per depth
-                gl_ = uniq // span
-                lay = (topology.link_layer[gl_ // 2].astype(np.int64) * 2 + gl_ % 2) * span \
-                    + uniq % span
-                ul, il = np.unique(lay, return_inverse=True)
-                bl = np.bincount(il, weights=np.bincount(inv, weights=pay))
-                cl = np.bincount(il, weights=st.bw[gl_])
-                hl = np.bincount(il, weights=np.bincount(inv, weights=wt * th))
-                nl = np.bincount(il, weights=np.bincount(inv, weights=wt))
-                rl = (bl / cl) / np.maximum(hl / nl, 1e-300)
-                np.maximum.at(ratio, gl_, rl[il])
-            else:
-                np.maximum.at(ratio, uniq // span, ratio_g)
-            down = np.bincount(link, weights=wt * gbps[last], minlength=L)
-            down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
-            core = ((topology.dlink_src >= topology.n_hosts)
-                    & (topology.dlink_dst >= topology.n_hosts) & (flows > 1) & (ratio > 1.0))
+        # ... and only if the queue holds that host's own transfers: a host that forwards
+        # (direct-connect fabrics: torus, ring) has links that also carry transfers which
+        # did not start there; such a link is a forwarding port, kept busy like a switch's
+        forwards = np.bincount(link[topology.dlink_src[first] != topology.dlink_src[link]],
+                               minlength=L) > 0
+        if TCP_FORWARD_RULE:
+            use &= ~forwards
+        if use.any():
+            eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
+        # an oversubscribed core: switch-to-switch links of a layer more loaded than the
+        # host links (load ratio > 1) set the time; they keep the dumbbell's efficiency
+        if TCP_CORE_RULE:
+            ratio = layer_load_ratio(topology, st, link, flow, w, first, last, level, span,
+                                     uniq, inv)
+            core = switch_link & (flows > 1) & (ratio > 1.0)
             if core.any():
-                eff[core] *= oversub(transport, ratio[core], down[core], per[core])
+                eff[core] = oversub(transport, ratio[core], down[core], per[core])
         return eff
     if use.any():
         eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
     if transport == "dcqcn":
-        # speed mismatch: the receiver-link bandwidth a link's transfers end on (the last
-        # link of each path), averaged over its transfers; rho = own / that
-        down = np.bincount(link, weights=np.maximum(w, 1.0) * gbps[last], minlength=L)
-        down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
+        # speed mismatch: rho = own bandwidth / the receiver links' (down)
         rho = np.where(flows > 0, gbps / np.maximum(down, 1e-30), 1.0)
+        if DCQCN_RHO_RULE:
+            ratio = layer_load_ratio(topology, st, link, flow, w, first, last, level, span,
+                                     uniq, inv)
+            rho = np.where(switch_link, rho / np.maximum(ratio, 1.0), rho)
         fat = use & (rho > 1.0)
         if fat.any():
             eff[fat] *= mismatch(transport, rho[fat], down[fat], per[fat])

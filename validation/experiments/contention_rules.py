@@ -1,6 +1,7 @@
 """Rule variants of the contention model on the development set (issue 17):
 `python -m validation.experiments.contention_rules [--cases ...] [--variants ...]`.
 
+A variant switches the module's ``*_RULE`` flags of netcore/flow/contention.py.
 Packet makespans come from validation/results/alltoall_engines.csv where the case is there and
 from validation/experiments/contention_rules_packet.json otherwise (measured here once with the
 harness's packet options, run_case's guard). Only development cases are accepted: the held-out
@@ -57,7 +58,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", nargs="*", default=None)
     ap.add_argument("--transport", default="tcp")
-    ap.add_argument("--variants", nargs="*", default=["host"])
+    ap.add_argument("--variants", nargs="*", default=["base"])
     args = ap.parse_args(argv)
     names = args.cases or [n for n, c in CASES.items() if not c.held_out]
     bad = [n for n in names if CASES[n].held_out]
@@ -67,12 +68,18 @@ def main(argv=None) -> int:
 
     pk = packet_makespans(names, [args.transport])
     res = {}
+    defaults = {k: getattr(C, k) for k in dir(C) if k.endswith("_RULE")}
     for v in args.variants:
-        key, _, val = v.partition("=")
-        if val:  # attribute=value
-            setattr(C, key, type(getattr(C, key))(val) if not isinstance(getattr(C, key), str) else val)
-        else:
-            C.TCP_RULE = v
+        # a variant: "base" (the module as committed) or NAME=0|1[,NAME=0|1...] over the
+        # module's *_RULE switches, each from the committed defaults
+        for k, val in defaults.items():
+            setattr(C, k, val)
+        if v != "base":
+            for item in v.split(","):
+                key, _, val = item.partition("=")
+                if key not in defaults:
+                    raise SystemExit(f"unknown switch {key} (known: {', '.join(defaults)})")
+                setattr(C, key, val not in ("0", "false", "False", ""))
         errs = []
         for n in names:
             r, _ = run_one(CASES[n], "flow", {"transport": "fluid", "contention": args.transport})
