@@ -157,46 +157,6 @@ def build_oversub(sizes=SIZES, transports=("tcp",), log=print) -> dict:
     return out
 
 
-# fourth representative (dcqcn): the star's all-to-all over two tiers. A non-blocking
-# leaf-spine of n / TIER_HPL leaves x TIER_HPL hosts and TIER_HPL spines, every link at
-# ``gbps`` and 0.5 us (as the star): each host link carries n - 1 flows as on the star, but
-# most of them also cross two switch-to-switch links, which PFC pauses for every receiver
-# behind them (congestion spreading; the star has no such link). Same axes as the star
-# (flows per host link, gbps, bytes).
-TIER_HOSTS = (16, 32, 64, 128)
-TIER_HPL = 8
-TIER_GBPS = (100.0, 400.0, 900.0)
-
-
-def tier2(n: int, gbps: float, size: int, engine: str, opts: dict) -> float:
-    """Makespan (s) of the two-tier representative's all-to-all on ``engine``."""
-    return _all_to_all({"kind": "leaf_spine", "leaves": n // TIER_HPL,
-                        "hosts_per_leaf": TIER_HPL, "spines": TIER_HPL,
-                        "oversubscription": 1.0, "link_gbps": gbps, "latency_us": LAT_US},
-                       n, size, engine, opts, f"two-tier n={n} {gbps} Gb/s")
-
-
-def build_tier2(sizes=SIZES, transports=("dcqcn",), log=print) -> dict:
-    out = {"flows": [n - 1 for n in TIER_HOSTS], "gbps": list(TIER_GBPS), "bytes": list(sizes),
-           "hosts_per_leaf": TIER_HPL, "latency_us": LAT_US, "eff": {}}
-    for tr in transports:
-        eff = [[[None] * len(sizes) for _ in TIER_GBPS] for _ in TIER_HOSTS]
-        for i, n in enumerate(TIER_HOSTS):
-            for j, g in enumerate(TIER_GBPS):
-                last = None
-                for k, s in enumerate(sizes):
-                    if n * (n - 1) * s > BUDGET:
-                        eff[i][j][k] = last
-                        continue
-                    f = tier2(n, g, s, "flow", {})
-                    p = tier2(n, g, s, "packet", PACKET[tr])
-                    last = round(min(1.0, f / p), 4)
-                    eff[i][j][k] = last
-                    log(f"{tr} two-tier n={n} {g:g} Gb/s {s >> 10} KiB: efficiency {last:.3f}")
-        out["eff"][tr] = eff
-    return out
-
-
 def build(hosts=HOSTS, gbps=GBPS, sizes=SIZES, log=print) -> dict:
     table = {"flows": [n - 1 for n in hosts], "gbps": list(gbps), "bytes": list(sizes),
              "latency_us": LAT_US, "packet_options": PACKET, "eff": {}, "measured": {}}

@@ -35,10 +35,16 @@ import numpy as np
 from netcore.flow import _kernels as K
 
 MODELS = ("fluid", "tcp", "dcqcn")
+# The rules of the model (docs/flow_engine.md "The contention model"); each can be switched
+# off only to reproduce the variant table there (validation/experiments/contention_rules.py):
+# tcp: a host link that forwards other hosts' transfers is not a NIC queue (kept at full rate)
 TCP_FORWARD_RULE = True
+# tcp: switch-to-switch links of a structurally oversubscribed layer take the dumbbell's
+# efficiency at their layer's load ratio
 TCP_CORE_RULE = True
+# dcqcn: a switch-to-switch link's speed ratio to the receivers behind it is divided by its
+# layer's load ratio (an oversubscribed core cannot fill the receivers' queues at line rate)
 DCQCN_RHO_RULE = True
-DCQCN_TIER_RULE = False
 TABLE = Path(__file__).resolve().parent / "contention_table.json"
 
 
@@ -86,30 +92,6 @@ def _axis(grid: np.ndarray, x: np.ndarray):
         return i, np.zeros_like(x)
     w = (x - grid[i]) / (grid[i + 1] - grid[i])
     return i, np.clip(w, 0.0, 1.0)
-
-
-@lru_cache(maxsize=None)
-def tier2_table(transport: str):
-    """The two-tier representative's (flows, gbps, bytes, efficiency) grid, or None."""
-    d = json.loads(TABLE.read_text()).get("tier2")
-    if not d or transport not in d["eff"]:
-        return None
-    return (np.log(np.array(d["flows"], dtype=np.float64)),
-            np.log(np.array(d["gbps"], dtype=np.float64)),
-            np.log(np.array(d["bytes"], dtype=np.float64)),
-            np.array(d["eff"][transport], dtype=np.float64))
-
-
-def efficiency_tier2(transport: str, flows, gbps, nbytes) -> np.ndarray:
-    """As ``efficiency``, from the two-tier representative (the star's where it has none)."""
-    tab = tier2_table(transport)
-    if tab is None:
-        return efficiency(transport, flows, gbps, nbytes)
-    flows = np.asarray(flows, dtype=np.float64)
-    out = _interp3(tab, np.log(np.maximum(flows, 1.0)),
-                   np.log(np.asarray(gbps, dtype=np.float64)),
-                   np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)))
-    return np.where(flows <= 1.0, 1.0, np.minimum(out, 1.0))
 
 
 def efficiency(transport: str, flows, gbps, nbytes) -> np.ndarray:
@@ -284,14 +266,6 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
         return eff
     if use.any():
         eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
-        if DCQCN_TIER_RULE and transport == "dcqcn":
-            # transfers whose path crosses a switch-to-switch link: their links share the
-            # two-tier representative's efficiency (PFC pauses of a shared core link)
-            crosses = np.bincount(flow, weights=switch_link[link], minlength=st.n) > 0
-            q = np.bincount(link, weights=wt * crosses[flow], minlength=L) / np.maximum(tot, 1.0)
-            q = q[use]
-            eff[use] = (1.0 - q) * eff[use] + q * efficiency_tier2(
-                transport, flows[use], gbps[use], per[use])
     if transport == "dcqcn":
         # speed mismatch: rho = own bandwidth / the receiver links' (down)
         rho = np.where(flows > 0, gbps / np.maximum(down, 1e-30), 1.0)
