@@ -16,10 +16,11 @@ points whose star would move more than 16 GB are not run and take the value of t
 size measured at that fan and speed (the efficiency has flattened by then). Packet options
 are the harness's (validation/alltoall_cases.py): ``tcp`` MTU 9000 with buffers that never
 drop, ``dcqcn`` MTU 9000 with its defaults. Writes netcore/flow/contention_table.json (read by
-netcore/flow/contention.py). Takes about 12 seconds on the shared 2-core machine.
+netcore/flow/contention.py). Takes about 13 seconds on the shared 2-core machine.
 
 A second representative (dcqcn only) measures what a link faster than the receiver links
-behind it loses: see ``build_mismatch``.
+behind it loses: see ``build_mismatch``. A third (tcp only) measures what a structurally
+oversubscribed core link keeps: see ``build_oversub`` (an 8 + 8-host dumbbell).
 """
 from __future__ import annotations
 

@@ -22,6 +22,14 @@ log(flows), log(gbps) and log(bytes), and clamped at the grid's edges. A link cr
 most one transfer keeps its full bandwidth (no contention: the model then is the fluid model
 exactly). Everything else in the engine is unchanged: the efficiencies are computed once from
 the paths (vectorised, no per-flow Python loop) and the compiled event loop runs as before.
+
+Which links, per transport (docs/flow_engine.md "The contention model"): under ``tcp`` the
+links leaving a host, except those that also forward other hosts' transfers (hosts of a torus
+or ring: such a port is kept busy like a switch port), and the switch-to-switch links of a
+layer whose load ratio exceeds 1 (``layer_load_ratio``: a structurally oversubscribed core),
+at the efficiency of an oversubscribed dumbbell (``oversub``); under ``dcqcn`` every shared
+link, times a speed-mismatch factor (``mismatch``) whose speed ratio, on a switch-to-switch
+link, is divided by its layer's load ratio.
 """
 from __future__ import annotations
 
