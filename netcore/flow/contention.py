@@ -256,11 +256,13 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
         use &= topology.dlink_src < topology.n_hosts
         # ... and only if the queue holds that host's own transfers: a host that forwards
         # (direct-connect fabrics: torus, ring) has links that also carry transfers which
-        # did not start there; such a link is a forwarding port, kept busy like a switch's
-        forwards = np.bincount(link[topology.dlink_src[first] != topology.dlink_src[link]],
-                               minlength=L) > 0
-        if TCP_FORWARD_RULE:
-            use &= ~forwards
+        # did not start there (their path's first link leaves another node); such a link
+        # is a forwarding port, kept busy like a switch's. Hosts of a switched fabric never
+        # forward (topo/routing.py), so there the rule is not evaluated at all (a member
+        # set's first link stands for one member only).
+        if TCP_FORWARD_RULE and topology.hosts_forward:
+            use &= np.bincount(link[topology.dlink_src[first] != topology.dlink_src[link]],
+                               minlength=L) == 0
         if use.any():
             eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
         # an oversubscribed core: switch-to-switch links of a layer more loaded than the
