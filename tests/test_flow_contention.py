@@ -165,3 +165,103 @@ def test_a_degraded_link_keeps_its_efficiency():
                           validate=False, **p.engine_options).makespan
     eff = C.efficiency("tcp", [7.0], [400.0], [float(1 << 20)])[0]
     assert out["tcp"] == pytest.approx(out["fluid"] / eff, rel=0.03)
+
+
+def _a2a_eff(topology: dict, policy: str, per_pair: int, model: str, monkeypatch):
+    """(Result, per-directed-link efficiency, Topology) of a direct all-to-all."""
+    seen = {}
+    real = C.link_efficiency
+
+    def spy(st, topo, transport):
+        seen["eff"] = real(st, topo, transport)
+        return seen["eff"]
+
+    monkeypatch.setattr(C, "link_efficiency", spy)
+    topo = Scenario.from_dict({"topology": topology}).build_topology()
+    d = {"name": "t", "seed": 1, "topology": topology, "routing": {"policy": policy},
+         "engine": {"kind": "flow", "contention": model},
+         "workload": {"kind": "collective", "op": "all_to_all", "algorithm": "direct",
+                      "protocol": "simple", "step_latency_us": 0,
+                      "bytes": per_pair * topo.n_hosts}}
+    p = Scenario.from_dict(d, default_name="t").prepare()
+    res = simulate(p.topology, p.schedule, p.routing, p.faults, engine="flow", seed=1,
+                   validate=False, **p.engine_options)
+    return res, seen.get("eff"), p.topology
+
+
+RING8 = {"kind": "torus", "dims": [8], "link_gbps": 100, "latency_us": 1.0}
+TORUS33 = {"kind": "torus", "dims": [3, 3], "link_gbps": 100, "latency_us": 1.0}
+
+
+def test_tcp_leaves_forwarding_host_links_at_full_rate(monkeypatch):
+    # on a ring under dor every link leaving a host also forwards other hosts' transfers: a
+    # forwarding port, not a NIC queue, so tcp keeps the fluid answer exactly ...
+    fluid, _, _ = _a2a_eff(RING8, "dor", 256 << 10, "fluid", monkeypatch)
+    tcp, eff, _ = _a2a_eff(RING8, "dor", 256 << 10, "tcp", monkeypatch)
+    assert np.all(eff == 1.0)
+    assert np.array_equal(fluid.end, tcp.end)
+    # ... which the rule is what gives (without it every ring link is lowered)
+    monkeypatch.setattr(C, "TCP_FORWARD_RULE", False)
+    slow, eff_off, _ = _a2a_eff(RING8, "dor", 256 << 10, "tcp", monkeypatch)
+    assert np.all(eff_off < 1.0) and slow.makespan > 1.2 * fluid.makespan
+
+
+def test_tcp_lowers_a_host_link_that_carries_only_its_own_transfers(monkeypatch):
+    # 3x3 torus, dor: a host's first-dimension links carry only transfers that start there
+    # (every first-dimension peer is one hop away), its second-dimension links also forward
+    # the transfers that turned at it
+    _, eff, topo = _a2a_eff(TORUS33, "dor", 256 << 10, "tcp", monkeypatch)
+    layer = topo.link_layer[np.arange(topo.n_dlinks) // 2]
+    lowered = eff < 1.0
+    assert lowered.any() and not lowered.all()
+    # one dimension lowered everywhere, the other nowhere
+    assert sorted({bool(lowered[layer == d].all()) for d in (0, 1)}) == [False, True]
+    assert sorted({bool(lowered[layer == d].any()) for d in (0, 1)}) == [False, True]
+    own = np.unique(eff[lowered])
+    # the star's efficiency at the number of transfers on such a link (3 peers per direction
+    # ... the peers reached first over that link)
+    assert np.all(own == C.efficiency("tcp", [3.0], [100.0], [float(256 << 10)])[0])
+
+
+LS_OVER = {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
+           "oversubscription": 2.0, "link_gbps": 100, "latency_us": 1.0}
+
+
+def test_tcp_oversubscribed_core_takes_the_dumbbell_efficiency(monkeypatch):
+    # 2 leaves x 4 hosts at 100 Gb/s, one spine, 2:1: each leaf-spine link runs at 200 Gb/s
+    # and carries the 16 cross-leaf transfers of its direction (load 16 S / 200G = 8 S / 100G)
+    # while each host link carries 7 (load 7 S / 100G): load ratio 8 / 7
+    S = 1 << 20
+    _, eff, topo = _a2a_eff(LS_OVER, "ecmp", S, "tcp", monkeypatch)
+    core = (topo.dlink_src >= topo.n_hosts) & (topo.dlink_dst >= topo.n_hosts)
+    want = C.oversub("tcp", [8 / 7], [100.0], [float(S)])[0]
+    assert 0.5 < want < 1.0
+    assert np.allclose(eff[core], want, rtol=0, atol=1e-12)
+    # host uplinks: the star's value at 7 transfers; downlinks of the switches stay at 1
+    up = topo.dlink_src < topo.n_hosts
+    assert np.allclose(eff[up], C.efficiency("tcp", [7.0], [100.0], [float(S)])[0])
+    assert np.all(eff[~up & ~core] == 1.0)
+
+
+def test_tcp_ecmp_hot_spots_of_a_non_blocking_core_are_not_oversubscription(monkeypatch):
+    # fat_tree k=4 (non-blocking): ECMP collisions make some core links busier than the host
+    # links, but each layer as a whole is not: no switch-to-switch link is lowered
+    _, eff, topo = _a2a_eff(FT4, "ecmp", 64 << 10, "tcp", monkeypatch)
+    core = (topo.dlink_src >= topo.n_hosts) & (topo.dlink_dst >= topo.n_hosts)
+    assert np.all(eff[core] == 1.0)
+
+
+def test_dcqcn_speed_ratio_of_an_oversubscribed_core_is_divided_by_its_load_ratio(
+        monkeypatch):
+    # the 2:1 leaf-spine above: leaf-spine links at 200 Gb/s over 100 Gb/s receivers
+    # (rho = 2), layer load ratio 8 / 7: the mismatch factor is read at rho = 2 / (8 / 7)
+    S = 1 << 20
+    _, eff, topo = _a2a_eff(LS_OVER, "ecmp", S, "dcqcn", monkeypatch)
+    up_core = (topo.dlink_src >= topo.n_hosts) & (topo.dlink_dst >= topo.n_hosts)
+    base = C.efficiency("dcqcn", [16.0], [200.0], [float(S)])[0]
+    want = base * C.mismatch("dcqcn", [2 / (8 / 7)], [100.0], [float(S)])[0]
+    assert np.allclose(eff[up_core], want, rtol=0, atol=1e-12)
+    # without the rule: the full rho = 2 factor, lower
+    monkeypatch.setattr(C, "DCQCN_RHO_RULE", False)
+    _, eff_off, _ = _a2a_eff(LS_OVER, "ecmp", S, "dcqcn", monkeypatch)
+    assert np.all(eff_off[up_core] < eff[up_core])

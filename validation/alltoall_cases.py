@@ -18,6 +18,10 @@ on the development side and holds out, by rule:
 * the Zipf all-to-all-v on the fat-tree (the skewed workload on a fabric it was not tuned on);
 * two_tier with the hierarchical algorithm at 1 MiB (a multi-phase schedule mid-size).
 
+Development direct-connect cases (added after the split, for a rule about hosts that forward;
+the held-out 4x4 torus stays held out): an 8-host ring, a 3x3 torus and a 4x4x2 torus, 100
+Gb/s, 1 us, dor, 64 KiB and 1 MiB per pair (``ring8_*``, ``torus33_*``, ``torus442_*``).
+
 ``HELD_OUT`` below is that list, name by name (docs/flow_engine.md repeats it).
 """
 from __future__ import annotations
@@ -71,6 +75,15 @@ FABRICS = {f.name: f for f in (
                   "gpu_gbps": 7200, "latency_us": 0.5}, "spray"),
     Fabric("torus", {"kind": "torus", "dims": [4, 4], "link_gbps": 100, "latency_us": 1.0},
            "dor"),
+    # development direct-connect fabrics (hosts forward), other shapes than the held-out 4x4
+    # torus: a 1-D ring of 8, a 3x3 torus (odd sides, no tie in dor's shortest way) and a
+    # 3-D 4x4x2 torus (32 hosts; its size-2 dimension has one link per pair)
+    Fabric("ring8", {"kind": "torus", "dims": [8], "link_gbps": 100, "latency_us": 1.0},
+           "dor"),
+    Fabric("torus33", {"kind": "torus", "dims": [3, 3], "link_gbps": 100, "latency_us": 1.0},
+           "dor"),
+    Fabric("torus442", {"kind": "torus", "dims": [4, 4, 2], "link_gbps": 100,
+                        "latency_us": 1.0}, "dor"),
 )}
 
 
@@ -110,6 +123,11 @@ def _cases() -> list[Case]:
     # skewed expert load: rank j receives in proportion to its experts' Zipf share
     out.append(Case("ls2_zipf_1M", "ls2", MIB, op="all_to_all_v"))
     out.append(Case("ft4_zipf_1M", "ft4", MIB, op="all_to_all_v"))
+    # development direct-connect cases (added for the tcp rule on forwarding hosts; the 4x4
+    # torus itself stays held out): 64 KiB and 1 MiB per pair on each development shape
+    for fab in ("ring8", "torus33", "torus442"):
+        for s in (64 * KIB, MIB):
+            out.append(Case(f"{fab}_direct_{_size_label(s)}", fab, s))
     return out
 
 

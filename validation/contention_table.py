@@ -16,10 +16,11 @@ points whose star would move more than 16 GB are not run and take the value of t
 size measured at that fan and speed (the efficiency has flattened by then). Packet options
 are the harness's (validation/alltoall_cases.py): ``tcp`` MTU 9000 with buffers that never
 drop, ``dcqcn`` MTU 9000 with its defaults. Writes netcore/flow/contention_table.json (read by
-netcore/flow/contention.py). Takes about 12 seconds on the shared 2-core machine.
+netcore/flow/contention.py). Takes about 13 seconds on the shared 2-core machine.
 
 A second representative (dcqcn only) measures what a link faster than the receiver links
-behind it loses: see ``build_mismatch``.
+behind it loses: see ``build_mismatch``. A third (tcp only) measures what a structurally
+oversubscribed core link keeps: see ``build_oversub`` (an 8 + 8-host dumbbell).
 """
 from __future__ import annotations
 
@@ -101,6 +102,62 @@ def build_mismatch(sizes=SIZES, log=print) -> dict:
     return out
 
 
+# third representative (tcp): an oversubscribed core. A dumbbell: two leaves of DUMBBELL_N
+# hosts joined through one spine (1 us links), every host sending ``size`` bytes to every
+# host of the other leaf (and nothing to its own leaf), so each core link carries N^2
+# transfers and each host link N; the leaf-spine links run at N x gbps / OVER, so the core
+# link is OVER times as loaded (in bytes per bandwidth) as the host links: the fluid
+# makespan is the core's. The efficiency fluid / packet at OVER > 1 is what a core link that
+# sets the time keeps under the transport (start-up and tail of many flows through one FIFO
+# port, not a NIC queue). At OVER = 1 the host links bind as much as the core, and the loss
+# there is the host links' (the star's): the table holds 1.0 there by construction.
+OVER = (1.0, 1.25, 1.5, 2.0, 4.0, 8.0)
+OVER_GBPS = (100.0, 400.0)
+DUMBBELL_N = 8
+OVER_LAT_US = 1.0
+
+
+def dumbbell(over: float, gbps: float, size: int, engine: str, opts: dict,
+             n: int = DUMBBELL_N) -> float:
+    """Makespan (s) of the oversubscribed dumbbell's cross traffic on ``engine``."""
+    from netcore.api import simulate
+    from netcosim.scenario import Scenario
+
+    flows = [{"src": i, "dst": n + j, "bytes": size} for i in range(n) for j in range(n)]
+    flows += [{"src": n + j, "dst": i, "bytes": size} for i in range(n) for j in range(n)]
+    d = {"name": "dumbbell", "seed": 1, "routing": {"policy": "ecmp"},
+         "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": n, "spines": 1,
+                      "oversubscription": over, "link_gbps": gbps,
+                      "latency_us": OVER_LAT_US},
+         "engine": {"kind": engine, **opts}, "workload": {"kind": "flows", "flows": flows}}
+    p = Scenario.from_dict(d, default_name="dumbbell").prepare()
+    res = simulate(p.topology, p.schedule, p.routing, p.faults, engine=engine, seed=1,
+                   validate=False, **p.engine_options)
+    if res.stranded.any():
+        raise RuntimeError(f"dumbbell over={over} {gbps} Gb/s {size} B on {engine}: unfinished")
+    return float(res.makespan)
+
+
+def build_oversub(sizes=SIZES, transports=("tcp",), log=print) -> dict:
+    out = {"over": list(OVER), "gbps": list(OVER_GBPS), "bytes": list(sizes),
+           "hosts_per_side": DUMBBELL_N, "latency_us": OVER_LAT_US, "eff": {},
+           "measured_eff": {}}
+    for tr in transports:
+        m = [[[1.0] * len(sizes) for _ in OVER_GBPS] for _ in OVER]
+        raw = [[[1.0] * len(sizes) for _ in OVER_GBPS] for _ in OVER]
+        for i, over in enumerate(OVER):
+            for j, g in enumerate(OVER_GBPS):
+                for k, s in enumerate(sizes):
+                    e = dumbbell(over, g, s, "flow", {}) / dumbbell(over, g, s, "packet",
+                                                                    PACKET[tr])
+                    raw[i][j][k] = round(min(1.0, e), 4)
+                    m[i][j][k] = 1.0 if over <= 1.0 else raw[i][j][k]
+                    log(f"{tr} over={over:g} {g:g} Gb/s {s >> 10} KiB: efficiency {e:.3f}")
+        out["eff"][tr] = m
+        out["measured_eff"][tr] = raw
+    return out
+
+
 def build(hosts=HOSTS, gbps=GBPS, sizes=SIZES, log=print) -> dict:
     table = {"flows": [n - 1 for n in hosts], "gbps": list(gbps), "bytes": list(sizes),
              "latency_us": LAT_US, "packet_options": PACKET, "eff": {}, "measured": {}}
@@ -138,6 +195,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     table = build(log=lambda s: print(s, flush=True))
     table["mismatch"] = build_mismatch(log=lambda s: print(s, flush=True))
+    table["oversub"] = build_oversub(log=lambda s: print(s, flush=True))
     table["generated_by"] = "python -m validation.contention_table"
     Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
     print(f"wrote {args.out} [{time.perf_counter() - t0:.0f} s]")

@@ -22,6 +22,14 @@ log(flows), log(gbps) and log(bytes), and clamped at the grid's edges. A link cr
 most one transfer keeps its full bandwidth (no contention: the model then is the fluid model
 exactly). Everything else in the engine is unchanged: the efficiencies are computed once from
 the paths (vectorised, no per-flow Python loop) and the compiled event loop runs as before.
+
+Which links, per transport (docs/flow_engine.md "The contention model"): under ``tcp`` the
+links leaving a host, except those that also forward other hosts' transfers (hosts of a torus
+or ring: such a port is kept busy like a switch port), and the switch-to-switch links of a
+layer whose load ratio exceeds 1 (``layer_load_ratio``: a structurally oversubscribed core),
+at the efficiency of an oversubscribed dumbbell (``oversub``); under ``dcqcn`` every shared
+link, times a speed-mismatch factor (``mismatch``) whose speed ratio, on a switch-to-switch
+link, is divided by its layer's load ratio.
 """
 from __future__ import annotations
 
@@ -35,6 +43,16 @@ import numpy as np
 from netcore.flow import _kernels as K
 
 MODELS = ("fluid", "tcp", "dcqcn")
+# The rules of the model (docs/flow_engine.md "The contention model"); each can be switched
+# off only to reproduce the variant table there (validation/experiments/contention_rules.py):
+# tcp: a host link that forwards other hosts' transfers is not a NIC queue (kept at full rate)
+TCP_FORWARD_RULE = True
+# tcp: switch-to-switch links of a structurally oversubscribed layer take the dumbbell's
+# efficiency at their layer's load ratio
+TCP_CORE_RULE = True
+# dcqcn: a switch-to-switch link's speed ratio to the receivers behind it is divided by its
+# layer's load ratio (an oversubscribed core cannot fill the receivers' queues at line rate)
+DCQCN_RHO_RULE = True
 TABLE = Path(__file__).resolve().parent / "contention_table.json"
 
 
@@ -107,6 +125,31 @@ def mismatch(transport: str, rho, gbps_down, nbytes) -> np.ndarray:
     return np.where(rho <= 1.0, 1.0, np.minimum(out, 1.0))
 
 
+@lru_cache(maxsize=None)
+def oversub_table(transport: str):
+    """(log over grid, log gbps grid, log bytes grid, efficiency[over, gbps, bytes]) or None."""
+    d = json.loads(TABLE.read_text()).get("oversub")
+    if not d or transport not in d["eff"]:
+        return None
+    return (np.log(np.array(d["over"], dtype=np.float64)),
+            np.log(np.array(d["gbps"], dtype=np.float64)),
+            np.log(np.array(d["bytes"], dtype=np.float64)),
+            np.array(d["eff"][transport], dtype=np.float64))
+
+
+def oversub(transport: str, ratio, gbps_host, nbytes) -> np.ndarray:
+    """Efficiency of a switch-to-switch link whose load (bytes per bandwidth) is ``ratio``
+    times its transfers' host links' (1.0 at ratio <= 1, or without a table)."""
+    tab = oversub_table(transport)
+    ratio = np.asarray(ratio, dtype=np.float64)
+    if tab is None:
+        return np.ones(ratio.shape)
+    out = _interp3(tab, np.log(np.maximum(ratio, 1.0)),
+                   np.log(np.asarray(gbps_host, dtype=np.float64)),
+                   np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)))
+    return np.where(ratio <= 1.0, 1.0, np.minimum(out, 1.0))
+
+
 @nb.njit(cache=True)
 def dag_levels(ndeps, cptr, cidx):
     """Longest-path depth of every node of a DAG (roots 0), by Kahn's algorithm over the
@@ -135,6 +178,33 @@ def dag_levels(ndeps, cptr, cidx):
     return level
 
 
+def layer_load_ratio(topology, st, link, flow, w, first, last, level, span, uniq, inv):
+    """Load ratio of every directed link's layer: per (layer, direction, DAG depth), the
+    layer's bytes over its bandwidth (links with traffic at that depth), against the mean,
+    over the transfers crossing it, of the larger of their two host links' loads (bytes over
+    bandwidth, same depth); a link takes the largest over depths. > 1: the fabric's core is
+    structurally oversubscribed for this traffic (a hot spot of ECMP on a non-blocking
+    layer averages out); 0 on links without traffic. Arguments as in link_efficiency."""
+    L = len(st.bw)
+    pay = w * st.payload[flow]
+    wt = np.maximum(w, 1.0)
+    glink = uniq // span
+    tg = np.bincount(inv, weights=pay) / st.bw[glink]  # load of each (link, depth)
+    lv = level[flow]
+    th = np.maximum(tg[np.searchsorted(uniq, first.astype(np.int64) * span + lv)],
+                    tg[np.searchsorted(uniq, last.astype(np.int64) * span + lv)])
+    lay = (topology.link_layer[glink // 2].astype(np.int64) * 2 + glink % 2) * span \
+        + uniq % span
+    _, il = np.unique(lay, return_inverse=True)
+    load = np.bincount(il, weights=np.bincount(inv, weights=pay)) / np.bincount(
+        il, weights=st.bw[glink])
+    host = np.bincount(il, weights=np.bincount(inv, weights=wt * th)) / np.bincount(
+        il, weights=np.bincount(inv, weights=wt))
+    ratio = np.zeros(L)
+    np.maximum.at(ratio, glink, (load / np.maximum(host, 1e-300))[il])
+    return ratio
+
+
 def link_efficiency(st, topology, transport: str) -> np.ndarray:
     """Efficiency of every directed link of ``topology`` from the transfers' current paths in
     ``st`` (a FlowState after ``assign``): 1.0 on links crossed by at most one transfer."""
@@ -149,7 +219,9 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
     off = st.NI[flow, K.POFF]
     ln = st.NI[flow, K.PLEN]
     cur = (np.arange(m) >= off) & (np.arange(m) < off + np.maximum(ln, 0))
-    # the last link of every entry's transfer: the receiver link its path ends on
+    # the first and the last link of every entry's transfer: the link it leaves its source
+    # on and the receiver link its path ends on
+    first = st.EI[off, K.ELINK][cur]
     last = st.EI[np.maximum(off + ln - 1, 0), K.ELINK][cur]
     link, flow, w = link[cur], flow[cur], w[cur]
     # transfers sharing each link: a transfer split over paths (spray) counts once on each
@@ -162,28 +234,55 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
                        st.cptr, st.cidx)
     span = int(level.max()) + 1
     uniq, inv = np.unique(link.astype(np.int64) * span + level[flow], return_inverse=True)
-    per_group = np.bincount(inv, weights=np.maximum(w, 1.0))
+    wt = np.maximum(w, 1.0)
+    per_group = np.bincount(inv, weights=wt)
     flows = np.zeros(L)
     np.maximum.at(flows, uniq // span, per_group)
-    tot = np.bincount(link, weights=np.maximum(w, 1.0), minlength=L)  # over all depths
+    tot = np.bincount(link, weights=wt, minlength=L)  # over all depths
     nbytes = np.bincount(link, weights=w * st.payload[flow], minlength=L)
     per = np.where(tot > 0, nbytes / np.maximum(tot, 1.0), 0.0)
     gbps = st.bw * 8e-9
+    # the receiver-link bandwidth a link's transfers end on, averaged over its transfers
+    down = np.bincount(link, weights=wt * gbps[last], minlength=L)
+    down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
+    switch_link = (topology.dlink_src >= topology.n_hosts) & (
+        topology.dlink_dst >= topology.n_hosts)
     eff = np.ones(L)
     use = flows > 1
     if transport == "tcp":
         # deep-buffered TCP loses its time at the senders' FIFO NIC queues: only the links
         # leaving a host are shared FIFOs the star measures (a switch port's queue
-        # feeds one link whose bytes all move on; receiver links stay busy once fed)
+        # feeds one link whose bytes all move on; receiver links stay busy once fed) ...
         use &= topology.dlink_src < topology.n_hosts
+        # ... and only if the queue holds that host's own transfers: a host that forwards
+        # (direct-connect fabrics: torus, ring) has links that also carry transfers which
+        # did not start there (their path's first link leaves another node); such a link
+        # is a forwarding port, kept busy like a switch's. Hosts of a switched fabric never
+        # forward (topo/routing.py), so there the rule is not evaluated at all (a member
+        # set's first link stands for one member only).
+        if TCP_FORWARD_RULE and topology.hosts_forward:
+            use &= np.bincount(link[topology.dlink_src[first] != topology.dlink_src[link]],
+                               minlength=L) == 0
+        if use.any():
+            eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
+        # an oversubscribed core: switch-to-switch links of a layer more loaded than the
+        # host links (load ratio > 1) set the time; they keep the dumbbell's efficiency
+        if TCP_CORE_RULE:
+            ratio = layer_load_ratio(topology, st, link, flow, w, first, last, level, span,
+                                     uniq, inv)
+            core = switch_link & (flows > 1) & (ratio > 1.0)
+            if core.any():
+                eff[core] = oversub(transport, ratio[core], down[core], per[core])
+        return eff
     if use.any():
         eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
     if transport == "dcqcn":
-        # speed mismatch: the receiver-link bandwidth a link's transfers end on (the last
-        # link of each path), averaged over its transfers; rho = own / that
-        down = np.bincount(link, weights=np.maximum(w, 1.0) * gbps[last], minlength=L)
-        down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
+        # speed mismatch: rho = own bandwidth / the receiver links' (down)
         rho = np.where(flows > 0, gbps / np.maximum(down, 1e-30), 1.0)
+        if DCQCN_RHO_RULE:
+            ratio = layer_load_ratio(topology, st, link, flow, w, first, last, level, span,
+                                     uniq, inv)
+            rho = np.where(switch_link, rho / np.maximum(ratio, 1.0), rho)
         fat = use & (rho > 1.0)
         if fat.any():
             eff[fat] *= mismatch(transport, rho[fat], down[fat], per[fat])

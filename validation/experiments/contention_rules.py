@@ -1,0 +1,101 @@
+"""Rule variants of the contention model on the development set (issue 17):
+`python -m validation.experiments.contention_rules [--cases ...] [--variants ...]`.
+
+A variant switches the module's ``*_RULE`` flags of netcore/flow/contention.py.
+Packet makespans come from validation/results/alltoall_engines.csv where the case is there and
+from validation/experiments/contention_rules_packet.json otherwise (measured here once with the
+harness's packet options, run_case's guard). Only development cases are accepted: the held-out
+cases of validation/alltoall_cases.py are refused, so no variant is chosen on them.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from validation.alltoall_cases import CASES, PACKET_OPTIONS
+from validation.alltoall_engines import GUARD, run_one
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / "contention_rules_packet.json"
+CSV = HERE.parent / "results" / "alltoall_engines.csv"
+
+
+def packet_makespans(names, transports):
+    got = {}
+    if CSV.exists():
+        for r in csv.DictReader(open(CSV)):
+            if r["packet_makespan_us"]:
+                got[(r["case"], r["transport"])] = float(r["packet_makespan_us"])
+            else:
+                got[(r["case"], r["transport"])] = None
+    cache = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    for k, v in cache.items():
+        c, tr = k.split("|")
+        got.setdefault((c, tr), v)
+    dirty = False
+    for n in names:
+        for tr in transports:
+            if (n, tr) in got:
+                continue
+            fl, _ = run_one(CASES[n], "flow", {"transport": "fluid"})
+            res, _ = run_one(CASES[n], "packet",
+                             {**PACKET_OPTIONS[tr], "max_time_s": GUARD * fl.makespan})
+            v = None if res.stranded.any() else float(res.makespan) * 1e6
+            print(f"  packet {n} {tr}: {v}", flush=True)
+            got[(n, tr)] = v
+            cache[f"{n}|{tr}"] = v
+            dirty = True
+    if dirty:
+        CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
+    return got
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", nargs="*", default=None)
+    ap.add_argument("--transport", default="tcp")
+    ap.add_argument("--variants", nargs="*", default=["base"])
+    args = ap.parse_args(argv)
+    names = args.cases or [n for n, c in CASES.items() if not c.held_out]
+    bad = [n for n in names if CASES[n].held_out]
+    if bad:
+        raise SystemExit(f"held-out cases refused: {bad}")
+    from netcore.flow import contention as C
+
+    pk = packet_makespans(names, [args.transport])
+    res = {}
+    defaults = {k: getattr(C, k) for k in dir(C) if k.endswith("_RULE")}
+    for v in args.variants:
+        # a variant: "base" (the module as committed) or NAME=0|1[,NAME=0|1...] over the
+        # module's *_RULE switches, each from the committed defaults
+        for k, val in defaults.items():
+            setattr(C, k, val)
+        if v != "base":
+            for item in v.split(","):
+                key, _, val = item.partition("=")
+                if key not in defaults:
+                    raise SystemExit(f"unknown switch {key} (known: {', '.join(defaults)})")
+                setattr(C, key, val not in ("0", "false", "False", ""))
+        errs = []
+        for n in names:
+            r, _ = run_one(CASES[n], "flow", {"transport": "fluid", "contention": args.transport})
+            p = pk.get((n, args.transport))
+            e = None if p is None else (float(r.makespan) * 1e6 - p) / p
+            res.setdefault(n, {})[v] = e
+            if e is not None:
+                errs.append(e)
+        print(f"{v}: median {statistics.median(errs):+.1%} worst {max(errs, key=abs):+.1%} "
+              f"within10 {sum(abs(e) <= .1 for e in errs)}/{len(errs)}", flush=True)
+    print("case | " + " | ".join(args.variants))
+    for n in names:
+        print(n + " | " + " | ".join("n/a" if res[n][v] is None else f"{res[n][v]:+.1%}"
+                                     for v in args.variants))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
