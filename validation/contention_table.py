@@ -43,18 +43,23 @@ LAT_US = 0.5
 def _all_to_all(topology: dict, n_hosts: int, size: int, engine: str, opts: dict,
                 what: str) -> float:
     """Makespan (s) of a direct all-to-all of ``size`` bytes per pair on a fabric."""
-    from netcore.api import simulate
-    from netcosim.scenario import Scenario
-
     d = {"name": "representative", "seed": 1, "topology": topology,
          "routing": {"policy": "ecmp"}, "engine": {"kind": engine, **opts},
          "workload": {"kind": "collective", "op": "all_to_all", "algorithm": "direct",
                       "protocol": "simple", "step_latency_us": 0, "bytes": size * n_hosts}}
-    p = Scenario.from_dict(d, default_name="representative").prepare()
+    return _makespan(d, engine, f"{what} {size} B")
+
+
+def _makespan(d: dict, engine: str, what: str) -> float:
+    """Makespan (s) of scenario table ``d`` on ``engine``, as `netcosim run` would run it."""
+    from netcore.api import simulate
+    from netcosim.scenario import Scenario
+
+    p = Scenario.from_dict(d, default_name=d["name"]).prepare()
     res = simulate(p.topology, p.schedule, p.routing, p.faults, engine=engine, seed=1,
                    validate=False, **p.engine_options)
     if res.stranded.any():
-        raise RuntimeError(f"{what} {size} B on {engine}: unfinished")
+        raise RuntimeError(f"{what} on {engine}: unfinished")
     return float(res.makespan)
 
 
@@ -120,9 +125,6 @@ OVER_LAT_US = 1.0
 def dumbbell(over: float, gbps: float, size: int, engine: str, opts: dict,
              n: int = DUMBBELL_N) -> float:
     """Makespan (s) of the oversubscribed dumbbell's cross traffic on ``engine``."""
-    from netcore.api import simulate
-    from netcosim.scenario import Scenario
-
     flows = [{"src": i, "dst": n + j, "bytes": size} for i in range(n) for j in range(n)]
     flows += [{"src": n + j, "dst": i, "bytes": size} for i in range(n) for j in range(n)]
     d = {"name": "dumbbell", "seed": 1, "routing": {"policy": "ecmp"},
@@ -130,12 +132,7 @@ def dumbbell(over: float, gbps: float, size: int, engine: str, opts: dict,
                       "oversubscription": over, "link_gbps": gbps,
                       "latency_us": OVER_LAT_US},
          "engine": {"kind": engine, **opts}, "workload": {"kind": "flows", "flows": flows}}
-    p = Scenario.from_dict(d, default_name="dumbbell").prepare()
-    res = simulate(p.topology, p.schedule, p.routing, p.faults, engine=engine, seed=1,
-                   validate=False, **p.engine_options)
-    if res.stranded.any():
-        raise RuntimeError(f"dumbbell over={over} {gbps} Gb/s {size} B on {engine}: unfinished")
-    return float(res.makespan)
+    return _makespan(d, engine, f"dumbbell over={over} {gbps} Gb/s {size} B")
 
 
 def build_oversub(sizes=SIZES, transports=("tcp",), log=print) -> dict:

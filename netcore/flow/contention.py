@@ -67,15 +67,21 @@ def table(transport: str):
 
 
 @lru_cache(maxsize=None)
-def mismatch_table(transport: str):
-    """(log rho grid, log gbps grid, log bytes grid, factor[rho, gbps, bytes]) or None."""
-    d = json.loads(TABLE.read_text()).get("mismatch")
+def _side_table(block: str, axis: str, transport: str):
+    """(log ``axis`` grid, log gbps grid, log bytes grid, values[axis, gbps, bytes]) of the
+    json block ``block`` for ``transport``, or None when it has none."""
+    d = json.loads(TABLE.read_text()).get(block)
     if not d or transport not in d["eff"]:
         return None
-    return (np.log(np.array(d["rho"], dtype=np.float64)),
+    return (np.log(np.array(d[axis], dtype=np.float64)),
             np.log(np.array(d["gbps"], dtype=np.float64)),
             np.log(np.array(d["bytes"], dtype=np.float64)),
             np.array(d["eff"][transport], dtype=np.float64))
+
+
+def mismatch_table(transport: str):
+    """(log rho grid, log gbps grid, log bytes grid, factor[rho, gbps, bytes]) or None."""
+    return _side_table("mismatch", "rho", transport)
 
 
 def _interp3(tab, x0, x1, x2) -> np.ndarray:
@@ -125,16 +131,9 @@ def mismatch(transport: str, rho, gbps_down, nbytes) -> np.ndarray:
     return np.where(rho <= 1.0, 1.0, np.minimum(out, 1.0))
 
 
-@lru_cache(maxsize=None)
 def oversub_table(transport: str):
     """(log over grid, log gbps grid, log bytes grid, efficiency[over, gbps, bytes]) or None."""
-    d = json.loads(TABLE.read_text()).get("oversub")
-    if not d or transport not in d["eff"]:
-        return None
-    return (np.log(np.array(d["over"], dtype=np.float64)),
-            np.log(np.array(d["gbps"], dtype=np.float64)),
-            np.log(np.array(d["bytes"], dtype=np.float64)),
-            np.array(d["eff"][transport], dtype=np.float64))
+    return _side_table("oversub", "over", transport)
 
 
 def oversub(transport: str, ratio, gbps_host, nbytes) -> np.ndarray:
