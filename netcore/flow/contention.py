@@ -118,17 +118,20 @@ def efficiency(transport: str, flows, gbps, nbytes) -> np.ndarray:
     return np.where(flows <= 1.0, 1.0, np.minimum(out, 1.0))
 
 
+def _side_factor(tab, x, gbps, nbytes) -> np.ndarray:
+    """A side table's factor at ``x`` (>= 1; 1.0 at x <= 1 or without a table)."""
+    x = np.asarray(x, dtype=np.float64)
+    if tab is None:
+        return np.ones(x.shape)
+    out = _interp3(tab, np.log(np.maximum(x, 1.0)), np.log(np.asarray(gbps, dtype=np.float64)),
+                   np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)))
+    return np.where(x <= 1.0, 1.0, np.minimum(out, 1.0))
+
+
 def mismatch(transport: str, rho, gbps_down, nbytes) -> np.ndarray:
     """Factor for a link ``rho`` times as fast as the receiver links its flows end on
     (1.0 at rho <= 1, or when the transport has no such table)."""
-    tab = mismatch_table(transport)
-    rho = np.asarray(rho, dtype=np.float64)
-    if tab is None:
-        return np.ones(rho.shape)
-    out = _interp3(tab, np.log(np.maximum(rho, 1.0)),
-                   np.log(np.asarray(gbps_down, dtype=np.float64)),
-                   np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)))
-    return np.where(rho <= 1.0, 1.0, np.minimum(out, 1.0))
+    return _side_factor(mismatch_table(transport), rho, gbps_down, nbytes)
 
 
 def oversub_table(transport: str):
@@ -139,14 +142,7 @@ def oversub_table(transport: str):
 def oversub(transport: str, ratio, gbps_host, nbytes) -> np.ndarray:
     """Efficiency of a switch-to-switch link whose load (bytes per bandwidth) is ``ratio``
     times its transfers' host links' (1.0 at ratio <= 1, or without a table)."""
-    tab = oversub_table(transport)
-    ratio = np.asarray(ratio, dtype=np.float64)
-    if tab is None:
-        return np.ones(ratio.shape)
-    out = _interp3(tab, np.log(np.maximum(ratio, 1.0)),
-                   np.log(np.asarray(gbps_host, dtype=np.float64)),
-                   np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0)))
-    return np.where(ratio <= 1.0, 1.0, np.minimum(out, 1.0))
+    return _side_factor(oversub_table(transport), ratio, gbps_host, nbytes)
 
 
 @nb.njit(cache=True)
