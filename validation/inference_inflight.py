@@ -22,6 +22,11 @@ Each row becomes an inference scenario run through ``netcosim.runner.simulate_sc
   ``calc_engine_setting`` and ``finetune_setting``; tensorrt_llm/bench/benchmark/utils/general.py,
   ``get_settings``: chunked prefill is off by default, so max num tokens is raised to at least
   ISL + max batch size);
+* admission as netcosim's loop does it: a request is admitted only if the cache can hold its
+  whole context (input + output), never preempted; that is TensorRT-LLM's default capacity
+  scheduler policy, GUARANTEED_NO_EVICT (its performance-tuning guide, "Useful Runtime
+  Options"). netcosim chunks a prompt when the token budget left is short; the measured runs
+  did not (chunked prefill off), which changes how prompts are packed, not the tokens computed;
 * ``decode_attention = "grouped"`` (the library default): the measured software (v1.0,
   PyTorch backend with the TRTLLM attention backend) decodes with the XQA kernel, which reads a
   GQA KV head once for the query heads sharing it (v0.8 onwards; docs/inference.md);
@@ -36,7 +41,7 @@ Each row becomes an inference scenario run through ``netcosim.runner.simulate_sc
 
 Every row is held out. Error = model / measured - 1.
 
-    python -m validation.inference_inflight [--out validation/results] [--convergence]
+    python -m validation.inference_inflight [--out validation/results] [--max-count N]
 """
 from __future__ import annotations
 
@@ -187,7 +192,8 @@ def run(rows, eff, log=print) -> list[dict]:
 
 
 def convergence(rows, eff, log=print) -> list[tuple]:
-    """Throughput against the simulated request count, up to the source's count."""
+    """Throughput against the simulated request count, up to the source's count (a table of
+    how much the ramp-up and the drain weigh)."""
     out = []
     for r in rows:
         counts = sorted({c for c in (250, 500, 1000, 3000, 10000, r["requests"])
@@ -280,8 +286,6 @@ def main(argv=None):
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--max-count", type=int, default=None,
                     help="simulate at most this many requests per row (default: the source's)")
-    ap.add_argument("--convergence", action="store_true",
-                    help="also tabulate throughput against the simulated request count")
     a = ap.parse_args(argv)
     if a.max_count:
         MAX_COUNT = a.max_count
@@ -290,12 +294,12 @@ def main(argv=None):
     print(f"calibrated (validation.inference_published): {eff}")
     rows = load_rows()
     res = run(rows, eff)
-    conv = convergence(rows, eff) if a.convergence else None
+    conv = convergence(rows, eff)
     h = _head(res)
     print(f"held-out within {100 * TARGET:.0f}%: {h['within']}/{h['n']}; median "
           f"{100 * h['median']:.1f}%, worst {100 * h['worst']:+.1f}%; "
           f"{time.perf_counter() - t0:.1f} s")
-    cmd = "python -m validation.inference_inflight" + (" --convergence" if a.convergence else "")
+    cmd = "python -m validation.inference_inflight"
     write(res, eff, Path(a.out), cmd, conv)
     return 0
 
