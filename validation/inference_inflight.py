@@ -21,7 +21,10 @@ Each row becomes an inference scenario run through ``netcosim.runner.simulate_sc
   ``trtllm_bench_limits`` below restates it (tensorrt_llm/bench/build/tuning.py,
   ``calc_engine_setting`` and ``finetune_setting``; tensorrt_llm/bench/benchmark/utils/general.py,
   ``get_settings``: chunked prefill is off by default, so max num tokens is raised to at least
-  ISL + max batch size);
+  ISL + max batch size; read at commits 04cba882084a25665e7f80f5bda71b35b9790b6f and
+  0171265edef1c67ef334e0db2427148161aa2815 of NVIDIA/TensorRT-LLM, the stored versions, not
+  necessarily the page's own commit; the parameter count is the checkpoint's, which the
+  dimensions give to within rounding);
 * admission as netcosim's loop does it: a request is admitted only if the cache can hold its
   whole context (input + output), never preempted; that is TensorRT-LLM's default capacity
   scheduler policy, GUARANTEED_NO_EVICT (its performance-tuning guide, "Useful Runtime
@@ -30,9 +33,10 @@ Each row becomes an inference scenario run through ``netcosim.runner.simulate_sc
 * ``decode_attention = "grouped"`` (the library default): the measured software (v1.0,
   PyTorch backend with the TRTLLM attention backend) decodes with the XQA kernel, which reads a
   GQA KV head once for the query heads sharing it (v0.8 onwards; docs/inference.md);
-* KV-cache capacity: the library default (``memory_utilization`` 0.9 of HBM for weights,
-  activations and cache); trtllm-bench's default gives the cache 0.90 of the memory left after
-  the weights, within a few per cent of the same size for these models;
+* KV-cache capacity: the library default (``memory_utilization`` 0.9 of the spec's 80 GB for
+  weights, activations and cache); trtllm-bench's default gives the cache 0.90 of the memory
+  left after the weights and runtime buffers on an 81,559 MiB device, for the 70B on TP 2
+  about 10-20 % more (the buffers are not stated, so the default is kept; docs/inference.md);
 * GPU: ``h100_sxm`` with the two efficiency figures ``validation.inference_published``
   calibrates on its own two static-batching calibration rows (recomputed here by calling its
   ``calibrate``; nothing is fitted on these rows). Every other figure is the library default,
