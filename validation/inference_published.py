@@ -1,6 +1,6 @@
 """netcosim's serving model against published measurements (docs/inference.md, "Validation").
 
-Every row of ``validation/inference_data/*.csv`` (TensorRT-LLM's published H100 FP8 tables:
+Every row of ``validation/inference_data/trtllm_h100.csv`` (TensorRT-LLM's published H100 FP8 tables:
 throughput at a fixed batch, input and output length, and first-token latency at batch 1)
 becomes an inference scenario: one node of 8 H100 SXM GPUs on a two-tier fabric (NVLink 4,
 3600 Gb/s per GPU; the model uses the first ``tp`` GPUs), the row's model, TP, precision
@@ -52,8 +52,9 @@ FIT = ("memory", "gemm_max")
 
 
 def load_rows(path=None) -> list[dict]:
-    """The rows of every CSV in validation/inference_data (comment lines start with #)."""
-    paths = [Path(path)] if path else sorted(DATA.glob("*.csv"))
+    """The rows of validation/inference_data/trtllm_h100.csv, the static-batching tables (comment
+    lines start with #; the in-flight-batching rows are validation/inference_inflight.py's)."""
+    paths = [Path(path) if path else DATA / "trtllm_h100.csv"]
     rows = []
     for p in paths:
         with open(p, newline="") as f:
