@@ -221,9 +221,19 @@ def _head(res, key="error"):
             "median": ip._median(xs), "worst": max(res, key=lambda r: abs(r[key]))[key]}
 
 
-def write(res, eff, outdir: Path, cmd: str, conv=None):
+def _stem(method: str) -> str:
+    return ("inference_inflight" if method == ip.DEFAULT_METHOD
+            else "inference_inflight_" + method.replace("-", "_"))
+
+
+def write(res, eff, outdir: Path, cmd: str, conv=None, method: str = ip.DEFAULT_METHOD):
     outdir.mkdir(parents=True, exist_ok=True)
-    with open(outdir / "inference_inflight.csv", "w", newline="") as f:
+    stem = _stem(method)
+    how = ("its GEMM-anchored calibration (`--calibration gemm-anchor`: `gemm_max` from public "
+           "FP8 GEMM measurements, `memory` fitted on its decode-bound static row; recomputed, "
+           "not fitted here)" if method == "gemm-anchor" else
+           "its row calibration (its two static-batching rows, recomputed, not fitted here)")
+    with open(outdir / f"{stem}.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "source", "url", "model", "gpu_tp", "isl", "osl", "requests_source",
                     "requests_simulated", "max_batch_size", "max_num_tokens", "metric",
@@ -246,8 +256,8 @@ def write(res, eff, outdir: Path, cmd: str, conv=None):
         "own max batch size / max num tokens heuristic (neither is stated by the source); "
         "one node of 8 H100 SXM (two-tier, NVLink 3600 Gb/s per GPU), FP8 weights and KV "
         "cache, grouped (XQA) decode attention. Error = model / measured - 1.", "",
-        f"Efficiencies from `validation.inference_published`'s calibration (its two static-"
-        f"batching rows, recomputed, not fitted here): `memory` = {eff['memory']:.3f}, "
+        f"Efficiencies from `validation.inference_published`'s calibration, {how}: "
+        f"`memory` = {eff['memory']:.3f}, "
         f"`gemm_max` = {eff['gemm_max']:.3f}; every other figure is the library default "
         "(launch_us 5 µs per kernel; the measured runs used CUDA graphs, so the last columns "
         "show the model with `launch_us = 0` as a diagnostic, not the headline).", "",
@@ -281,7 +291,7 @@ def write(res, eff, outdir: Path, cmd: str, conv=None):
     for k, (name, url) in SOURCES.items():
         lines.append(f"* `{k}`: {name}, <{url}>")
     lines.append("")
-    (outdir / "inference_inflight.md").write_text("\n".join(lines))
+    (outdir / f"{stem}.md").write_text("\n".join(lines))
 
 
 def main(argv=None):
@@ -290,11 +300,14 @@ def main(argv=None):
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--max-count", type=int, default=None,
                     help="simulate at most this many requests per row (default: the source's)")
+    ap.add_argument("--calibration", choices=ip.METHODS, default=ip.DEFAULT_METHOD,
+                    help="validation.inference_published's calibration method (default "
+                         f"{ip.DEFAULT_METHOD})")
     a = ap.parse_args(argv)
     if a.max_count:
         MAX_COUNT = a.max_count
     t0 = time.perf_counter()
-    eff = ip.calibrate(ip.load_rows())
+    eff = ip.calibrate(ip.with_method(ip.load_rows(), a.calibration), method=a.calibration)
     print(f"calibrated (validation.inference_published): {eff}")
     rows = load_rows()
     res = run(rows, eff)
@@ -304,7 +317,9 @@ def main(argv=None):
           f"{100 * h['median']:.1f}%, worst {100 * h['worst']:+.1f}%; "
           f"{time.perf_counter() - t0:.1f} s")
     cmd = "python -m validation.inference_inflight"
-    write(res, eff, Path(a.out), cmd, conv)
+    if a.calibration != ip.DEFAULT_METHOD:
+        cmd += f" --calibration {a.calibration}"
+    write(res, eff, Path(a.out), cmd, conv, a.calibration)
     return 0
 
 

@@ -15,11 +15,16 @@ bandwidth) and ``gemm_max`` (best GEMM fraction of the FP8 peak), are fitted on 
 ``role`` is ``calibration`` (chosen before any held-out row was simulated: a decode-bound row
 of the 7B model and a prefill-bound row of the 70B model), and given to every scenario as
 ``[workload.gpu] = {base = "h100_sxm", efficiency = {...}}``. Nothing else is tuned; the
-library's defaults are untouched. Every row sets ``decode_attention = "per_query_head"`` (a fact
+library's defaults are untouched. ``--calibration gemm-anchor`` is the other method: ``gemm_max``
+comes from public FP8 GEMM measurements (``validation/inference_data/h100_fp8_gemm.csv``, through
+the library's own shape model, ``gemm_anchor``) and only ``memory`` is fitted, on the decode-bound
+row, so the prefill-bound row is held out too. Every row sets ``decode_attention = "per_query_head"`` (a fact
 of the measured software, not a fit: both versions predate the XQA kernel of v0.8, and their
 decode attention read each GQA KV head once per query head). Error = model / measured - 1.
 
-    python -m validation.inference_published [--calibrate-only] [--out validation/results]
+    python -m validation.inference_published [--calibration rows|gemm-anchor] [--calibrate-only]
+        [--out validation/results]
+    python -m validation.inference_published --gemm-anchor-only   # the derivation of gemm_max
 """
 from __future__ import annotations
 
@@ -49,6 +54,12 @@ SOURCES = {
             "performance.md"),
 }
 FIT = ("memory", "gemm_max")
+GEMM_DATA = DATA / "h100_fp8_gemm.csv"
+# the two calibration methods (docs/inference.md, "Validation"): "rows" fits memory and gemm_max on
+# the two calibration rows; "gemm-anchor" takes gemm_max from public FP8 GEMM measurements and fits
+# only memory, on the decode-bound calibration row
+METHODS = ("rows", "gemm-anchor")
+DEFAULT_METHOD = "rows"
 
 
 def load_rows(path=None) -> list[dict]:
@@ -64,6 +75,63 @@ def load_rows(path=None) -> list[dict]:
                 r[k] = int(r[k])
             r["measured"] = float(r["measured"])
             rows.append(r)
+    return rows
+
+
+def load_gemm_points(path=None) -> list[dict]:
+    """The FP8 GEMM measurements of validation/inference_data/h100_fp8_gemm.csv (sources in its
+    header comment): one dict per row with m, n, k (int), tflops (float), use (bool)."""
+    with open(Path(path) if path else GEMM_DATA, newline="") as f:
+        lines = [ln for ln in f if not ln.startswith("#")]
+    pts = []
+    for r in csv.DictReader(lines):
+        for k in ("m", "n", "k"):
+            r[k] = int(r[k])
+        r["tflops"] = float(r["tflops"])
+        r["use"] = r["use"].strip() == "1"
+        pts.append(r)
+    return pts
+
+
+def gemm_anchor(points=None, gpu: str = "h100_sxm", precision: str = "fp8",
+                all_rows: bool = False) -> dict:
+    """``gemm_max`` implied by measured GEMM throughput through the library's own shape model.
+
+    For each measured shape (m, n, k) the model's GEMM rate is peak * gemm_max * s(m, n, k), with
+    s the shape factor of ``compute.operators.gemm_efficiency`` at the spec's default knee (that
+    function with gemm_max = 1); so each point implies gemm_max = measured / (peak * s). The
+    anchor is the median over the rows marked ``use`` (every row with ``all_rows``, a
+    sensitivity). Returns {"gemm_max", "points": [... with "shape_factor", "implied"], "peak_tflops"}.
+    """
+    from compute.hardware import get_gpu
+    from compute.operators import gemm_efficiency
+
+    spec = get_gpu(gpu)
+    unit = spec.with_efficiency(gemm_max=1.0)
+    peak = spec.peak_flops(precision) / 1e12
+    pts = [dict(p) for p in (points if points is not None else load_gemm_points())]
+    for p in pts:
+        p["shape_factor"] = gemm_efficiency(p["m"], p["n"], p["k"], unit)
+        p["implied"] = p["tflops"] / (peak * p["shape_factor"])
+    sel = [p["implied"] for p in pts if all_rows or p["use"]]
+    if not sel:
+        raise ValueError("gemm_anchor: no GEMM point selected")
+    return {"gemm_max": round(_median(sel), 4), "points": pts, "peak_tflops": peak,
+            "knee": spec.efficiency.gemm_knee}
+
+
+def with_method(rows: list[dict], method: str = DEFAULT_METHOD) -> list[dict]:
+    """The rows with the roles of a calibration method: under "gemm-anchor" only the
+    decode-bound calibration row calibrates (``memory``); the prefill-bound one is held out."""
+    if method not in METHODS:
+        raise ValueError(f"unknown calibration method {method!r} (known: {', '.join(METHODS)})")
+    rows = [dict(r) for r in rows]
+    if method == "gemm-anchor":
+        cal = [r for r in rows if r["role"] == "calibration"]
+        dec = max(cal, key=lambda r: r["output"] / r["input"])
+        for r in cal:
+            if r is not dec:
+                r["role"] = "held-out"
     return rows
 
 
@@ -137,9 +205,13 @@ def _solve(row, eff, key, lo, hi, iters=14):
     return round(0.5 * (lo + hi), 4)
 
 
-def calibrate(rows: list[dict], log=print) -> dict:
-    """Fit ``memory`` on the decode-bound calibration row and ``gemm_max`` on the
-    prefill-bound one, alternating (each figure moves both rows a little) until stable."""
+def calibrate(rows: list[dict], log=print, method: str = DEFAULT_METHOD) -> dict:
+    """Method "rows": fit ``memory`` on the decode-bound calibration row and ``gemm_max`` on the
+    prefill-bound one, alternating (each figure moves both rows a little) until stable.
+    Method "gemm-anchor": ``gemm_max`` from ``gemm_anchor()`` (public GEMM measurements, no
+    serving row), then ``memory`` alone on the decode-bound calibration row."""
+    if method not in METHODS:
+        raise ValueError(f"unknown calibration method {method!r} (known: {', '.join(METHODS)})")
     cal = [r for r in rows if r["role"] == "calibration"]
     # the row whose time is most sensitive to a figure calibrates it: decode-heavy rows (long
     # outputs) HBM bandwidth, prefill-heavy rows (long inputs, short outputs) GEMM efficiency
@@ -149,6 +221,12 @@ def calibrate(rows: list[dict], log=print) -> dict:
 
     base = get_gpu("h100_sxm").efficiency
     eff = {"memory": base.memory, "gemm_max": base.gemm_max}
+    if method == "gemm-anchor":
+        eff["gemm_max"] = gemm_anchor()["gemm_max"]
+        eff["memory"] = _solve(dec, eff, "memory", 0.3, 1.0)
+        log(f"calibration: gemm_max {eff['gemm_max']:.4f} (GEMM anchor, "
+            f"{GEMM_DATA.name}), memory {eff['memory']:.4f} (on {dec['id']})")
+        return eff
     for it in range(4):
         old = dict(eff)
         eff["memory"] = _solve(dec, eff, "memory", 0.3, 1.0)
@@ -206,11 +284,38 @@ def groups(res):
     return out
 
 
-def write(res, eff, outdir: Path, cmd: str):
+def _stem(method: str) -> str:
+    """Result-file stem: the default method's table is inference_published.*, the other
+    method's inference_published_<method>.*"""
+    return ("inference_published" if method == DEFAULT_METHOD
+            else "inference_published_" + method.replace("-", "_"))
+
+
+def _method_text(eff: dict, method: str) -> str:
+    if method == "gemm-anchor":
+        a = gemm_anchor()
+        used = [p for p in a["points"] if p["use"]]
+        return (
+            f"GEMM-anchored calibration (`--calibration gemm-anchor`): H100 "
+            f"`efficiency.gemm_max` = {eff['gemm_max']:.3f} (default 0.80) comes from no serving "
+            f"row but from {len(used)} public FP8 GEMM measurements (DeepGEMM README, H800 SXM, "
+            f"M = 4096, N and K >= 2048; `validation/inference_data/h100_fp8_gemm.csv`): the "
+            f"median of measured / (peak {a['peak_tflops']:.0f} TFLOPS x the library's shape "
+            f"factor at knee {a['knee']:g}). Only `efficiency.memory` = {eff['memory']:.3f} "
+            "(default 0.75) is fitted, on the decode-bound `calibration` row; the prefill-bound "
+            "row `v061-70b-2048-128` is held out.")
+    return (
+        f"Calibrated on the two `calibration` rows only (chosen before any held-out row was "
+        f"simulated): H100 `efficiency.memory` = {eff['memory']:.3f} (default 0.75) and "
+        f"`efficiency.gemm_max` = {eff['gemm_max']:.3f} (default 0.80).")
+
+
+def write(res, eff, outdir: Path, cmd: str, method: str = DEFAULT_METHOD):
     outdir.mkdir(parents=True, exist_ok=True)
+    stem = _stem(method)
     unit = {"out_tok_s": "output tok/s", "out_tok_s_per_gpu": "output tok/s/GPU",
             "ttft_ms": "TTFT ms"}
-    with open(outdir / "inference_published.csv", "w", newline="") as f:
+    with open(outdir / f"{stem}.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "source", "url", "configuration", "metric", "measured", "model",
                     "error", "role", "model_defaults", "error_defaults"])
@@ -226,9 +331,7 @@ def write(res, eff, outdir: Path, cmd: str):
         "Llama 2 7B / 70B as the sources built them, FP8 weights and KV cache, one static "
         "wave of `batch` requests of exactly the stated lengths (the sources used static "
         "batching). Error = model / measured - 1.", "",
-        f"Calibrated on the two `calibration` rows only (chosen before any held-out row was "
-        f"simulated): H100 `efficiency.memory` = {eff['memory']:.3f} (default 0.75) and "
-        f"`efficiency.gemm_max` = {eff['gemm_max']:.3f} (default 0.80), given to every row as "
+        _method_text(eff, method) + " Both figures are given to every row as "
         "`gpu = {base = \"h100_sxm\", efficiency = {...}}`; every other figure is the "
         "library's default (launch_us 5; TP all-reduces with NCCL's protocol latencies, "
         "`algorithm.protocol = \"auto\"`). Every row sets `decode_attention = "
@@ -254,7 +357,7 @@ def write(res, eff, outdir: Path, cmd: str):
     for k, (name, url) in SOURCES.items():
         lines.append(f"* `{k}`: {name}, <{url}>")
     lines.append("")
-    (outdir / "inference_published.md").write_text("\n".join(lines))
+    (outdir / f"{stem}.md").write_text("\n".join(lines))
 
 
 def main(argv=None):
@@ -262,10 +365,26 @@ def main(argv=None):
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--calibrate-only", action="store_true",
                     help="fit on the calibration rows and stop (no held-out row is run)")
+    ap.add_argument("--calibration", choices=METHODS, default=DEFAULT_METHOD,
+                    help="rows: memory and gemm_max fitted on the two calibration rows; "
+                         "gemm-anchor: gemm_max from public FP8 GEMM measurements, memory "
+                         f"fitted on the decode-bound row (default {DEFAULT_METHOD})")
+    ap.add_argument("--gemm-anchor-only", action="store_true",
+                    help="print the derivation of the GEMM anchor and stop")
     a = ap.parse_args(argv)
-    rows = load_rows()
+    if a.gemm_anchor_only:
+        g = gemm_anchor()
+        print(f"{GEMM_DATA}: peak {g['peak_tflops']:.0f} TFLOPS, knee {g['knee']:g}")
+        for p in g["points"]:
+            print(f"  {p['source']} {p['gpu']} M {p['m']:5d} N {p['n']:5d} K {p['k']:5d}: "
+                  f"{p['tflops']:6.0f} TFLOPS, shape factor {p['shape_factor']:.4f}, implied "
+                  f"gemm_max {p['implied']:.4f}{'' if p['use'] else '  (not used)'}")
+        print(f"gemm_max (median of the used rows) = {g['gemm_max']:.4f}; "
+              f"all rows: {gemm_anchor(all_rows=True)['gemm_max']:.4f}")
+        return 0
+    rows = with_method(load_rows(), a.calibration)
     t0 = time.perf_counter()
-    eff = calibrate(rows)
+    eff = calibrate(rows, method=a.calibration)
     print(f"calibrated: {eff}  ({time.perf_counter() - t0:.1f} s)")
     if a.calibrate_only:
         return 0
@@ -274,7 +393,10 @@ def main(argv=None):
     print(f"held-out within {100 * TARGET:.0f}%: {h['within']}/{h['held_out']}; median "
           f"{100 * h['median']:.1f}%, worst {100 * h['worst']:.1f}%; "
           f"{time.perf_counter() - t0:.1f} s")
-    write(res, eff, Path(a.out), "python -m validation.inference_published")
+    cmd = "python -m validation.inference_published"
+    if a.calibration != DEFAULT_METHOD:
+        cmd += f" --calibration {a.calibration}"
+    write(res, eff, Path(a.out), cmd, a.calibration)
     return 0
 
 
