@@ -45,3 +45,37 @@ def test_one_row_is_built_as_stated_and_its_error_is_model_over_measured_minus_o
     # a higher GEMM efficiency makes this prefill faster: the efficiency override reaches the cost model
     faster, _ = ip.error(row, {**EFF, "gemm_max": 0.9})
     assert faster < value
+
+
+def test_gemm_anchor_data_parses_and_the_derived_gemm_max_is_a_fraction():
+    pts = ip.load_gemm_points()
+    assert len(pts) >= 4 and any(p["use"] for p in pts)
+    for p in pts:
+        assert p["m"] > 0 and p["n"] > 0 and p["k"] > 0
+        assert 0 < p["tflops"] < 1979.0          # below the H100 SXM dense FP8 peak
+    a = ip.gemm_anchor(pts)
+    assert 0 < a["gemm_max"] < 1
+    # each point's implied figure is measured / (peak x the library's shape factor)
+    from compute.hardware import get_gpu
+    from compute.operators import gemm_efficiency
+
+    spec = get_gpu("h100_sxm")
+    p = a["points"][0]
+    sf = gemm_efficiency(p["m"], p["n"], p["k"], spec) / spec.efficiency.gemm_max
+    assert p["implied"] == pytest.approx(p["tflops"] / (1979.0 * sf), rel=1e-9)
+    used = sorted(q["implied"] for q in a["points"] if q["use"])
+    assert min(used) <= a["gemm_max"] <= max(used)
+
+
+def test_gemm_anchor_method_holds_out_the_prefill_row_and_fits_memory_only():
+    rows = ip.with_method(ip.load_rows(), "gemm-anchor")
+    assert [r["id"] for r in rows if r["role"] == "calibration"] == ["v061-7b-128-2048"]
+    assert [r["id"] for r in ip.with_method(ip.load_rows(), "rows")
+            if r["role"] == "calibration"] == ["v061-7b-128-2048", "v061-70b-2048-128"]
+    with pytest.raises(ValueError):
+        ip.with_method(ip.load_rows(), "nope")
+    cal = [r for r in rows if r["role"] == "calibration"]
+    eff = ip.calibrate(cal, log=lambda *a: None, method="gemm-anchor")
+    assert eff["gemm_max"] == ip.gemm_anchor()["gemm_max"]
+    assert 0.3 < eff["memory"] <= 1.0
+    assert abs(ip.error(cal[0], eff)[1]) < 0.01     # memory fitted on the decode-bound row

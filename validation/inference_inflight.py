@@ -37,15 +37,17 @@ Each row becomes an inference scenario run through ``netcosim.runner.simulate_sc
   weights, activations and cache); trtllm-bench's default gives the cache 0.90 of the memory
   left after the weights and runtime buffers on an 81,559 MiB device, for the 70B on TP 2
   about 10-20 % more (the buffers are not stated, so the default is kept; docs/inference.md);
-* GPU: ``h100_sxm`` with the two efficiency figures ``validation.inference_published``
-  calibrates on its own two static-batching calibration rows (recomputed here by calling its
-  ``calibrate``; nothing is fitted on these rows). Every other figure is the library default,
+* GPU: ``h100_sxm`` with the two efficiency figures of ``validation.inference_published``'s
+  calibration (recomputed here by calling its ``calibrate`` with the same ``--calibration``
+  method, default ``gemm-anchor``: ``gemm_max`` from public FP8 GEMM measurements, ``memory``
+  fitted on one static decode-bound row; nothing is fitted on these rows). Every other figure is the library default,
   including ``launch_us`` = 5 µs per kernel, although the measured runs used CUDA graphs (see
   docs/inference.md, Validation: the diagnostic column ``launch_us = 0`` shows what that is worth).
 
 Every row is held out. Error = model / measured - 1.
 
-    python -m validation.inference_inflight [--out validation/results] [--max-count N]
+    python -m validation.inference_inflight [--calibration gemm-anchor|rows] [--out validation/results]
+        [--max-count N]
 """
 from __future__ import annotations
 

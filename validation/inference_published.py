@@ -11,14 +11,15 @@ is admitted at once and runs to completion), so a row is one wave of ``batch`` r
 ``netcosim run`` does) and the row's metric is read from the summary.
 
 Calibration: two efficiency figures of the H100 spec, ``memory`` (achieved fraction of HBM
-bandwidth) and ``gemm_max`` (best GEMM fraction of the FP8 peak), are fitted on the rows whose
-``role`` is ``calibration`` (chosen before any held-out row was simulated: a decode-bound row
-of the 7B model and a prefill-bound row of the 70B model), and given to every scenario as
-``[workload.gpu] = {base = "h100_sxm", efficiency = {...}}``. Nothing else is tuned; the
-library's defaults are untouched. ``--calibration gemm-anchor`` is the other method: ``gemm_max``
-comes from public FP8 GEMM measurements (``validation/inference_data/h100_fp8_gemm.csv``, through
-the library's own shape model, ``gemm_anchor``) and only ``memory`` is fitted, on the decode-bound
-row, so the prefill-bound row is held out too. Every row sets ``decode_attention = "per_query_head"`` (a fact
+bandwidth) and ``gemm_max`` (best GEMM fraction of the FP8 peak), are given to every scenario as
+``[workload.gpu] = {base = "h100_sxm", efficiency = {...}}``. Two methods (docs/inference.md,
+"Validation"). The default, ``--calibration gemm-anchor``: ``gemm_max`` comes from no serving row
+but from public FP8 GEMM measurements (``validation/inference_data/h100_fp8_gemm.csv``) through
+the library's own shape model (``gemm_anchor``), and only ``memory`` is fitted, on the
+decode-bound ``calibration`` row of the 7B model; the prefill-bound 70B ``calibration`` row is
+then held out like the rest. ``--calibration rows`` (the earlier method): both figures are
+fitted on the two rows whose ``role`` is ``calibration`` (chosen before any held-out row was
+simulated). Nothing else is tuned; the library's defaults are untouched. Every row sets ``decode_attention = "per_query_head"`` (a fact
 of the measured software, not a fit: both versions predate the XQA kernel of v0.8, and their
 decode attention read each GQA KV head once per query head). Error = model / measured - 1.
 
@@ -59,7 +60,7 @@ GEMM_DATA = DATA / "h100_fp8_gemm.csv"
 # the two calibration rows; "gemm-anchor" takes gemm_max from public FP8 GEMM measurements and fits
 # only memory, on the decode-bound calibration row
 METHODS = ("rows", "gemm-anchor")
-DEFAULT_METHOD = "rows"
+DEFAULT_METHOD = "gemm-anchor"
 
 
 def load_rows(path=None) -> list[dict]:
