@@ -118,19 +118,17 @@ def trtllm_bench_limits(model: str, tp: int, isl: int, osl: int, pp: int = 1,
     kv_requests = free * kv_fraction / (kv_token * (isl + osl))
     raw_bs = min(kv_requests, 4096) / pp
     raw_tok = min(raw_bs * (1 + isl / osl), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tok < 4096:
-        tok = max(2048, 256 * math.ceil(raw_tok / 256))
-    elif raw_tok < 8192:
-        tok = 512 * math.ceil(raw_tok / 512)
-    else:
-        tok = 1024 * math.ceil(raw_tok / 1024)
+    bs = _round_up_tiered(raw_bs, ((256, 32), (1024, 128), (None, 256)), 64)
+    tok = _round_up_tiered(raw_tok, ((4096, 256), (8192, 512), (None, 1024)), 2048)
     return bs, max(tok, isl + bs)
+
+
+def _round_up_tiered(x: float, tiers, floor: int) -> int:
+    """``x`` rounded up to the step of the first tier (below ``limit``, or the last) it
+    falls in, at least ``floor``."""
+    for limit, step in tiers:
+        if limit is None or x < limit:
+            return max(floor, step * math.ceil(x / step))
 
 
 def scenario_dict(row: dict, efficiency: dict | None = None, count: int | None = None,
@@ -289,11 +287,7 @@ def write(res, eff, outdir: Path, cmd: str, conv=None, method: str = ip.DEFAULT_
         lines += ["", "Convergence (output tok/s against simulated requests):", ""]
         for rid, vals in conv:
             lines.append(f"* {rid}: " + ", ".join(f"{c:,}: {v:,.0f}" for c, v, _ in vals))
-    lines += ["", "Sources:", ""]
-    for k, (name, url) in SOURCES.items():
-        lines.append(f"* `{k}`: {name}, <{url}>")
-    lines.append("")
-    (outdir / f"{stem}.md").write_text("\n".join(lines))
+    ip.write_with_sources(outdir / f"{stem}.md", lines, SOURCES)
 
 
 def main(argv=None):

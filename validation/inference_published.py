@@ -354,11 +354,14 @@ def write(res, eff, outdir: Path, cmd: str, method: str = DEFAULT_METHOD):
             f"{unit[r['metric']]} | {r['measured']:,.0f} | {r['model_value']:,.1f} | "
             f"{100 * r['error']:+.1f}% | {r['role']} | {r['default_value']:,.1f}, "
             f"{100 * r['default_error']:+.1f}% |")
-    lines += ["", "Sources:", ""]
-    for k, (name, url) in SOURCES.items():
-        lines.append(f"* `{k}`: {name}, <{url}>")
-    lines.append("")
-    (outdir / f"{stem}.md").write_text("\n".join(lines))
+    write_with_sources(outdir / f"{stem}.md", lines, SOURCES)
+
+
+def write_with_sources(path, lines: list, sources: dict) -> None:
+    """Write a results page: ``lines``, then the list of ``sources`` (key: (name, url))."""
+    lines = lines + ["", "Sources:", ""] + [f"* `{k}`: {name}, <{url}>"
+                                            for k, (name, url) in sources.items()]
+    path.write_text("\n".join(lines + [""]))
 
 
 def main(argv=None):
