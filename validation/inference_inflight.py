@@ -81,15 +81,7 @@ MAX_COUNT = 10 ** 9
 
 
 def load_rows(path=None) -> list[dict]:
-    with open(path or DATA, newline="") as f:
-        lines = [ln for ln in f if not ln.startswith("#")]
-    rows = []
-    for r in csv.DictReader(lines):
-        for k in ("tp", "input", "output", "requests"):
-            r[k] = int(r[k])
-        r["measured"] = float(r["measured"])
-        rows.append(r)
-    return rows
+    return ip.read_data(path or DATA, ("tp", "input", "output", "requests"))
 
 
 def _params(m) -> float:

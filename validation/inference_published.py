@@ -63,34 +63,32 @@ METHODS = ("rows", "gemm-anchor")
 DEFAULT_METHOD = "gemm-anchor"
 
 
-def load_rows(path=None) -> list[dict]:
-    """The rows of validation/inference_data/trtllm_h100.csv, the static-batching tables (comment
-    lines start with #; the in-flight-batching rows are validation/inference_inflight.py's)."""
-    paths = [Path(path) if path else DATA / "trtllm_h100.csv"]
+def read_data(path, ints=(), floats=("measured",)) -> list[dict]:
+    """Rows of a data csv of validation/inference_data/ (comment lines start with #), with
+    the columns ``ints`` as int and ``floats`` as float."""
+    with open(path, newline="") as f:
+        lines = [ln for ln in f if not ln.startswith("#")]
     rows = []
-    for p in paths:
-        with open(p, newline="") as f:
-            lines = [ln for ln in f if not ln.startswith("#")]
-        for r in csv.DictReader(lines):
-            for k in ("tp", "batch", "input", "output"):
-                r[k] = int(r[k])
-            r["measured"] = float(r["measured"])
-            rows.append(r)
+    for r in csv.DictReader(lines):
+        r.update({k: int(r[k]) for k in ints})
+        r.update({k: float(r[k]) for k in floats})
+        rows.append(r)
     return rows
+
+
+def load_rows(path=None) -> list[dict]:
+    """The rows of validation/inference_data/trtllm_h100.csv, the static-batching tables (the
+    in-flight-batching rows are validation/inference_inflight.py's)."""
+    return read_data(Path(path) if path else DATA / "trtllm_h100.csv",
+                     ("tp", "batch", "input", "output"))
 
 
 def load_gemm_points(path=None) -> list[dict]:
     """The FP8 GEMM measurements of validation/inference_data/h100_fp8_gemm.csv (sources in its
     header comment): one dict per row with m, n, k (int), tflops (float), use (bool)."""
-    with open(Path(path) if path else GEMM_DATA, newline="") as f:
-        lines = [ln for ln in f if not ln.startswith("#")]
-    pts = []
-    for r in csv.DictReader(lines):
-        for k in ("m", "n", "k"):
-            r[k] = int(r[k])
-        r["tflops"] = float(r["tflops"])
+    pts = read_data(Path(path) if path else GEMM_DATA, ("m", "n", "k"), ("tflops",))
+    for r in pts:
         r["use"] = r["use"].strip() == "1"
-        pts.append(r)
     return pts
 
 
