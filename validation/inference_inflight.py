@@ -134,20 +134,13 @@ def scenario_dict(row: dict, efficiency: dict | None = None, count: int | None =
     gpu = {"base": "h100_sxm", "efficiency": eff} if eff else "h100_sxm"
     bs, tok = trtllm_bench_limits(row["model"], row["tp"], row["input"], row["output"])
     ctx = row["input"] + row["output"]
-    return {
-        "name": row["id"], "seed": 1,
-        "topology": {"kind": "two_tier", "nodes": 1, "gpus_per_node": 8,
-                     "scaleup_gbps": 3600, "nic_gbps": 400},
-        "routing": {"policy": "ecmp"},
-        "workload": {
+    return ip.on_dgx_h100(row["id"], {
             "kind": "inference", "model": MODELS[row["model"]], "gpu": gpu,
             "precision": "fp8", "parallel": {"tp": row["tp"], "pp": 1, "ep": 1, "dp": 1},
             "max_batch_tokens": tok, "max_seqs": bs, "context": max(8192, ctx),
             "decode_attention": "grouped",
             "requests": {"arrival": "concurrency", "concurrency": n, "count": n,
-                         "input_tokens": row["input"], "output_tokens": row["output"]},
-        },
-    }
+                         "input_tokens": row["input"], "output_tokens": row["output"]}})
 
 
 def simulate(row: dict, efficiency: dict | None = None, count: int | None = None,

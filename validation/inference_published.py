@@ -134,16 +134,20 @@ def with_method(rows: list[dict], method: str = DEFAULT_METHOD) -> list[dict]:
     return rows
 
 
+def on_dgx_h100(name: str, workload: dict) -> dict:
+    """A scenario table of ``workload`` on one node of 8 H100 SXM (two-tier, NVLink 4 at
+    3600 Gb/s per GPU), as the sources ran."""
+    return {"name": name, "seed": 1,
+            "topology": {"kind": "two_tier", "nodes": 1, "gpus_per_node": 8,
+                         "scaleup_gbps": 3600, "nic_gbps": 400},
+            "routing": {"policy": "ecmp"}, "workload": workload}
+
+
 def scenario_dict(row: dict, efficiency: dict | None = None) -> dict:
     """The inference scenario of one table row (see the module docstring)."""
     batch = row["batch"]
     gpu = {"base": "h100_sxm", "efficiency": dict(efficiency)} if efficiency else "h100_sxm"
-    return {
-        "name": row["id"], "seed": 1,
-        "topology": {"kind": "two_tier", "nodes": 1, "gpus_per_node": 8,
-                     "scaleup_gbps": 3600, "nic_gbps": 400},
-        "routing": {"policy": "ecmp"},
-        "workload": {
+    return on_dgx_h100(row["id"], {
             "kind": "inference", "model": copy.deepcopy(MODELS[row["model"]]), "gpu": gpu,
             "precision": "fp8", "parallel": {"tp": row["tp"], "pp": 1, "ep": 1, "dp": 1},
             # the token budget of an iteration: 8192 (vLLM/TensorRT-LLM's usual value), raised
@@ -154,9 +158,7 @@ def scenario_dict(row: dict, efficiency: dict | None = None) -> dict:
             # so a GQA KV head is read once per query head sharing it (docs/inference.md)
             "decode_attention": "per_query_head",
             "requests": {"arrival": "concurrency", "concurrency": batch, "count": batch,
-                         "input_tokens": row["input"], "output_tokens": row["output"]},
-        },
-    }
+                         "input_tokens": row["input"], "output_tokens": row["output"]}})
 
 
 def model_value(row: dict, efficiency: dict | None = None) -> float:
