@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import collectives as co
 from collectives import protocols
@@ -315,3 +317,19 @@ def test_collective_sweep_names_nvls_tree_groups_by_node():
                              "reduce_gbps": {"scaleup": 2400}})
     (row,) = sweep(fab, "all_reduce", "nvls_tree", [64 << 20], engine="flow")
     assert row["algorithm"] == "nvls_tree" and row["busbw_GBps"] > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 1 << 36), st.integers(1, 1 << 36), st.integers(1, 72),
+       st.integers(1, 64), st.sampled_from(["nvls", "nvls_tree"]))
+def test_nvls_chunk_never_shrinks_as_the_buffer_grows(a, b, heads, groups, algorithm):
+    """NCCL's NVLS chunk is one of its buffer sizes and grows (never shrinks) with the
+    buffer, for any heads and domain count; the step cost per byte falls accordingly."""
+    lo, hi = min(a, b), max(a, b)
+    per = protocols.nvls_chunk_per_op
+    c_lo, c_hi = per(algorithm, lo, heads, groups), per(algorithm, hi, heads, groups)
+    assert {c_lo, c_hi} <= {16384, 32768, 65536, 131072}
+    assert c_lo <= c_hi
+    cost = protocols.costs("simple", algorithm=algorithm)
+    assert protocols.nvls_step_s_per_byte(cost, hi, heads, groups) <= \
+        protocols.nvls_step_s_per_byte(cost, lo, heads, groups)
