@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import strategies as hst
 
 import collectives as co
 from collectives import protocols
@@ -320,8 +320,8 @@ def test_collective_sweep_names_nvls_tree_groups_by_node():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 1 << 36), st.integers(1, 1 << 36), st.integers(1, 72),
-       st.integers(1, 64), st.sampled_from(["nvls", "nvls_tree"]))
+@given(hst.integers(1, 1 << 36), hst.integers(1, 1 << 36), hst.integers(1, 72),
+       hst.integers(1, 64), hst.sampled_from(["nvls", "nvls_tree"]))
 def test_nvls_chunk_never_shrinks_as_the_buffer_grows(a, b, heads, groups, algorithm):
     """NCCL's NVLS chunk is one of its buffer sizes and grows (never shrinks) with the
     buffer, for any heads and domain count; the step cost per byte falls accordingly."""
