@@ -195,22 +195,23 @@ def nvls_step_s_per_byte(costs, nbytes: int, heads: int, n_groups: int = 1) -> f
     if costs.protocol is None or costs.fixed_step_s is not None or \
             family(costs.algorithm) not in ("nvls", "nvls_tree"):
         return 0.0
-    loop = CHANNELS * heads * nvls_chunk_per_op(costs.algorithm, nbytes, heads, n_groups)
-    return NVLS_STEP_S / loop
+    return NVLS_STEP_S / nvls_loop_bytes(costs.algorithm, nbytes, heads, n_groups)
 
 
-def chunk_bytes(op: str, algorithm: str, protocol=None, n_groups: int = 1, nbytes=None,
+def nvls_loop_bytes(algorithm: str, nbytes: int, heads: int, n_groups: int = 1) -> int:
+    """Bytes of one NCCL NVLS / NVLS-Tree loop step: CHANNELS x heads x nvls_chunk_per_op."""
+    return CHANNELS * heads * nvls_chunk_per_op(algorithm, nbytes, heads, n_groups)
+
+
+def chunk_bytes(op: str, algorithm: str, nbytes: int, protocol=None, n_groups: int = 1,
                 heads: int = 1) -> int:
-    """Our chunk. NVLS and NVLS-Tree: one NCCL loop step, CHANNELS x heads x NCCL's chunk for
-    this size (nvls_chunk_per_op; ``heads``: ranks per NVLink domain), the granularity their
-    stages pipeline at. SHARP: CHANNELS x 128 KiB. Others: CHANNELS x the protocol's chunk."""
-    if algorithm in ("nvls", "nvls_tree") and nbytes is not None:
-        return CHANNELS * heads * nvls_chunk_per_op(algorithm, nbytes, heads, n_groups)
-    if algorithm in ("nvls", "nvls_tree") or (algorithm == "sharp"):
-        per = NVLS_CHUNK_BYTES
-        if algorithm == "nvls_tree" and n_groups >= 4:
-            per = NVLS_TREE_CHUNK_BYTES_4N
-        return CHANNELS * per
+    """Our chunk. NVLS and NVLS-Tree: one NCCL loop step for this size (nvls_loop_bytes;
+    ``heads``: ranks per NVLink domain), the granularity their stages pipeline at. SHARP:
+    CHANNELS x 128 KiB. Others: CHANNELS x the protocol's chunk."""
+    if algorithm in ("nvls", "nvls_tree"):
+        return nvls_loop_bytes(algorithm, nbytes, heads, n_groups)
+    if algorithm == "sharp":
+        return CHANNELS * NVLS_CHUNK_BYTES
     proto = get(protocol) or PROTOCOLS["simple"]
     return CHANNELS * proto.chunk_bytes
 
@@ -222,7 +223,7 @@ def default_chunks(op: str, algorithm: str, nbytes: int, parts: int, protocol=No
     nbytes // parts (every block of a chunk keeps a byte)."""
     if (op, algorithm) not in PIPELINED:
         return 1
-    c = math.ceil(int(nbytes) / chunk_bytes(op, algorithm, protocol, n_groups, nbytes, heads))
+    c = math.ceil(int(nbytes) / chunk_bytes(op, algorithm, nbytes, protocol, n_groups, heads))
     c = min(c, MAX_CHUNKS)
     if transfers_per_chunk > 0:
         c = min(c, max(1, MAX_DEFAULT_TRANSFERS // transfers_per_chunk))
