@@ -184,15 +184,15 @@ def layer_load_ratio(topology, st, link, flow, w, first, last, level, span, uniq
     pay = w * st.payload[flow]
     wt = np.maximum(w, 1.0)
     glink = uniq // span
-    tg = np.bincount(inv, weights=pay) / st.bw[glink]  # load of each (link, depth)
+    pay_g = np.bincount(inv, weights=pay)  # bytes of each (link, depth)
+    tg = pay_g / st.bw[glink]  # load of each (link, depth)
     lv = level[flow]
     th = np.maximum(tg[np.searchsorted(uniq, first.astype(np.int64) * span + lv)],
                     tg[np.searchsorted(uniq, last.astype(np.int64) * span + lv)])
     lay = (topology.link_layer[glink // 2].astype(np.int64) * 2 + glink % 2) * span \
         + uniq % span
     _, il = np.unique(lay, return_inverse=True)
-    load = np.bincount(il, weights=np.bincount(inv, weights=pay)) / np.bincount(
-        il, weights=st.bw[glink])
+    load = np.bincount(il, weights=pay_g) / np.bincount(il, weights=st.bw[glink])
     host = np.bincount(il, weights=np.bincount(inv, weights=wt * th)) / np.bincount(
         il, weights=np.bincount(inv, weights=wt))
     ratio = np.zeros(L)
@@ -258,20 +258,17 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
         if TCP_FORWARD_RULE and topology.hosts_forward:
             use &= np.bincount(link[topology.dlink_src[first] != topology.dlink_src[link]],
                                minlength=L) == 0
-        if use.any():
-            eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
-        # an oversubscribed core: switch-to-switch links of a layer more loaded than the
-        # host links (load ratio > 1) set the time; they keep the dumbbell's efficiency
-        if TCP_CORE_RULE:
-            ratio = layer_load_ratio(topology, st, link, flow, w, first, last, level, span,
-                                     uniq, inv)
-            core = switch_link & (flows > 1) & (ratio > 1.0)
-            if core.any():
-                eff[core] = oversub(transport, ratio[core], down[core], per[core])
-        return eff
     if use.any():
         eff[use] = efficiency(transport, flows[use], gbps[use], per[use])
-    if transport == "dcqcn":
+    if transport == "tcp" and TCP_CORE_RULE:
+        # an oversubscribed core: switch-to-switch links of a layer more loaded than the
+        # host links (load ratio > 1) set the time; they keep the dumbbell's efficiency
+        ratio = layer_load_ratio(topology, st, link, flow, w, first, last, level, span,
+                                 uniq, inv)
+        core = switch_link & (flows > 1) & (ratio > 1.0)
+        if core.any():
+            eff[core] = oversub(transport, ratio[core], down[core], per[core])
+    elif transport == "dcqcn":
         # speed mismatch: rho = own bandwidth / the receiver links' (down)
         rho = np.where(flows > 0, gbps / np.maximum(down, 1e-30), 1.0)
         if DCQCN_RHO_RULE:
