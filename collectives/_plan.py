@@ -325,51 +325,64 @@ class Plan:
             child, parent = np.concatenate([child, ochild]), np.concatenate([parent, oparent])
             ochild = oparent = np.zeros(0, np.int64)
         with_delay = costs.any_latency and bool(is_t.any())
-        if with_delay:
-            # each transfer i moves to new_id(i); its delay sits at new_id(i) - 1 and takes the
-            # transfer's data parents (the step's latency follows the data it waits for); the
-            # transfer keeps its order parents (the sender's previous send)
-            new_id = np.arange(N) + np.cumsum(is_t)
-            delay_of = new_id[is_t] - 1
-            lat = np.asarray(costs.latency(c["src"][is_t], c["dst"][is_t]), dtype=np.float64)
-            child = np.concatenate([new_id[child] - is_t[child], new_id[ochild],
-                                    new_id[is_t]])
-            parent = np.concatenate([new_id[parent], new_id[oparent], delay_of])
-            M = N + int(is_t.sum())
-        else:
-            new_id = np.arange(N)
-            delay_of = np.zeros(0, dtype=np.int64)
-            lat = np.zeros(0)
-            child = np.concatenate([child, ochild])
-            parent = np.concatenate([parent, oparent])
-            M = N
+        cap = costs.rate_cap(self.ranks) if is_t.any() else 0.0
+        # a step-latency DELAY sits just before each transfer and takes the transfer's data
+        # parents (the step's latency follows the data it waits for); the transfer keeps its
+        # order parents (the sender's previous send). Under a protocol's throughput cap
+        # (protocols.Costs.rate_cap) a second DELAY of payload / cap sits just after each
+        # transfer, with the transfer's parents, and whatever waits for the transfer waits
+        # for it too: the transfer ends no earlier than the cap lets it.
+        before = is_t if with_delay else np.zeros(N, dtype=bool)
+        after = is_t if cap > 0 else np.zeros(N, dtype=bool)
+        new_id = np.arange(N) + np.cumsum(before) + np.cumsum(after) - after
+        delay_of = new_id[before] - 1
+        cap_of = new_id[after] + 1
+        M = N + int(before.sum()) + int(after.sum())
+        lat = np.asarray(costs.latency(c["src"][before], c["dst"][before]), dtype=np.float64) \
+            if with_delay else np.zeros(0)
+        e_child = [new_id[child] - before[child], new_id[ochild], new_id[before]]
+        e_parent = [new_id[parent], new_id[oparent], delay_of]
+        if cap > 0:
+            for ch_, par_ in ((child, parent), (ochild, oparent)):
+                m = after[par_]  # waiting for a capped transfer: wait for its cap too
+                e_child.append(new_id[ch_[m]] - (before[ch_[m]] & (ch_ is child)))
+                e_parent.append(new_id[par_[m]] + 1)
+            is_capped = np.zeros(M, dtype=bool)
+            is_capped[new_id[after]] = True
+            ec, ep = np.concatenate(e_child), np.concatenate(e_parent)
+            m = is_capped[ec]  # the cap starts with its transfer: the transfer's parents
+            e_child, e_parent = [ec, ec[m] + 1], [ep, ep[m]]
+        child, parent = np.concatenate(e_child), np.concatenate(e_parent)
 
         def spread(col, fill, dtype):
-            if not with_delay:
+            if M == N:
                 return col.astype(dtype, copy=False)
             a = np.full(M, fill, dtype=dtype)
             a[new_id] = col
-            a[delay_of] = fill
             return a
 
         out_kind = np.full(M, DELAY, dtype=np.int8)
         out_kind[new_id[is_t]] = TRANSFER
         src = spread(c["src"], -1, np.int64)
-        if with_delay:
-            src[delay_of] = c["src"][is_t]  # a delay belongs to its transfer's sender
+        src[delay_of] = c["src"][before]  # a delay belongs to its transfer's sender
+        src[cap_of] = c["src"][after]
         dst = spread(c["dst"], -1, np.int64)  # joins already carry -1 / 0
         size = spread(c["size"], 0, np.int64)
         tag = spread(c["tag"], -1, np.int64)
-        if with_delay:
-            tag[delay_of] = c["tag"][is_t]
+        tag[delay_of] = c["tag"][before]
+        tag[cap_of] = c["tag"][after]
         dur = spread(c["dur"], 0.0, np.float64)
-        if with_delay:
-            dur[delay_of] = lat
+        dur[delay_of] = lat
+        # the payload of a transfer's wire bytes, over the cap
+        dur[cap_of] = c["size"][after] * (costs.num / costs.den) / cap if cap > 0 else 0.0
         labels = list(self.labels) or ["transfer"]
         label = spread(c["label"], 0, np.int16)
         if with_delay:
             label[delay_of] = len(labels)
             labels.append("step_latency")
+        if cap > 0:
+            label[cap_of] = len(labels)
+            labels.append("throughput_cap")
         blk_lo = spread(c["lo"], -1, np.int64)
         red = spread(c["red"], -1, np.int8)
         t = is_t | (kind == REDUCE)
@@ -418,7 +431,7 @@ class Plan:
                       "nbytes": self.nbytes, "chunks": self.chunks,
                       "step_latency_s": self.step_latency_s,
                       "protocol": costs.protocol, "wire_ratio": (costs.num, costs.den),
-                      "launch_latency_s": costs.launch_s,
+                      "launch_latency_s": costs.launch_s, "rate_cap_Bps": cap,
                       "n_blocks": int(len(self.block_bytes)), "block_bytes": self.block_bytes,
                       **self.meta}
         return sched

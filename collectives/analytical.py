@@ -213,6 +213,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), topology,
                             algorithm)
     wire = 1.0 if costs.num == costs.den else costs.den / costs.num
+    cap = costs.rate_cap(ranks)  # an LL transfer lasts at least payload / cap
     fab = fabric or Fabric.cached(topology, routing)
 
     def R2(s, d, b):
@@ -221,6 +222,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         if not hs.size:
             return 0.0, 0.0
         t = round_parts(fab, hs, hd, np.asarray(b, dtype=np.float64) * wire)
+        if cap > 0:
+            t = max(t, float(np.max(b)) / cap)
         L = float(np.max(costs.latency(hs, hd))) if costs.any_latency else 0.0
         return t, L
 

@@ -18,8 +18,16 @@ Figures are NCCL's tuner constants (src/graph/tuning.cc, ``ncclTunerConstantsDef
 layout (src/include/device.h: NCCL_STEPS = 8, 16-byte LL lines of 8 data bytes, 128-byte
 LL128 lines of 15 data words; src/init.cc: DEFAULT_LL_BUFFSIZE, DEFAULT_LL128_BUFFSIZE, 4 MiB
 Simple buffer; src/enqueue.cc: chunk = step size x chunk steps, halved for LL, 15/16 for
-LL128), https://github.com/NVIDIA/nccl. Not modelled: NCCL's LL / LL128 throughput caps
-(llMaxBws, perChMaxRingLL128Bws), which bound those protocols by the GPU's threads.
+LL128), https://github.com/NVIDIA/nccl.
+
+**LL throughput cap.** LL's GPU threads store and poll every 8-byte line themselves, so NCCL's
+tuner caps LL's bus bandwidth whatever the links (src/graph/tuning.cc, ``llMaxBws``): by the
+GPU inside one node, by the host CPU across nodes (LL_MAX_GBPS). An LL transfer of ours
+therefore lasts at least its payload / the cap (``Costs.rate_cap``): a ring rank sends its
+steps one after another, so its rate, which is a ring's bus bandwidth, stays under the cap as
+in NCCL's tuner. LL128's caps (perChMaxRingLL128Bws, perChMaxTreeLL128Bws: 29-36.7 GB/s per
+channel, times 16 or more channels) lie above what 8 x 400 Gb/s NICs or an NVLink 4 port
+carry, so they are not modelled.
 
 **Chunks.** NCCL cuts each channel's data into chunks (per channel: Simple 512 KiB per step,
 LL 32 KiB, LL128 576,000 bytes) and runs ``CHANNELS`` channels side by side. A transfer of our
@@ -102,6 +110,12 @@ def family(algorithm: str) -> str:
         return "collnet"
     return "ring"  # rings, chains, all pairs, halving-doubling, ring compositions
 AUTO = "auto"
+# NCCL's LL bus-bandwidth caps in GB/s (src/graph/tuning.cc, llMaxBws): (one node, two
+# nodes, more nodes), for Hopper GPUs (one node: 141) and Intel hosts (across nodes: 39 on
+# two, 20.4 on more). NCCL's other rows: one node Volta 39, Ampere 87.7, Blackwell 282; AMD
+# hosts 22.5 on two nodes and 19.0 on more. A "node" is a scale-up domain of two_tier and a
+# host elsewhere.
+LL_MAX_GBPS = (141.0, 39.0, 20.4)
 # NVLS on Hopper: 16 channels (NVLS_NCHANNELS_SM90) of 128 KiB chunks (NCCL_NVLS_CHUNKSIZE);
 # NVLS-Tree caps the chunk at 64 KiB from 4 nodes on (nvlsTreeMaxChunkSize), src/transport/nvls.cc
 CHANNELS = 16
@@ -305,6 +319,17 @@ def _node_domain(topology) -> np.ndarray:
     return dom
 
 
+def spanned_nodes(topology, ranks) -> int:
+    """How many nodes NCCL would count among ``ranks`` (host ids): scale-up domains on
+    two_tier, hosts on every other fabric (and without a topology)."""
+    from topo.arrays import unique
+
+    r = np.asarray(ranks, dtype=np.int64).reshape(-1)
+    if topology is not None and getattr(topology, "kind", None) == "two_tier":
+        r = _node_domain(topology)[r]
+    return max(1, len(unique(r)))
+
+
 def step_latency(protocol, topology, src, dst, algorithm: str = "ring") -> np.ndarray:
     """Per step src -> dst (node ids), the protocol's latency in seconds for ``algorithm``'s
     family (FAMILY_LATENCY): the NVLink figure inside a scale-up domain, else the network's;
@@ -352,6 +377,14 @@ class Costs:
         if self.fixed_step_s is not None:
             return np.full(src.shape, float(self.fixed_step_s))
         return step_latency(self.protocol, self.topology, src, dst, self.algorithm)
+
+    def rate_cap(self, ranks) -> float:
+        """Payload bytes per second an LL transfer among ``ranks`` (host ids) moves at most
+        (LL_MAX_GBPS by the nodes they span); 0.0 for other protocols (no cap)."""
+        if self.protocol != "ll":
+            return 0.0
+        nodes = spanned_nodes(self.topology, ranks)
+        return LL_MAX_GBPS[min(nodes, 3) - 1] * 1e9
 
     @property
     def any_latency(self) -> bool:

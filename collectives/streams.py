@@ -26,6 +26,7 @@ class Stream:
     nbytes: int  # bytes the busiest connection carries over all steps
     steps: int  # transfers each connection carries in series
     delay_s: float  # per-step software latency (DELAY nodes before each transfer), summed
+    min_s: float = 0.0  # a protocol's throughput cap: the busiest connection's payload / cap
 
 
 def stream_of(template: Schedule) -> Stream | None:
@@ -55,7 +56,9 @@ def stream_of(template: Schedule) -> Stream | None:
     delays = template.duration[is_d & ~launch]
     per_step = float(delays.max()) if delays.size else 0.0
     if delays.size and delays.size != t.sum():
-        return None  # step latencies that are not one per transfer: keep the full form
+        # step latencies that are not one per transfer, or a protocol's throughput-cap
+        # delays beside them: keep the full form
+        return None
     if delays.size and int(template.meta.get("chunks", 1) or 1) > 1:
         return None  # the step latency overlaps the sender's other chunks: full form
     first = float(template.duration[launch].max()) if launch.any() else 0.0
@@ -68,15 +71,18 @@ RING_STREAMS = {("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather
 
 
 def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
-                step_latency_s: float = 0.0, wire=(1, 1), launch_s: float = 0.0
-                ) -> Stream | None:
+                step_latency_s: float = 0.0, wire=(1, 1), launch_s: float = 0.0,
+                rate_cap: float = 0.0) -> Stream | None:
     """The stream form of a ring all-reduce / reduce-scatter / all-gather over g ranks
     computed from its block layout in O(g * chunks), as ``stream_of`` would find it in the
     template (which has g(g-1) transfers per phase); None for other algorithms.
 
     ``wire``: a protocol's (payload, wire) byte ratio, applied per transfer as the builders
     do; ``step_latency_s``: the per-step latency (the largest of the ring's connections);
-    ``launch_s``: the protocol's launch latency, paid once. With several chunks and a step
+    ``launch_s``: the protocol's launch latency, paid once; ``rate_cap``: a protocol's
+    throughput cap in payload bytes/s (protocols.Costs.rate_cap; 0: none), which the stream
+    meets as the full ring does, its busiest connection's payload / cap at least (exact when
+    the cap binds on every step or on none). With several chunks and a step
     latency the full ring overlaps a step's latency with the sender's other chunks
     (collectives/_plan.py), which one stream cannot say: None then (the full form)."""
     from collectives._plan import chunked_layout
@@ -86,39 +92,57 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
     if chunks > 1 and step_latency_s > 0:
         return None
     num, den = (int(x) for x in wire)
-    blocks = chunked_layout(int(nbytes), int(chunks), g).reshape(chunks, g)
+    payload = chunked_layout(int(nbytes), int(chunks), g).reshape(chunks, g)
+    blocks = payload
     if num != den:  # each ring transfer carries one block
         blocks = (blocks * den + num - 1) // num
-    chunk_total = blocks.sum(axis=1, keepdims=True)
-    # member p sends every shard but its own in reduce-scatter, every shard but p+1's in
-    # all-gather (collectives/_ring.py), chunk by chunk
-    rs = (chunk_total - blocks).sum(axis=0)
-    ag = (chunk_total - np.roll(blocks, -1, axis=1)).sum(axis=0)
-    sent = {"reduce_scatter": rs, "all_gather": ag, "all_reduce": rs + ag}[op]
+    sent = _ring_sent(op, blocks)
     steps = chunks * (g - 1) * (2 if op == "all_reduce" else 1)
     p = np.arange(g)
+    min_s = float(_ring_sent(op, payload).max()) / rate_cap if rate_cap > 0 else 0.0
     return Stream(p, (p + 1) % g, int(sent.max()), steps,
-                  steps * float(step_latency_s) + float(launch_s))
+                  steps * float(step_latency_s) + float(launch_s), min_s)
+
+
+def _ring_sent(op: str, blocks: np.ndarray) -> np.ndarray:
+    """Bytes each ring member sends over the collective, from the (chunks, g) block sizes:
+    member p sends every shard but its own in reduce-scatter, every shard but p+1's in
+    all-gather (collectives/_ring.py), chunk by chunk."""
+    chunk_total = blocks.sum(axis=1, keepdims=True)
+    rs = (chunk_total - blocks).sum(axis=0)
+    ag = (chunk_total - np.roll(blocks, -1, axis=1)).sum(axis=0)
+    return {"reduce_scatter": rs, "all_gather": ag, "all_reduce": rs + ag}[op]
 
 
 def stream_schedule(ranks, st: Stream, label: str) -> Schedule:
     """A collective in stream form over host ids ``ranks``: (the summed per-step latency as a
-    delay, then) one transfer standing for every connection, ``st.steps`` steps each."""
+    delay, then) one transfer standing for every connection, ``st.steps`` steps each, (and
+    beside it a delay of ``st.min_s``, a protocol's throughput cap, which the collective's end
+    waits for too)."""
     from netcore.members import MemberSets
 
     ranks = np.asarray(ranks, dtype=np.int64)
     src, dst = ranks[st.src], ranks[st.dst]
     sets = MemberSets(np.array([0, len(src)]), src, dst)
     lat = st.delay_s > 0
-    n = 2 if lat else 1
-    kind = [DELAY, TRANSFER] if lat else [TRANSFER]
-    labels = [label, "step_latency"] if lat else [label]
-    return Schedule(kind=np.array(kind), src=np.r_[src[:1], src[:1]][:n],
-                    dst=np.r_[[-1], dst[:1]] if lat else dst[:1],
-                    size=np.r_[[0], [st.nbytes]] if lat else [st.nbytes],
-                    duration=np.r_[[st.delay_s], [0.0]] if lat else [0.0], start=np.zeros(n),
-                    dep_ptr=np.array([0, 0, 1]) if lat else np.array([0, 0]),
-                    dep_idx=np.array([0]) if lat else np.zeros(0),
-                    label=np.array([1, 0]) if lat else np.array([0]), labels=labels,
-                    mset=np.array([-1, 0]) if lat else np.array([0]),
-                    steps=np.array([1, st.steps]) if lat else np.array([st.steps]), sets=sets)
+    kind, to, size, dur, label_of, mset, steps = [], [], [], [], [], [], []
+    labels = [label]
+    parents: list[list[int]] = []
+    if lat:
+        kind.append(DELAY), to.append(-1), size.append(0), dur.append(st.delay_s)
+        labels.append("step_latency"), label_of.append(1), mset.append(-1), steps.append(1)
+        parents.append([])
+    first = [0] if lat else []
+    kind.append(TRANSFER), to.append(int(dst[0])), size.append(st.nbytes), dur.append(0.0)
+    label_of.append(0), mset.append(0), steps.append(st.steps), parents.append(first)
+    if st.min_s > 0:
+        kind.append(DELAY), to.append(-1), size.append(0), dur.append(st.min_s)
+        labels.append("throughput_cap"), label_of.append(len(labels) - 1), mset.append(-1)
+        steps.append(1), parents.append(first)
+    n = len(kind)
+    return Schedule(kind=np.array(kind), src=np.full(n, src[0]), dst=np.array(to),
+                    size=np.array(size), duration=np.array(dur), start=np.zeros(n),
+                    dep_ptr=np.concatenate([[0], np.cumsum([len(p) for p in parents])]),
+                    dep_idx=np.array([q for p in parents for q in p], dtype=np.int64),
+                    label=np.array(label_of), labels=labels, mset=np.array(mset),
+                    steps=np.array(steps), sets=sets)

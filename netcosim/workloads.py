@@ -376,14 +376,15 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
         r = np.asarray(ranks, dtype=np.int64)
         per_step = float(costs.latency(r, np.roll(r, -1)).max()) if costs.any_latency else 0.0
         st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,
-                         (costs.num, costs.den), costs.launch_s)
+                         (costs.num, costs.den), costs.launch_s, costs.rate_cap(r))
         if st is not None:
             return stream_schedule(ranks, st, op_c)
     if chunks is None and op != "all_to_all_v":
         chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
                                       opts.get("group_size"))
     count = collective_transfers(op_c, algo, len(ranks), chunks)
-    delays = count if costs.any_latency else 0  # a delay node before every transfer
+    # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
+    delays = count * (int(costs.any_latency) + int(costs.rate_cap(np.asarray(ranks)) > 0))
     streamable = (op_c, "ring") in RING_STREAMS
     hint = ("use fewer ranks or chunks" +
             (", or algorithm = \"ring\" with network_detail = \"auto\" (one stream)"

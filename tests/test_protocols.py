@@ -102,9 +102,73 @@ def test_latencies_inside_a_node_are_nvlinks():
 
 
 def test_fixed_step_latency_replaces_the_protocols():
-    s = co.build("all_reduce", "ring", 4, 1 << 20, protocol="ll", step_latency_s=0.0)
+    s = co.build("all_reduce", "ring", 4, 1 << 20, protocol="ll128", step_latency_s=0.0)
     assert (s.kind == TRANSFER).all()  # no delays, no launch
+    # LL keeps what is the protocol's own, as its wire bytes: its throughput cap
+    s = co.build("all_reduce", "ring", 4, 1 << 20, protocol="ll", step_latency_s=0.0)
+    d = s.kind == DELAY
+    assert d.sum() == (s.kind == TRANSFER).sum()
+    assert (s.label[d] == s.labels.index("throughput_cap")).all()
     assert s.size.sum() == 2 * co.build("all_reduce", "ring", 4, 1 << 20).size.sum()
+
+
+# ---------------------------------------------------------------- LL throughput cap
+def test_ll_cap_follows_nccls_table_by_nodes_spanned():
+    fab = build("two_tier", {"nodes": 4, "gpus_per_node": 8})
+    c = protocols.costs("ll", None, fab)
+    for ranks, gbps in ((range(8), 141.0), (range(16), 39.0), (range(24), 20.4),
+                        ([0, 8], 39.0), ([0, 8, 16], 20.4)):
+        assert c.rate_cap(np.asarray(ranks)) == gbps * 1e9
+    # a host is a node on other fabrics; LL128 and Simple have no cap here
+    assert protocols.costs("ll", None, star(4)).rate_cap(np.arange(2)) == 39e9
+    assert protocols.costs("ll", None, star(4)).rate_cap(np.arange(4)) == 20.4e9
+    for p in ("ll128", "simple", None):
+        assert protocols.costs(p, None, fab).rate_cap(np.arange(32)) == 0.0
+
+
+def test_ll_transfer_lasts_at_least_its_payload_over_the_cap(monkeypatch):
+    # 2 nodes of 8 GPUs, NVLink and 8 x 400 Gb/s: LL's 39 GB/s binds before any link does
+    fab = build("two_tier", {"nodes": 2, "gpus_per_node": 8, "scaleup_gbps": 2960,
+                             "nic_gbps": 376})
+    r, S = np.arange(16), 1 << 20
+    s = co.build("all_reduce", "hierarchical", r, S, protocol="ll", fabric=fab, group_size=8)
+    t, cap = s.kind == TRANSFER, s.label == s.labels.index("throughput_cap")
+    assert cap.sum() == t.sum() and s.meta["rate_cap_Bps"] == 39e9
+    payload = s.size[t] // 2  # LL: half the wire bytes are flags
+    assert np.allclose(np.sort(s.duration[cap]), np.sort(payload / 39e9))
+    flow = simulate(fab, s, engine="flow").makespan
+    # every rank sends ~2(g-1)/g S + its rail share in series, each step at most at the cap
+    per_rank = np.bincount(s.src[t], weights=payload).max()
+    assert flow >= per_rank / 39e9
+    assert estimate(fab, "all_reduce", "hierarchical", r, S, protocol="ll",
+                    group_size=8) == pytest.approx(flow, rel=0.01)
+    # LL128 has no cap; LL without one would be over a third faster here: the cap binds
+    s0 = co.build("all_reduce", "hierarchical", r, S, protocol="ll128", fabric=fab,
+                  group_size=8)
+    assert "throughput_cap" not in s0.labels
+    monkeypatch.setattr(protocols, "LL_MAX_GBPS", (1e12, 1e12, 1e12))
+    free = co.build("all_reduce", "hierarchical", r, S, protocol="ll", fabric=fab, group_size=8)
+    assert simulate(fab, free, engine="flow").makespan < 0.67 * flow
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=hst.integers(2, 8), kib=hst.integers(1, 4096), gbps=hst.sampled_from([100, 400, 1600]))
+def test_ll_cap_never_makes_a_collective_faster(n, kib, gbps):
+    fab = star(n, gbps=gbps)
+    s = co.build("all_reduce", "ring", range(n), kib << 10, protocol="ll", fabric=fab)
+    capped = simulate(fab, s, engine="flow").makespan
+    keep = protocols.LL_MAX_GBPS
+    try:
+        protocols.LL_MAX_GBPS = (1e12, 1e12, 1e12)
+        free = simulate(fab, co.build("all_reduce", "ring", range(n), kib << 10, protocol="ll",
+                                      fabric=fab), engine="flow").makespan
+    finally:
+        protocols.LL_MAX_GBPS = keep
+    assert capped >= free * (1 - 1e-12)
+    # a ring sends its 2(n-1) steps one after another, each no faster than the cap
+    t = s.kind == TRANSFER
+    per_rank = np.bincount(s.src[t], weights=s.size[t] // 2).max()
+    assert capped >= per_rank / s.meta["rate_cap_Bps"] * (1 - 1e-12)
 
 
 # ---------------------------------------------------------------- chunks
@@ -235,7 +299,7 @@ def _stream_and_full(fab, n, S, proto):
     c = protocols.costs(proto, None, fab)
     r = np.arange(n)
     st = ring_stream("all_reduce", "ring", n, S, 1, float(c.latency(r, np.roll(r, -1)).max()),
-                     (c.num, c.den), c.launch_s)
+                     (c.num, c.den), c.launch_s, c.rate_cap(r))
     a = simulate(fab, full.with_connections(), "ecmp", engine="flow").makespan
     b = simulate(fab, stream_schedule(range(n), st, "all_reduce"), "ecmp",
                  engine="flow").makespan
@@ -248,6 +312,19 @@ def test_ring_stream_with_a_protocol_equals_the_full_ring():
     for proto in ("ll", "ll128", "simple"):
         a, b = _stream_and_full(fab, 8, 1 << 24, proto)
         assert b == pytest.approx(a, rel=1e-9)
+
+
+def test_ring_stream_meets_the_ll_cap_as_the_full_ring():
+    # 400 Gb/s: LL's 25 GB/s of payload is over the 20.4 GB/s cap (binds on every step);
+    # 100 Gb/s: 6.25 GB/s, under it (binds on none): both exact
+    for gbps in (400, 100):
+        fab = build("fat_tree", {"k": 4, "link_gbps": gbps})
+        a, b = _stream_and_full(fab, 16, 1 << 24, "ll")
+        assert b == pytest.approx(a, rel=1e-9)
+    r = np.arange(16)
+    st = ring_stream("all_reduce", "ring", 16, 1 << 24, 1, 0.0, (1, 2), 0.0,
+                     protocols.costs("ll", None, fab).rate_cap(r))
+    assert st.min_s == pytest.approx(2 * 15 / 16 * (1 << 24) / 20.4e9, rel=1e-6)
 
 
 def test_ring_stream_with_uneven_path_latencies_is_exact_too():
