@@ -12,7 +12,9 @@ of roofline kernels (compute/operators.py conventions):
 * the output layer for the rows that sample a token;
 * attention: one fused kernel for the prefill chunks (causal over the chunk, full over the
   cached prefix) and one for the decode steps (reads every cached key and value);
-* bandwidth-bound passes (norms, activation, residual) and a launch cost per kernel.
+* bandwidth-bound passes (norms, activation, residual) and a launch cost per kernel;
+* in an iteration that runs prompt tokens, a further fixed host cost per kernel
+  (``prefill_host_us``: the context phase's host-side work that the GPU waits for).
 
 The cost is a closed form of six batch figures, evaluated by ``iteration_compute`` (numba), so
 the serving loop never calls Python per iteration. Communication (TP all-reduces, EP
@@ -110,7 +112,8 @@ class CostModel:
 # indices into CostModel.params
 (P_PEAK, P_HBM, P_GMAX, P_KNEE, P_MEM, P_LAUNCH, P_ATT, P_WB, P_AB, P_KVB, P_LAYERS,
  P_HEADS, P_KVH, P_HD, P_VOCAB, P_H, P_MOE_LAYERS, P_E_LOCAL, P_TOPK, P_EXPERTS, P_EXP_N,
- P_EXP_K, P_EXP_MATS, P_SHARED, P_MEMOP_BYTES, P_KERNELS, P_KV_READS, P_NP) = range(28)
+ P_EXP_K, P_EXP_MATS, P_SHARED, P_MEMOP_BYTES, P_KERNELS, P_KV_READS, P_PF_HOST,
+ P_NP) = range(29)
 
 # how a decode step's attention kernel reads a KV head shared by a group of query heads (GQA):
 # "grouped" reads it once for the whole group (FlashInfer, FlashAttention, TensorRT-LLM's XQA
@@ -190,6 +193,7 @@ def cost_model(model, gpu, layout: ServingLayout, precision: str = "bf16",
     p[P_PEAK], p[P_HBM] = peak, spec.hbm_Bps
     p[P_GMAX], p[P_KNEE], p[P_MEM] = e.gemm_max, e.gemm_knee, e.memory
     p[P_LAUNCH], p[P_ATT] = e.launch_us * 1e-6, e.attention
+    p[P_PF_HOST] = e.prefill_host_us * 1e-6
     p[P_WB], p[P_AB], p[P_KVB] = wb, ACT_BYTES, kvb
     p[P_LAYERS], p[P_HEADS], p[P_KVH], p[P_HD] = m.layers, m.heads / tp, kv_local, hd
     if m.mla:  # attention reads the latent (one shared "head" of kv_lora_rank + rope)
@@ -272,6 +276,10 @@ def iteration_compute(p, gn, gk, gc, tokens, logits, n_pf, pf_ctx, pf_kv, n_dec,
         t += max(flops / (p[P_PEAK] * eff), nbytes / bw)
     t += tokens * p[P_MEMOP_BYTES] / bw
     t += p[P_KERNELS] * p[P_LAUNCH]
+    # an iteration that runs prompt tokens (the context phase) adds prefill_host_us per kernel,
+    # not overlapped with the GPU work (docs/inference.md: anchor and evidence)
+    if n_pf > 0:
+        t += p[P_KERNELS] * p[P_PF_HOST]
     return t
 
 

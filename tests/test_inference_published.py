@@ -17,9 +17,16 @@ def _row(rid):
 def test_data_rows_are_complete_and_the_calibration_set_is_named():
     rows = ip.load_rows()
     assert len(rows) >= 10
-    assert {r["role"] for r in rows} == {"calibration", "held-out"}
+    assert {r["role"] for r in rows} == {"calibration", "held-out", ip.ANCHOR, ip.CHECK}
     cal = [r["id"] for r in rows if r["role"] == "calibration"]
     assert sorted(cal) == ["v061-70b-2048-128", "v061-7b-128-2048"]
+    # the 20 Llama 2 rows are calibration or held-out; the anchor and the checks are other
+    # models (their first-token latencies in the same table), never a held-out row's model
+    llama = [r for r in rows if r["model"].startswith("llama2")]
+    assert len(llama) == 20 and {r["role"] for r in llama} == {"calibration", "held-out"}
+    other = [r for r in rows if not r["model"].startswith("llama2")]
+    assert {r["role"] for r in other} == {ip.ANCHOR, ip.CHECK}
+    assert [r["id"] for r in other if r["role"] == ip.ANCHOR] == ["v061-ttft-gptj-128"]
     for r in rows:
         assert r["source"] in ip.SOURCES and r["model"] in ip.MODELS
         assert r["measured"] > 0 and r["tp"] in (1, 2, 4, 8)

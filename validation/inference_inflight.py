@@ -37,10 +37,11 @@ Each row becomes an inference scenario run through ``netcosim.runner.simulate_sc
   weights, activations and cache); trtllm-bench's default gives the cache 0.90 of the memory
   left after the weights and runtime buffers on an 81,559 MiB device, for the 70B on TP 2
   about 10-20 % more (the buffers are not stated, so the default is kept; docs/inference.md);
-* GPU: ``h100_sxm`` with the two efficiency figures of ``validation.inference_published``'s
+* GPU: ``h100_sxm`` with the efficiency figures of ``validation.inference_published``'s
   calibration (recomputed here by calling its ``calibrate`` with the same ``--calibration``
   method, default ``gemm-anchor``: ``gemm_max`` from public FP8 GEMM measurements, ``memory``
-  fitted on one static decode-bound row; nothing is fitted on these rows). Every other figure is the library default,
+  fitted on one static decode-bound row, ``prefill_host_us`` on its GPT-J first-token anchor
+  row; nothing is fitted on these rows). Every other figure is the library default,
   including ``launch_us`` = 5 µs per kernel, although the measured runs used CUDA graphs (see
   docs/inference.md, Validation: the diagnostic column ``launch_us = 0`` shows what that is worth).
 
@@ -243,7 +244,10 @@ def write(res, eff, outdir: Path, cmd: str, conv=None, method: str = ip.DEFAULT_
         "cache, grouped (XQA) decode attention. Error = model / measured - 1.", "",
         f"Efficiencies from `validation.inference_published`'s calibration, {how}: "
         f"`memory` = {eff['memory']:.3f}, "
-        f"`gemm_max` = {eff['gemm_max']:.3f}; every other figure is the library default "
+        f"`gemm_max` = {eff['gemm_max']:.3f}, `prefill_host_us` = "
+        f"{eff.get('prefill_host_us', 0):.2f} µs per kernel of an iteration that runs prompt "
+        "tokens (solved on its GPT-J anchor row, 2023 software); every other figure is the "
+        "library default "
         "(launch_us 5 µs per kernel; the measured runs used CUDA graphs, so the last columns "
         "show the model with `launch_us = 0` as a diagnostic, not the headline).", "",
         f"**Held-out rows within {100 * TARGET:.0f}%: {h['within']} of {h['n']}; median "
