@@ -86,3 +86,23 @@ def test_gemm_anchor_method_holds_out_the_prefill_row_and_fits_memory_only():
     assert eff["gemm_max"] == ip.gemm_anchor()["gemm_max"]
     assert 0.3 < eff["memory"] <= 1.0
     assert abs(ip.error(cal[0], eff)[1]) < 0.01     # memory fitted on the decode-bound row
+
+
+def test_throughput_check_rows_of_other_models_stay_out_of_the_headline():
+    """The v0.6.1 throughput table's GPT-J 6B (multi-head) and Falcon 180B (29 query heads per
+    KV head) rows are role check: grouped by model beside the headline, never in it."""
+    rows = ip.with_method(ip.load_rows())   # the default method: 19 held-out rows
+    thr = [r for r in rows if r["role"] == ip.CHECK and r["metric"] != "ttft_ms"]
+    assert sorted({r["model"] for r in thr}) == ["falcon-180b", "gptj-6b"]
+    assert len(thr) == 8 and all(r["source"] == "v061" for r in thr)
+    # every row at a made-up error: the check rows' large errors do not reach the headline
+    res = [{**r, "error": (0.5 if r["role"] == ip.CHECK else 0.01)} for r in rows]
+    h = ip.headline(res)
+    assert h["held_out"] == 19 and h["within"] == 19
+    names = [name for name, _ in ip.groups(res, ip.CHECK)]
+    assert any(n.startswith("GPT-J 6B") for n in names)
+    assert any(n.startswith("Falcon 180B") for n in names)
+    # the held-out groups name the Llama models only (a GPT-J row is TP 1 like the 7B rows)
+    held = dict(ip.groups(res))
+    assert held["Llama 2 7B, TP 1, throughput"]["held_out"] == 7
+    assert held["Llama 2 70B, TP 2-4, throughput"]["held_out"] == 8

@@ -308,8 +308,15 @@ def headline(res) -> dict:
 
 
 GROUPS = (
-    ("Llama 2 7B, TP 1, throughput", lambda r: r["tp"] == 1 and r["metric"] != "ttft_ms"),
-    ("Llama 2 70B, TP 2-4, throughput", lambda r: r["tp"] > 1 and r["metric"] != "ttft_ms"),
+    ("Llama 2 7B, TP 1, throughput",
+     lambda r: r["model"] == "llama2-7b" and r["metric"] != "ttft_ms"),
+    ("Llama 2 70B, TP 2-4, throughput",
+     lambda r: r["model"] == "llama2-70b" and r["metric"] != "ttft_ms"),
+    # check rows only: the same v0.6.1 throughput table's other models (docs/inference.md)
+    ("GPT-J 6B (multi-head attention), TP 1, throughput",
+     lambda r: r["model"] == "gptj-6b" and r["metric"] != "ttft_ms"),
+    ("Falcon 180B (29 query heads per KV head), TP 4-8, throughput",
+     lambda r: r["model"] == "falcon-180b" and r["metric"] != "ttft_ms"),
     ("first-token latency, batch 1", lambda r: r["metric"] == "ttft_ms"),
 )
 
@@ -334,8 +341,9 @@ def _host_text(eff: dict, res=None) -> str:
             f"prompt tokens (library default 8.6) is solved on one row outside the 19: "
             f"`{a['id']}` ({_config(a)}, {a['measured']:g} ms, role `{ANCHOR}`), the same "
             "table's first-token latency of another model; rows of role `check` (GPT-J 6B at "
-            "2048 tokens, Falcon 180B) are other models of that table, reported beside the "
-            "headline, not in it.")
+            "2048 tokens, Falcon 180B; and the v0.6.1 throughput table's GPT-J 6B and Falcon "
+            "180B rows) are other models of those tables, reported beside the headline, not "
+            "in it.")
 
 
 def _stem(method: str) -> str:
