@@ -1,7 +1,10 @@
 """Rule variants of the contention model on the development set (issue 17):
 `python -m validation.experiments.contention_rules [--cases ...] [--variants ...]`.
 
-A variant switches the module's ``*_RULE`` flags of netcore/flow/contention.py.
+A variant switches the module's ``*_RULE`` flags of netcore/flow/contention.py, or names one
+of the rejected alternatives in ``PATCHES`` below (rules that are not in the module: they
+replace one of its functions for the run), e.g. ``--variants base DCQCN_INCAST_RULE=0
+incast_full``.
 Packet makespans come from validation/results/alltoall_engines.csv where the case is there and
 from validation/experiments/contention_rules_packet.json otherwise (measured here once with the
 harness's packet options, run_case's guard). Only development cases are accepted: the held-out
@@ -16,12 +19,69 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from validation.alltoall_cases import CASES, PACKET_OPTIONS
 from validation.alltoall_engines import GUARD, run_one
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / "contention_rules_packet.json"
 CSV = HERE.parent / "results" / "alltoall_engines.csv"
+
+
+def _incast_weight(weight):
+    """A replacement of contention.incast_efficiency with another weight a(q, flows) of the
+    incast representative against the star's."""
+    def patch(C):
+        def incast_efficiency(transport, flows, gbps, nbytes, q):
+            star = C.efficiency(transport, flows, gbps, nbytes)
+            tab = C.incast_table(transport)
+            flows = np.asarray(flows, dtype=np.float64)
+            inc = np.minimum(C._interp3(tab, np.log(np.maximum(flows, 1.0)),
+                                        np.log(np.asarray(gbps, dtype=np.float64)),
+                                        np.log(np.maximum(np.asarray(nbytes, np.float64), 1.0))),
+                             1.0)
+            a = np.clip(weight(np.maximum(q, 1.0), np.maximum(flows, 2.0)), 0.0, 1.0)
+            return np.where(flows <= 1.0, 1.0, star + a * (inc - star))
+        C.incast_efficiency = incast_efficiency
+    return patch
+
+
+def _incast_seeds(seeds):
+    """The incast representative measured with other packet seeds (its table rebuilt here)."""
+    def patch(C):
+        from validation import contention_table as T
+
+        key = tuple(seeds)
+        if key not in _CACHE:
+            old = T.INCAST_SEEDS
+            T.INCAST_SEEDS = key
+            try:
+                d = T.build_incast(log=lambda s: None)
+            finally:
+                T.INCAST_SEEDS = old
+            _CACHE[key] = (np.log(np.array(d["flows"], dtype=np.float64)),
+                           np.log(np.array(d["gbps"], dtype=np.float64)),
+                           np.log(np.array(d["bytes"], dtype=np.float64)),
+                           np.array(d["eff"]["dcqcn"], dtype=np.float64))
+        C.incast_table = lambda transport: _CACHE[key] if transport == "dcqcn" else None
+    return patch
+
+
+_CACHE = {}
+# rejected alternatives of the adopted rules (docs/flow_engine.md "The contention model")
+PATCHES = {
+    # the blend linear in log q between the star (q = 1) and the incast (q = flows)
+    "incast_logq": _incast_weight(lambda q, f: np.log(q) / np.log(f)),
+    # the incast representative's value on every receiver link with q > 1 (no blend)
+    "incast_full": _incast_weight(lambda q, f: np.ones_like(q)),
+    # the blend linear in q instead of log q: a = (q - 1) / (flows - 1)
+    "incast_linear": _incast_weight(lambda q, f: (q - 1.0) / (f - 1.0)),
+    # weight 1 - 1/q, blended in efficiency rather than in time
+    "incast_share": _incast_weight(lambda q, f: 1.0 - 1.0 / q),
+    # the incast table from one packet run (seed 1) instead of the mean of three
+    "incast_seed1": _incast_seeds((1,)),
+}
 
 
 def packet_makespans(names, transports):
@@ -69,16 +129,21 @@ def main(argv=None) -> int:
     pk = packet_makespans(names, [args.transport])
     res = {}
     defaults = {k: getattr(C, k) for k in dir(C) if k.endswith("_RULE")}
+    funcs = {k: getattr(C, k) for k in ("incast_efficiency", "incast_table")}
     for v in args.variants:
-        # a variant: "base" (the module as committed) or NAME=0|1[,NAME=0|1...] over the
-        # module's *_RULE switches, each from the committed defaults
-        for k, val in defaults.items():
+        # a variant: "base" (the module as committed) or a comma list of NAME=0|1 over the
+        # module's *_RULE switches (each from the committed defaults) and PATCHES names
+        for k, val in {**defaults, **funcs}.items():
             setattr(C, k, val)
         if v != "base":
             for item in v.split(","):
+                if item in PATCHES:
+                    PATCHES[item](C)
+                    continue
                 key, _, val = item.partition("=")
                 if key not in defaults:
-                    raise SystemExit(f"unknown switch {key} (known: {', '.join(defaults)})")
+                    raise SystemExit(f"unknown switch {key} (known: {', '.join(defaults)}; "
+                                     f"patches: {', '.join(PATCHES)})")
                 setattr(C, key, val not in ("0", "false", "False", ""))
         errs = []
         for n in names:
