@@ -29,7 +29,9 @@ or ring: such a port is kept busy like a switch port), and the switch-to-switch 
 layer whose load ratio exceeds 1 (``layer_load_ratio``: a structurally oversubscribed core),
 at the efficiency of an oversubscribed dumbbell (``oversub``); under ``dcqcn`` every shared
 link, times a speed-mismatch factor (``mismatch``) whose speed ratio, on a switch-to-switch
-link, is divided by its layer's load ratio.
+link, is divided by its layer's load ratio; a receiver link more loaded than its senders (a
+hot receiver, ``incast_ratio``) blends the star's efficiency with an incast representative's
+(``incast_efficiency``).
 """
 from __future__ import annotations
 
