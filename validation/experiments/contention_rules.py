@@ -68,6 +68,53 @@ def _incast_seeds(seeds):
     return patch
 
 
+def _tcp_two_tier(C):
+    """tcp: a host link's efficiency moves from the star's toward the two-tier
+    representative's (contention_table.two_tier at rho = 1: 4 leaves x 8 hosts, 8 spines,
+    one speed, 1 us) by the share of its transfers whose path crosses a switch-to-switch
+    link; the ratio two-tier / star (32 hosts) is measured here at 100 and 400 Gb/s and
+    64 KiB / 256 KiB / 1 MiB and interpolated in log gbps, log bytes (clamped)."""
+    from netcore.flow import _kernels as K
+    from validation import contention_table as T
+
+    if "tt" not in _CACHE:
+        gb, sz = (100.0, 400.0), (64 << 10, 256 << 10, 1 << 20)
+        r = np.array([[(T.two_tier(1, g, s, "flow", {})
+                        / T.two_tier(1, g, s, "packet", T.PACKET["tcp"]))
+                       / (T.star(32, g, s, "flow", {}) / T.star(32, g, s, "packet",
+                                                                 T.PACKET["tcp"]))
+                       for s in sz] for g in gb])
+        _CACHE["tt"] = (np.log(gb), np.log(sz), r)
+        print("  two-tier / star (tcp):", np.round(r, 3).tolist(), flush=True)
+    lg, lb, r = _CACHE["tt"]
+    real = C.link_efficiency
+
+    def link_efficiency(st, topology, transport):
+        eff = real(st, topology, transport)
+        if transport != "tcp":
+            return eff
+        m = st.n_ent
+        link = st.EI[:m, K.ELINK]
+        flow = st.EI[:m, K.EFLOW]
+        w = np.maximum(st.ew[:m], 1.0)
+        ln = st.NI[flow, K.PLEN]
+        L = len(eff)
+        share = np.bincount(link, weights=w * (ln > 2), minlength=L) / np.maximum(
+            np.bincount(link, weights=w, minlength=L), 1e-300)
+        per = np.bincount(link, weights=st.ew[:m] * st.payload[flow], minlength=L) / \
+            np.maximum(np.bincount(link, weights=w, minlength=L), 1.0)
+        host = (topology.dlink_src < topology.n_hosts) & (eff < 1.0)
+        i, a = C._axis(lg, np.log(st.bw[host] * 8e-9))
+        j, b = C._axis(lb, np.log(np.maximum(per[host], 1.0)))
+        i1, j1 = np.minimum(i + 1, len(lg) - 1), np.minimum(j + 1, len(lb) - 1)
+        rr = ((1 - a) * (1 - b) * r[i, j] + a * (1 - b) * r[i1, j] + (1 - a) * b * r[i, j1]
+              + a * b * r[i1, j1])
+        e = eff[host]
+        eff[host] = np.minimum(1.0, e + share[host] * (e * rr - e))
+        return eff
+    C.link_efficiency = link_efficiency
+
+
 _CACHE = {}
 # rejected alternatives of the adopted rules (docs/flow_engine.md "The contention model")
 PATCHES = {
@@ -81,6 +128,8 @@ PATCHES = {
     "incast_share": _incast_weight(lambda q, f: 1.0 - 1.0 / q),
     # the incast table from one packet run (seed 1) instead of the mean of three
     "incast_seed1": _incast_seeds((1,)),
+    # tcp: host links of transfers that cross the core take the two-tier representative
+    "tcp_two_tier": _tcp_two_tier,
 }
 
 
@@ -129,7 +178,8 @@ def main(argv=None) -> int:
     pk = packet_makespans(names, [args.transport])
     res = {}
     defaults = {k: getattr(C, k) for k in dir(C) if k.endswith("_RULE")}
-    funcs = {k: getattr(C, k) for k in ("incast_efficiency", "incast_table")}
+    funcs = {k: getattr(C, k) for k in ("incast_efficiency", "incast_table",
+                                          "link_efficiency")}
     for v in args.variants:
         # a variant: "base" (the module as committed) or a comma list of NAME=0|1 over the
         # module's *_RULE switches (each from the committed defaults) and PATCHES names
