@@ -115,6 +115,88 @@ def _tcp_two_tier(C):
     C.link_efficiency = link_efficiency
 
 
+def _dcqcn_tier2(restricted: bool):
+    """dcqcn: the second round's rejected two-tier representative (commit 51b3ab1 of the
+    a2a-rules branch), rebuilt here: the star's all-to-all on a non-blocking leaf-spine of
+    n / 8 leaves x 8 hosts and 8 spines (0.5 us), n = 16-128, 100 / 400 / 900 Gb/s. A shared
+    link's star factor becomes (1 - s) star + s two_tier, s = the share of its transfers
+    whose path crosses a switch-to-switch link (``restricted``: one of a layer whose load
+    ratio is <= 1), on top of the adopted rules."""
+    def patch(C):
+        from netcore.flow import _kernels as K
+        from validation import contention_table as T
+
+        if "tier2" not in _CACHE:
+            hosts, gb = (16, 32, 64, 128), (100.0, 400.0, 900.0)
+            eff = np.ones((len(hosts), len(gb), len(T.SIZES)))
+            for i, n in enumerate(hosts):
+                for j, g in enumerate(gb):
+                    last = None
+                    for k, sz in enumerate(T.SIZES):
+                        if n * (n - 1) * sz > T.BUDGET:
+                            eff[i, j, k] = last
+                            continue
+                        topo = {"kind": "leaf_spine", "leaves": n // 8, "hosts_per_leaf": 8,
+                                "spines": 8, "oversubscription": 1.0, "link_gbps": g,
+                                "latency_us": T.LAT_US}
+                        last = min(1.0, T._all_to_all(topo, n, sz, "flow", {}, "t2")
+                                   / T._all_to_all(topo, n, sz, "packet", T.PACKET["dcqcn"],
+                                                   "t2"))
+                        eff[i, j, k] = last
+            _CACHE["tier2"] = (np.log([n - 1.0 for n in hosts]), np.log(gb),
+                               np.log(np.array(T.SIZES, dtype=np.float64)), eff)
+            print("  two-tier (dcqcn) 400 Gb/s, 64 KiB:", np.round(eff[:, 1, 0], 3).tolist(),
+                  flush=True)
+        tab = _CACHE["tier2"]
+        real = C.link_efficiency
+
+        def link_efficiency(st, topology, transport):
+            eff = real(st, topology, transport)
+            if transport != "dcqcn" or st.n_ent == 0:
+                return eff
+            m = st.n_ent
+            link = st.EI[:m, K.ELINK]
+            flow = st.EI[:m, K.EFLOW]
+            w = st.ew[:m]
+            off = st.NI[flow, K.POFF]
+            ln = st.NI[flow, K.PLEN]
+            cur = (np.arange(m) >= off) & (np.arange(m) < off + np.maximum(ln, 0))
+            first = st.EI[off, K.ELINK][cur]
+            last = st.EI[np.maximum(off + ln - 1, 0), K.ELINK][cur]
+            link, flow, w = link[cur], flow[cur], w[cur]
+            L = len(eff)
+            level = C.dag_levels(np.ascontiguousarray(st.NI[: st.n, K.NDEPS], dtype=np.int64),
+                                 st.cptr, st.cidx)
+            span = int(level.max()) + 1
+            uniq, inv = np.unique(link.astype(np.int64) * span + level[flow],
+                                  return_inverse=True)
+            wt = np.maximum(w, 1.0)
+            flows = np.zeros(L)
+            np.maximum.at(flows, uniq // span, np.bincount(inv, weights=wt))
+            tot = np.bincount(link, weights=wt, minlength=L)
+            per = np.where(tot > 0, np.bincount(link, weights=w * st.payload[flow],
+                                                minlength=L) / np.maximum(tot, 1.0), 0.0)
+            gbps = st.bw * 8e-9
+            sw = (topology.dlink_src >= topology.n_hosts) & (
+                topology.dlink_dst >= topology.n_hosts)
+            if restricted:
+                ratio = C.layer_load_ratio(topology, st, link, flow, w, first, last, level,
+                                           span, uniq, inv)
+                sw = sw & (ratio <= 1.0)
+            crosses = np.bincount(flow, weights=sw[link], minlength=st.n) > 0
+            q = np.bincount(link, weights=wt * crosses[flow], minlength=L) / np.maximum(
+                tot, 1.0)
+            use = (flows > 1) & (eff < 1.0)
+            star = C.efficiency("dcqcn", flows[use], gbps[use], per[use])
+            t2 = np.minimum(1.0, C._interp3(tab, np.log(np.maximum(flows[use], 1.0)),
+                                            np.log(gbps[use]),
+                                            np.log(np.maximum(per[use], 1.0))))
+            eff[use] = np.minimum(1.0, eff[use] * ((1 - q[use]) + q[use] * t2 / star))
+            return eff
+        C.link_efficiency = link_efficiency
+    return patch
+
+
 _CACHE = {}
 # rejected alternatives of the adopted rules (docs/flow_engine.md "The contention model")
 PATCHES = {
@@ -130,6 +212,9 @@ PATCHES = {
     "incast_seed1": _incast_seeds((1,)),
     # tcp: host links of transfers that cross the core take the two-tier representative
     "tcp_two_tier": _tcp_two_tier,
+    # dcqcn: the second round's two-tier representative, on top of the adopted rules
+    "dcqcn_tier2": _dcqcn_tier2(False),
+    "dcqcn_tier2_restricted": _dcqcn_tier2(True),
 }
 
 
