@@ -3,6 +3,8 @@ default unchanged, the fluid model where nothing is shared, slower where many fl
 its table's interpolation, bad values refused, determinism."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from cli_helpers import cli, write
 from netcore.api import simulate
@@ -265,3 +267,93 @@ def test_dcqcn_speed_ratio_of_an_oversubscribed_core_is_divided_by_its_load_rati
     monkeypatch.setattr(C, "DCQCN_RHO_RULE", False)
     _, eff_off, _ = _a2a_eff(LS_OVER, "ecmp", S, "dcqcn", monkeypatch)
     assert np.all(eff_off[up_core] < eff[up_core])
+
+
+# a hot receiver on one switch (8 hosts, 100 Gb/s): every host sends HOT bytes to host 0
+# and COLD bytes to every other host, all at once (one DAG depth)
+HOT, COLD = 8 << 20, 256 << 10
+
+
+def _hot_receiver(model: str, monkeypatch, incast_rule: bool = True):
+    """(Result, per-directed-link efficiency, Topology); the rule as committed, or off."""
+    if not incast_rule:
+        monkeypatch.setattr(C, "DCQCN_INCAST_RULE", False)
+    topology = dict(STAR8, latency_us=0.5)
+    flows = [{"src": i, "dst": j, "bytes": HOT if j == 0 else COLD}
+             for i in range(8) for j in range(8) if i != j]
+    seen = {}
+    real = C.link_efficiency
+
+    def spy(st, topo, transport):
+        seen["eff"] = real(st, topo, transport)
+        return seen["eff"]
+
+    monkeypatch.setattr(C, "link_efficiency", spy)
+    d = {"name": "h", "seed": 1, "topology": topology, "routing": {"policy": "ecmp"},
+         "engine": {"kind": "flow", "contention": model},
+         "workload": {"kind": "flows", "flows": flows}}
+    p = Scenario.from_dict(d, default_name="h").prepare()
+    res = simulate(p.topology, p.schedule, p.routing, p.faults, engine="flow", seed=1,
+                   validate=False, **p.engine_options)
+    return res, seen.get("eff"), p.topology
+
+
+def test_dcqcn_hot_receiver_link_blends_the_star_and_the_incast(monkeypatch):
+    res, eff, topo = _hot_receiver("dcqcn", monkeypatch)
+    into0 = np.flatnonzero(topo.dlink_dst == 0)
+    assert len(into0) == 1
+    into0 = into0[0]
+    # host 0's link: 7 transfers of HOT bytes; load 7 HOT against its senders' uplinks'
+    # HOT + 6 COLD (host 0's own uplink carries 7 COLD, but no transfer into host 0 starts
+    # there): q = 7 HOT / (HOT + 6 COLD)
+    q = 7 * HOT / (HOT + 6 * COLD)
+    star = C.efficiency("dcqcn", [7.0], [100.0], [float(HOT)])[0]
+    want = C.incast_efficiency("dcqcn", [7.0], [100.0], [float(HOT)], [q])[0]
+    assert want < star  # the incast representative loses more than the star at 7 flows
+    assert eff[into0] == pytest.approx(want, rel=1e-12)
+    # by hand: 1 / eff = (1/q) / star + (1 - 1/q) / incast
+    inc = C.incast_efficiency("dcqcn", [7.0], [100.0], [float(HOT)], [1e300])[0]
+    assert 1 / want == pytest.approx((1 / q) / star + (1 - 1 / q) / inc, rel=1e-12)
+    # the other receiver links are not hot (q < 1: their senders are busier than they)
+    others = (topo.dlink_dst < topo.n_hosts) & (topo.dlink_dst != 0)
+    assert np.all(eff[others] == C.efficiency("dcqcn", [7.0], [100.0],
+                                               [float(COLD)])[0])
+    # without the rule the hot link keeps the star's value, and the run is faster
+    off, eff_off, _ = _hot_receiver("dcqcn", monkeypatch, incast_rule=False)
+    assert eff_off[into0] == pytest.approx(star, rel=1e-12)
+    assert np.array_equal(np.delete(eff, into0), np.delete(eff_off, into0))
+    assert res.makespan > 1.02 * off.makespan
+
+
+@pytest.mark.parametrize("model", ["fluid", "tcp"])
+def test_incast_rule_leaves_fluid_and_tcp_alone(model, monkeypatch):
+    on, _, _ = _hot_receiver(model, monkeypatch, incast_rule=True)
+    off, _, _ = _hot_receiver(model, monkeypatch, incast_rule=False)
+    assert np.array_equal(on.end, off.end)
+    assert C.incast_table("tcp") is None  # only dcqcn has an incast representative
+
+
+def test_uniform_all_to_all_is_not_an_incast(monkeypatch):
+    # every receiver link of a uniform all-to-all is exactly as loaded as its senders: the
+    # rule changes nothing (bit-identical)
+    on, eff_on, _ = _a2a_eff(FT4, "ecmp", 1 << 20, "dcqcn", monkeypatch)
+    monkeypatch.setattr(C, "DCQCN_INCAST_RULE", False)
+    off, eff_off, _ = _a2a_eff(FT4, "ecmp", 1 << 20, "dcqcn", monkeypatch)
+    assert np.array_equal(eff_on, eff_off) and np.array_equal(on.end, off.end)
+
+
+@settings(max_examples=60, deadline=None)
+@given(flows=hst.floats(2.0, 200.0), gbps=hst.floats(50.0, 10_000.0),
+       nbytes=hst.floats(1e4, 1e8), q1=hst.floats(1.0, 1e4), q2=hst.floats(1.0, 1e4))
+def test_incast_efficiency_moves_from_the_star_to_the_incast(flows, gbps, nbytes, q1, q2):
+    star = C.efficiency("dcqcn", [flows], [gbps], [nbytes])[0]
+    inc = C.incast_efficiency("dcqcn", [flows], [gbps], [nbytes], [1e300])[0]
+    lo, hi = min(star, inc), max(star, inc)
+    a, b = C.incast_efficiency("dcqcn", [flows, flows], [gbps, gbps], [nbytes, nbytes],
+                               [min(q1, q2), max(q1, q2)])
+    assert C.incast_efficiency("dcqcn", [flows], [gbps], [nbytes], [1.0])[0] == \
+        pytest.approx(star, rel=1e-12)
+    for e in (a, b):
+        assert lo * (1 - 1e-12) <= e <= hi * (1 + 1e-12) and 0 < e <= 1
+    # a hotter receiver (larger q) is further from the star, toward the incast
+    assert abs(b - star) >= abs(a - star) * (1 - 1e-12) - 1e-15

@@ -20,7 +20,8 @@ netcore/flow/contention.py). Takes about 13 seconds on the shared 2-core machine
 
 A second representative (dcqcn only) measures what a link faster than the receiver links
 behind it loses: see ``build_mismatch``. A third (tcp only) measures what a structurally
-oversubscribed core link keeps: see ``build_oversub`` (an 8 + 8-host dumbbell).
+oversubscribed core link keeps: see ``build_oversub`` (an 8 + 8-host dumbbell). A fourth
+(dcqcn only) measures a receiver link fed by otherwise idle senders: see ``build_incast``.
 """
 from __future__ import annotations
 
@@ -50,13 +51,13 @@ def _all_to_all(topology: dict, n_hosts: int, size: int, engine: str, opts: dict
     return _makespan(d, engine, f"{what} {size} B")
 
 
-def _makespan(d: dict, engine: str, what: str) -> float:
+def _makespan(d: dict, engine: str, what: str, seed: int = 1) -> float:
     """Makespan (s) of scenario table ``d`` on ``engine``, as `netcosim run` would run it."""
     from netcore.api import simulate
     from netcosim.scenario import Scenario
 
     p = Scenario.from_dict(d, default_name=d["name"]).prepare()
-    res = simulate(p.topology, p.schedule, p.routing, p.faults, engine=engine, seed=1,
+    res = simulate(p.topology, p.schedule, p.routing, p.faults, engine=engine, seed=seed,
                    validate=False, **p.engine_options)
     if res.stranded.any():
         raise RuntimeError(f"{what} on {engine}: unfinished")
@@ -155,6 +156,51 @@ def build_oversub(sizes=SIZES, transports=("tcp",), log=print) -> dict:
     return out
 
 
+# fourth representative (dcqcn): an incast. ``flows`` senders on one switch (0.5 us links, as
+# the star) each send ``size`` bytes to one receiver and nothing else, so the receiver's link
+# carries ``flows`` transfers whose senders are otherwise idle: every flow starts at line rate,
+# the receiver's port marks and PFC-pauses, the rate cuts leave the link idle once the queue has
+# drained and the recovery is timer-paced (rate_timer_us, rate_ai_gbps). In the star's
+# all-to-all every sender's NIC is shared by ``flows`` receivers, so no flow can outrun its
+# share: that is the other end of the same axis (docs/flow_engine.md "The contention model",
+# the incast rule). Efficiency = fluid / packet makespan, the mean over INCAST_SEEDS packet
+# runs (the ECN marks are random and one run's value jumps by up to 0.2 between sizes).
+# Grid: the star's fans, speeds and sizes, and 16 MiB (a hot receiver's flows are large).
+INCAST_SEEDS = (1, 2, 3)
+INCAST_SIZES = SIZES + (16 << 20,)
+
+
+def incast(flows: int, gbps: float, size: int, engine: str, opts: dict, seed: int = 1) -> float:
+    """Makespan (s) of ``flows`` senders into one receiver on a star, on ``engine``."""
+    d = {"name": "incast", "seed": seed, "routing": {"policy": "ecmp"},
+         "topology": {"kind": "leaf_spine", "leaves": 1, "hosts_per_leaf": flows + 1,
+                      "spines": 1, "link_gbps": gbps, "latency_us": LAT_US},
+         "engine": {"kind": engine, **opts},
+         "workload": {"kind": "flows",
+                      "flows": [{"src": i, "dst": 0, "bytes": size}
+                                for i in range(1, flows + 1)]}}
+    return _makespan(d, engine, f"incast {flows} flows {gbps} Gb/s {size} B", seed=seed)
+
+
+def build_incast(hosts=HOSTS, gbps=GBPS, sizes=INCAST_SIZES, transports=("dcqcn",),
+                 log=print) -> dict:
+    fans = [n - 1 for n in hosts]
+    out = {"flows": fans, "gbps": list(gbps), "bytes": list(sizes), "latency_us": LAT_US,
+           "seeds": list(INCAST_SEEDS), "eff": {}}
+    for tr in transports:
+        m = [[[1.0] * len(sizes) for _ in gbps] for _ in fans]
+        for i, f in enumerate(fans):
+            for j, g in enumerate(gbps):
+                for k, s in enumerate(sizes):
+                    fl = incast(f, g, s, "flow", {})
+                    e = sum(fl / incast(f, g, s, "packet", PACKET[tr], seed=sd)
+                            for sd in INCAST_SEEDS) / len(INCAST_SEEDS)
+                    m[i][j][k] = round(min(1.0, e), 4)
+                    log(f"{tr} incast {f} flows {g:g} Gb/s {s >> 10} KiB: efficiency {e:.3f}")
+        out["eff"][tr] = m
+    return out
+
+
 def build(hosts=HOSTS, gbps=GBPS, sizes=SIZES, log=print) -> dict:
     table = {"flows": [n - 1 for n in hosts], "gbps": list(gbps), "bytes": list(sizes),
              "latency_us": LAT_US, "packet_options": PACKET, "eff": {}, "measured": {}}
@@ -193,6 +239,7 @@ def main(argv=None) -> int:
     table = build(log=lambda s: print(s, flush=True))
     table["mismatch"] = build_mismatch(log=lambda s: print(s, flush=True))
     table["oversub"] = build_oversub(log=lambda s: print(s, flush=True))
+    table["incast"] = build_incast(log=lambda s: print(s, flush=True))
     table["generated_by"] = "python -m validation.contention_table"
     Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
     print(f"wrote {args.out} [{time.perf_counter() - t0:.0f} s]")

@@ -29,7 +29,9 @@ or ring: such a port is kept busy like a switch port), and the switch-to-switch 
 layer whose load ratio exceeds 1 (``layer_load_ratio``: a structurally oversubscribed core),
 at the efficiency of an oversubscribed dumbbell (``oversub``); under ``dcqcn`` every shared
 link, times a speed-mismatch factor (``mismatch``) whose speed ratio, on a switch-to-switch
-link, is divided by its layer's load ratio.
+link, is divided by its layer's load ratio; a receiver link more loaded than its senders (a
+hot receiver, ``incast_ratio``) blends the star's efficiency with an incast representative's
+(``incast_efficiency``).
 """
 from __future__ import annotations
 
@@ -53,6 +55,9 @@ TCP_CORE_RULE = True
 # dcqcn: a switch-to-switch link's speed ratio to the receivers behind it is divided by its
 # layer's load ratio (an oversubscribed core cannot fill the receivers' queues at line rate)
 DCQCN_RHO_RULE = True
+# dcqcn: a receiver link fed by senders that are otherwise idle (its load above theirs: a hot
+# receiver) moves from the star's efficiency toward the incast representative's
+DCQCN_INCAST_RULE = True
 TABLE = Path(__file__).resolve().parent / "contention_table.json"
 
 
@@ -132,6 +137,50 @@ def mismatch(transport: str, rho, gbps_down, nbytes) -> np.ndarray:
     """Factor for a link ``rho`` times as fast as the receiver links its flows end on
     (1.0 at rho <= 1, or when the transport has no such table)."""
     return _side_factor(mismatch_table(transport), rho, gbps_down, nbytes)
+
+
+def incast_table(transport: str):
+    """(log flows grid, log gbps grid, log bytes grid, efficiency[flows, gbps, bytes]) of
+    the incast representative, or None."""
+    return _side_table("incast", "flows", transport)
+
+
+def incast_efficiency(transport: str, flows, gbps, nbytes, q) -> np.ndarray:
+    """Efficiency of a receiver link of ``flows`` transfers whose load is ``q`` (>= 1) times
+    their senders' (mean load of the links they leave their sources on). While the senders
+    are busy with their other transfers, the link is in the star's regime (every sender's NIC
+    shared, no flow outruns its share); that lasts for about 1/q of the link's bytes, and the
+    rest moves as an incast of otherwise idle senders (the incast representative). The time
+    adds: 1 / eff = (1/q) / eff_star + (1 - 1/q) / eff_incast. The star's value where the
+    transport has no incast table or q <= 1."""
+    star = efficiency(transport, flows, gbps, nbytes)
+    tab = incast_table(transport)
+    flows = np.asarray(flows, dtype=np.float64)
+    if tab is None:
+        return star
+    inc = np.minimum(_interp3(tab, np.log(np.maximum(flows, 1.0)),
+                              np.log(np.asarray(gbps, dtype=np.float64)),
+                              np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0))),
+                     1.0)
+    s = 1.0 / np.maximum(q, 1.0)
+    return np.where(flows <= 1.0, 1.0, 1.0 / (s / star + (1.0 - s) / inc))
+
+
+def incast_ratio(st, link, flow, w, first, level, span, uniq, inv) -> np.ndarray:
+    """Per directed link, its load (bytes over bandwidth, per DAG depth) over the mean, over
+    the transfers crossing it at that depth, of the load of the link they leave their source
+    on (same depth); the largest over depths; 0 on links without traffic. 1 on a receiver
+    link of a uniform all-to-all (its senders are as busy as it), about ``flows`` on a
+    receiver of an incast. Arguments as in link_efficiency."""
+    pay = w * st.payload[flow]
+    wt = np.maximum(w, 1.0)
+    glink = uniq // span
+    tg = np.bincount(inv, weights=pay) / st.bw[glink]
+    src = tg[np.searchsorted(uniq, first.astype(np.int64) * span + level[flow])]
+    msrc = np.bincount(inv, weights=wt * src) / np.bincount(inv, weights=wt)
+    ratio = np.zeros(len(st.bw))
+    np.maximum.at(ratio, glink, tg / np.maximum(msrc, 1e-300))
+    return ratio
 
 
 def oversub_table(transport: str):
@@ -275,6 +324,17 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
             ratio = layer_load_ratio(topology, st, link, flow, w, first, last, level, span,
                                      uniq, inv)
             rho = np.where(switch_link, rho / np.maximum(ratio, 1.0), rho)
+        if DCQCN_INCAST_RULE:
+            # a hot receiver: a link into a host whose load exceeds its senders' (Zipf
+            # all-to-all-v); a uniform all-to-all has q = 1 there and keeps the star's value
+            # (only a link every transfer of which ends there: a forwarding host's link
+            # of a torus or ring is not a receiver's; q within rounding of 1 is 1)
+            q = incast_ratio(st, link, flow, w, first, level, span, uniq, inv)
+            hot = use & (topology.dlink_dst < topology.n_hosts) & (q > 1.0 + 1e-9) & (
+                np.bincount(link[last != link], minlength=L) == 0)
+            if hot.any():
+                eff[hot] = incast_efficiency(transport, flows[hot], gbps[hot], per[hot],
+                                             q[hot])
         fat = use & (rho > 1.0)
         if fat.any():
             eff[fat] *= mismatch(transport, rho[fat], down[fat], per[fat])
