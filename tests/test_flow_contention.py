@@ -169,8 +169,8 @@ def test_a_degraded_link_keeps_its_efficiency():
     assert out["tcp"] == pytest.approx(out["fluid"] / eff, rel=0.03)
 
 
-def _a2a_eff(topology: dict, policy: str, per_pair: int, model: str, monkeypatch):
-    """(Result, per-directed-link efficiency, Topology) of a direct all-to-all."""
+def _spy_efficiency(monkeypatch) -> dict:
+    """Record the per-link efficiency the next flow run computes (``seen["eff"]``)."""
     seen = {}
     real = C.link_efficiency
 
@@ -179,6 +179,12 @@ def _a2a_eff(topology: dict, policy: str, per_pair: int, model: str, monkeypatch
         return seen["eff"]
 
     monkeypatch.setattr(C, "link_efficiency", spy)
+    return seen
+
+
+def _a2a_eff(topology: dict, policy: str, per_pair: int, model: str, monkeypatch):
+    """(Result, per-directed-link efficiency, Topology) of a direct all-to-all."""
+    seen = _spy_efficiency(monkeypatch)
     topo = Scenario.from_dict({"topology": topology}).build_topology()
     d = {"name": "t", "seed": 1, "topology": topology, "routing": {"policy": policy},
          "engine": {"kind": "flow", "contention": model},
@@ -281,14 +287,7 @@ def _hot_receiver(model: str, monkeypatch, incast_rule: bool = True):
     topology = dict(STAR8, latency_us=0.5)
     flows = [{"src": i, "dst": j, "bytes": HOT if j == 0 else COLD}
              for i in range(8) for j in range(8) if i != j]
-    seen = {}
-    real = C.link_efficiency
-
-    def spy(st, topo, transport):
-        seen["eff"] = real(st, topo, transport)
-        return seen["eff"]
-
-    monkeypatch.setattr(C, "link_efficiency", spy)
+    seen = _spy_efficiency(monkeypatch)
     d = {"name": "h", "seed": 1, "topology": topology, "routing": {"policy": "ecmp"},
          "engine": {"kind": "flow", "contention": model},
          "workload": {"kind": "flows", "flows": flows}}

@@ -35,6 +35,8 @@ hot receiver, ``incast_ratio``) blends the star's efficiency with an incast repr
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -249,13 +251,36 @@ def layer_load_ratio(topology, st, link, flow, w, first, last, level, span, uniq
     return ratio
 
 
-def link_efficiency(st, topology, transport: str) -> np.ndarray:
-    """Efficiency of every directed link of ``topology`` from the transfers' current paths in
-    ``st`` (a FlowState after ``assign``): 1.0 on links crossed by at most one transfer."""
+@dataclass
+class LinkStats:
+    """What the contention rules read of the transfers' current paths: per entry (a transfer
+    on a link) its link, transfer, weight, the transfer's first and last link and its depth
+    in the dependency DAG (with the (link, depth) groups ``uniq`` / ``inv``), and per
+    directed link the transfers sharing it at its most crowded depth (``flows``), over all
+    depths (``tot``), the bytes per transfer (``per``), its Gb/s, the receiver links'
+    mean Gb/s (``down``) and whether it joins two switches."""
+    link: np.ndarray
+    flow: np.ndarray
+    w: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    level: np.ndarray
+    span: int
+    uniq: np.ndarray
+    inv: np.ndarray
+    wt: np.ndarray
+    flows: np.ndarray
+    tot: np.ndarray
+    per: np.ndarray
+    gbps: np.ndarray
+    down: np.ndarray
+    switch_link: np.ndarray
+
+
+def link_stats(st, topology) -> LinkStats:
+    """LinkStats of ``st`` (a FlowState after ``assign`` with at least one entry)."""
     L = st.L
     m = st.n_ent
-    if transport == "fluid" or m == 0:
-        return np.ones(L)
     link = st.EI[:m, K.ELINK]
     flow = st.EI[:m, K.EFLOW]
     w = st.ew[:m]
@@ -291,6 +316,20 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
     down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
     switch_link = (topology.dlink_src >= topology.n_hosts) & (
         topology.dlink_dst >= topology.n_hosts)
+    return LinkStats(link, flow, w, first, last, level, span, uniq, inv, wt, flows, tot, per,
+                     gbps, down, switch_link)
+
+
+def link_efficiency(st, topology, transport: str) -> np.ndarray:
+    """Efficiency of every directed link of ``topology`` from the transfers' current paths in
+    ``st`` (a FlowState after ``assign``): 1.0 on links crossed by at most one transfer."""
+    L = st.L
+    if transport == "fluid" or st.n_ent == 0:
+        return np.ones(L)
+    ls = link_stats(st, topology)
+    link, flow, w, first, last = ls.link, ls.flow, ls.w, ls.first, ls.last
+    level, span, uniq, inv = ls.level, ls.span, ls.uniq, ls.inv
+    flows, per, gbps, down, switch_link = ls.flows, ls.per, ls.gbps, ls.down, ls.switch_link
     eff = np.ones(L)
     use = flows > 1
     if transport == "tcp":

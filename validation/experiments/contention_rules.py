@@ -123,7 +123,6 @@ def _dcqcn_tier2(restricted: bool):
     whose path crosses a switch-to-switch link (``restricted``: one of a layer whose load
     ratio is <= 1), on top of the adopted rules."""
     def patch(C):
-        from netcore.flow import _kernels as K
         from validation import contention_table as T
 
         if "tier2" not in _CACHE:
@@ -154,31 +153,12 @@ def _dcqcn_tier2(restricted: bool):
             eff = real(st, topology, transport)
             if transport != "dcqcn" or st.n_ent == 0:
                 return eff
-            m = st.n_ent
-            link = st.EI[:m, K.ELINK]
-            flow = st.EI[:m, K.EFLOW]
-            w = st.ew[:m]
-            off = st.NI[flow, K.POFF]
-            ln = st.NI[flow, K.PLEN]
-            cur = (np.arange(m) >= off) & (np.arange(m) < off + np.maximum(ln, 0))
-            first = st.EI[off, K.ELINK][cur]
-            last = st.EI[np.maximum(off + ln - 1, 0), K.ELINK][cur]
-            link, flow, w = link[cur], flow[cur], w[cur]
+            ls = C.link_stats(st, topology)
+            link, flow, w, first, last = ls.link, ls.flow, ls.w, ls.first, ls.last
+            level, span, uniq, inv = ls.level, ls.span, ls.uniq, ls.inv
+            wt, flows, tot, per, gbps = ls.wt, ls.flows, ls.tot, ls.per, ls.gbps
             L = len(eff)
-            level = C.dag_levels(np.ascontiguousarray(st.NI[: st.n, K.NDEPS], dtype=np.int64),
-                                 st.cptr, st.cidx)
-            span = int(level.max()) + 1
-            uniq, inv = np.unique(link.astype(np.int64) * span + level[flow],
-                                  return_inverse=True)
-            wt = np.maximum(w, 1.0)
-            flows = np.zeros(L)
-            np.maximum.at(flows, uniq // span, np.bincount(inv, weights=wt))
-            tot = np.bincount(link, weights=wt, minlength=L)
-            per = np.where(tot > 0, np.bincount(link, weights=w * st.payload[flow],
-                                                minlength=L) / np.maximum(tot, 1.0), 0.0)
-            gbps = st.bw * 8e-9
-            sw = (topology.dlink_src >= topology.n_hosts) & (
-                topology.dlink_dst >= topology.n_hosts)
+            sw = ls.switch_link
             if restricted:
                 ratio = C.layer_load_ratio(topology, st, link, flow, w, first, last, level,
                                            span, uniq, inv)
