@@ -168,12 +168,14 @@ def incast_efficiency(transport: str, flows, gbps, nbytes, q) -> np.ndarray:
     return np.where(flows <= 1.0, 1.0, 1.0 / (s / star + (1.0 - s) / inc))
 
 
-def incast_ratio(st, link, flow, w, first, level, span, uniq, inv) -> np.ndarray:
+def incast_ratio(st, ls: "LinkStats") -> np.ndarray:
     """Per directed link, its load (bytes over bandwidth, per DAG depth) over the mean, over
     the transfers crossing it at that depth, of the load of the link they leave their source
     on (same depth); the largest over depths; 0 on links without traffic. 1 on a receiver
     link of a uniform all-to-all (its senders are as busy as it), about ``flows`` on a
-    receiver of an incast. Arguments as in link_efficiency."""
+    receiver of an incast. ``ls``: link_stats(st, ...)."""
+    flow, w, first, level = ls.flow, ls.w, ls.first, ls.level
+    span, uniq, inv = ls.span, ls.uniq, ls.inv
     pay = w * st.payload[flow]
     wt = np.maximum(w, 1.0)
     glink = uniq // span
@@ -224,13 +226,15 @@ def dag_levels(ndeps, cptr, cidx):
     return level
 
 
-def layer_load_ratio(topology, st, link, flow, w, first, last, level, span, uniq, inv):
+def layer_load_ratio(topology, st, ls: "LinkStats") -> np.ndarray:
     """Load ratio of every directed link's layer: per (layer, direction, DAG depth), the
     layer's bytes over its bandwidth (links with traffic at that depth), against the mean,
     over the transfers crossing it, of the larger of their two host links' loads (bytes over
     bandwidth, same depth); a link takes the largest over depths. > 1: the fabric's core is
     structurally oversubscribed for this traffic (a hot spot of ECMP on a non-blocking
-    layer averages out); 0 on links without traffic. Arguments as in link_efficiency."""
+    layer averages out); 0 on links without traffic. ``ls``: link_stats(st, topology)."""
+    flow, w, first, last = ls.flow, ls.w, ls.first, ls.last
+    level, span, uniq, inv = ls.level, ls.span, ls.uniq, ls.inv
     L = len(st.bw)
     pay = w * st.payload[flow]
     wt = np.maximum(w, 1.0)
@@ -327,8 +331,7 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
     if transport == "fluid" or st.n_ent == 0:
         return np.ones(L)
     ls = link_stats(st, topology)
-    link, flow, w, first, last = ls.link, ls.flow, ls.w, ls.first, ls.last
-    level, span, uniq, inv = ls.level, ls.span, ls.uniq, ls.inv
+    link, first, last = ls.link, ls.first, ls.last
     flows, per, gbps, down, switch_link = ls.flows, ls.per, ls.gbps, ls.down, ls.switch_link
     eff = np.ones(L)
     use = flows > 1
@@ -351,8 +354,7 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
     if transport == "tcp" and TCP_CORE_RULE:
         # an oversubscribed core: switch-to-switch links of a layer more loaded than the
         # host links (load ratio > 1) set the time; they keep the dumbbell's efficiency
-        ratio = layer_load_ratio(topology, st, link, flow, w, first, last, level, span,
-                                 uniq, inv)
+        ratio = layer_load_ratio(topology, st, ls)
         core = switch_link & (flows > 1) & (ratio > 1.0)
         if core.any():
             eff[core] = oversub(transport, ratio[core], down[core], per[core])
@@ -360,15 +362,14 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
         # speed mismatch: rho = own bandwidth / the receiver links' (down)
         rho = np.where(flows > 0, gbps / np.maximum(down, 1e-30), 1.0)
         if DCQCN_RHO_RULE:
-            ratio = layer_load_ratio(topology, st, link, flow, w, first, last, level, span,
-                                     uniq, inv)
+            ratio = layer_load_ratio(topology, st, ls)
             rho = np.where(switch_link, rho / np.maximum(ratio, 1.0), rho)
         if DCQCN_INCAST_RULE:
             # a hot receiver: a link into a host whose load exceeds its senders' (Zipf
             # all-to-all-v); a uniform all-to-all has q = 1 there and keeps the star's value
             # (only a link every transfer of which ends there: a forwarding host's link
             # of a torus or ring is not a receiver's; q within rounding of 1 is 1)
-            q = incast_ratio(st, link, flow, w, first, level, span, uniq, inv)
+            q = incast_ratio(st, ls)
             hot = use & (topology.dlink_dst < topology.n_hosts) & (q > 1.0 + 1e-9) & (
                 np.bincount(link[last != link], minlength=L) == 0)
             if hot.any():

@@ -154,14 +154,12 @@ def _dcqcn_tier2(restricted: bool):
             if transport != "dcqcn" or st.n_ent == 0:
                 return eff
             ls = C.link_stats(st, topology)
-            link, flow, w, first, last = ls.link, ls.flow, ls.w, ls.first, ls.last
-            level, span, uniq, inv = ls.level, ls.span, ls.uniq, ls.inv
+            link, flow = ls.link, ls.flow
             wt, flows, tot, per, gbps = ls.wt, ls.flows, ls.tot, ls.per, ls.gbps
             L = len(eff)
             sw = ls.switch_link
             if restricted:
-                ratio = C.layer_load_ratio(topology, st, link, flow, w, first, last, level,
-                                           span, uniq, inv)
+                ratio = C.layer_load_ratio(topology, st, ls)
                 sw = sw & (ratio <= 1.0)
             crosses = np.bincount(flow, weights=sw[link], minlength=st.n) > 0
             q = np.bincount(link, weights=wt * crosses[flow], minlength=L) / np.maximum(
