@@ -244,7 +244,12 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
                     d_.append(ranks[ch * g + q])
             s_, d_ = np.concatenate(s_), np.concatenate(d_)
             L = float(np.max(costs.latency(s_, d_))) if costs.any_latency else 0.0
-            return round_parts(fab, s_, d_, wire * shard / 2), L
+            # a rank's NIC link shared within the level (a parent sending to, or receiving
+            # from, two children at once), which round_parts' injection figure, summing the
+            # GPU's NVLink and NIC, does not see
+            b = wire * shard / 2
+            lat_l = float(np.min(fab.pairs(s_, d_)[0]))
+            return max(round_parts(fab, s_, d_, b), link_load_time(fab, s_, d_, b) + lat_l), L
         stages += [level(lvl, True) for lvl in range(D, 0, -1)]
         stages += [level(lvl, False) for lvl in range(1, D + 1)]
         allp = []
