@@ -160,10 +160,7 @@ def incast_efficiency(transport: str, flows, gbps, nbytes, q) -> np.ndarray:
     flows = np.asarray(flows, dtype=np.float64)
     if tab is None:
         return star
-    inc = np.minimum(_interp3(tab, np.log(np.maximum(flows, 1.0)),
-                              np.log(np.asarray(gbps, dtype=np.float64)),
-                              np.log(np.maximum(np.asarray(nbytes, dtype=np.float64), 1.0))),
-                     1.0)
+    inc = _side_factor(tab, flows, gbps, nbytes)
     s = 1.0 / np.maximum(q, 1.0)
     return np.where(flows <= 1.0, 1.0, 1.0 / (s / star + (1.0 - s) / inc))
 
@@ -174,16 +171,11 @@ def incast_ratio(st, ls: "LinkStats") -> np.ndarray:
     on (same depth); the largest over depths; 0 on links without traffic. 1 on a receiver
     link of a uniform all-to-all (its senders are as busy as it), about ``flows`` on a
     receiver of an incast. ``ls``: link_stats(st, ...)."""
-    flow, w, first, level = ls.flow, ls.w, ls.first, ls.level
-    span, uniq, inv = ls.span, ls.uniq, ls.inv
-    pay = w * st.payload[flow]
-    wt = np.maximum(w, 1.0)
-    glink = uniq // span
-    tg = np.bincount(inv, weights=pay) / st.bw[glink]
-    src = tg[np.searchsorted(uniq, first.astype(np.int64) * span + level[flow])]
-    msrc = np.bincount(inv, weights=wt * src) / np.bincount(inv, weights=wt)
+    tg = ls.group_load
+    src = tg[ls.group_of(ls.first)]
+    msrc = np.bincount(ls.inv, weights=ls.wt * src) / ls.group_weight
     ratio = np.zeros(len(st.bw))
-    np.maximum.at(ratio, glink, tg / np.maximum(msrc, 1e-300))
+    np.maximum.at(ratio, ls.glink, tg / np.maximum(msrc, 1e-300))
     return ratio
 
 
@@ -233,24 +225,15 @@ def layer_load_ratio(topology, st, ls: "LinkStats") -> np.ndarray:
     bandwidth, same depth); a link takes the largest over depths. > 1: the fabric's core is
     structurally oversubscribed for this traffic (a hot spot of ECMP on a non-blocking
     layer averages out); 0 on links without traffic. ``ls``: link_stats(st, topology)."""
-    flow, w, first, last = ls.flow, ls.w, ls.first, ls.last
-    level, span, uniq, inv = ls.level, ls.span, ls.uniq, ls.inv
-    L = len(st.bw)
-    pay = w * st.payload[flow]
-    wt = np.maximum(w, 1.0)
-    glink = uniq // span
-    pay_g = np.bincount(inv, weights=pay)  # bytes of each (link, depth)
-    tg = pay_g / st.bw[glink]  # load of each (link, depth)
-    lv = level[flow]
-    th = np.maximum(tg[np.searchsorted(uniq, first.astype(np.int64) * span + lv)],
-                    tg[np.searchsorted(uniq, last.astype(np.int64) * span + lv)])
+    glink, span, tg = ls.glink, ls.span, ls.group_load
+    th = np.maximum(tg[ls.group_of(ls.first)], tg[ls.group_of(ls.last)])
     lay = (topology.link_layer[glink // 2].astype(np.int64) * 2 + glink % 2) * span \
-        + uniq % span
+        + ls.uniq % span
     _, il = np.unique(lay, return_inverse=True)
-    load = np.bincount(il, weights=pay_g) / np.bincount(il, weights=st.bw[glink])
-    host = np.bincount(il, weights=np.bincount(inv, weights=wt * th)) / np.bincount(
-        il, weights=np.bincount(inv, weights=wt))
-    ratio = np.zeros(L)
+    load = np.bincount(il, weights=ls.group_bytes) / np.bincount(il, weights=st.bw[glink])
+    host = np.bincount(il, weights=np.bincount(ls.inv, weights=ls.wt * th)) / np.bincount(
+        il, weights=ls.group_weight)
+    ratio = np.zeros(len(st.bw))
     np.maximum.at(ratio, glink, (load / np.maximum(host, 1e-300))[il])
     return ratio
 
@@ -262,7 +245,8 @@ class LinkStats:
     in the dependency DAG (with the (link, depth) groups ``uniq`` / ``inv``), and per
     directed link the transfers sharing it at its most crowded depth (``flows``), over all
     depths (``tot``), the bytes per transfer (``per``), its Gb/s, the receiver links'
-    mean Gb/s (``down``) and whether it joins two switches."""
+    mean Gb/s (``down``) and whether it joins two switches; per (link, depth) group its link
+    (``glink``), weight (transfers), bytes and load (bytes / bandwidth)."""
     link: np.ndarray
     flow: np.ndarray
     w: np.ndarray
@@ -279,6 +263,15 @@ class LinkStats:
     gbps: np.ndarray
     down: np.ndarray
     switch_link: np.ndarray
+    glink: np.ndarray
+    group_weight: np.ndarray
+    group_bytes: np.ndarray
+    group_load: np.ndarray
+
+    def group_of(self, links) -> np.ndarray:
+        """Each entry's (link, depth) group for ``links`` (one per entry) at its own depth."""
+        return np.searchsorted(self.uniq, links.astype(np.int64) * self.span
+                               + self.level[self.flow])
 
 
 def link_stats(st, topology) -> LinkStats:
@@ -320,8 +313,11 @@ def link_stats(st, topology) -> LinkStats:
     down = np.where(tot > 0, down / np.maximum(tot, 1.0), 1.0)
     switch_link = (topology.dlink_src >= topology.n_hosts) & (
         topology.dlink_dst >= topology.n_hosts)
+    glink = uniq // span
+    group_bytes = np.bincount(inv, weights=w * st.payload[flow])
     return LinkStats(link, flow, w, first, last, level, span, uniq, inv, wt, flows, tot, per,
-                     gbps, down, switch_link)
+                     gbps, down, switch_link, glink, per_group, group_bytes,
+                     group_bytes / st.bw[glink])
 
 
 def link_efficiency(st, topology, transport: str) -> np.ndarray:
