@@ -340,12 +340,15 @@ class Plan:
         M = N + int(before.sum()) + int(after.sum())
         lat = np.asarray(costs.latency(c["src"][before], c["dst"][before]), dtype=np.float64) \
             if with_delay else np.zeros(0)
-        e_child = [new_id[child] - before[child], new_id[ochild], new_id[before]]
+        # a data edge's child is its transfer's step-latency delay where it has one
+        data_child = new_id[child] - before[child]
+        order_child = new_id[ochild]
+        e_child = [data_child, order_child, new_id[before]]
         e_parent = [new_id[parent], new_id[oparent], delay_of]
         if cap > 0:
-            for ch_, par_ in ((child, parent), (ochild, oparent)):
+            for ch_, par_ in ((data_child, parent), (order_child, oparent)):
                 m = after[par_]  # waiting for a capped transfer: wait for its cap too
-                e_child.append(new_id[ch_[m]] - (before[ch_[m]] & (ch_ is child)))
+                e_child.append(ch_[m])
                 e_parent.append(new_id[par_[m]] + 1)
             is_capped = np.zeros(M, dtype=bool)
             is_capped[new_id[after]] = True

@@ -234,6 +234,15 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
         D = int(max(dep[0].max(), dep[1].max()))
         q = np.arange(g)
 
+        def tree_round(s_, d_):
+            """A round of tree messages of half a shard each: round_parts, or the busiest
+            link's load where a rank's NIC is shared within the round (a parent sending to,
+            or receiving from, two children at once), which round_parts' injection figure,
+            summing the GPU's NVLink and NIC, does not see."""
+            b = wire * shard / 2
+            lat = float(np.min(fab.pairs(s_, d_)[0]))
+            return max(round_parts(fab, s_, d_, b), link_load_time(fab, s_, d_, b) + lat)
+
         def level(lvl, upward):
             s_, d_ = [], []
             for t in range(2):
@@ -244,12 +253,7 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
                     d_.append(ranks[ch * g + q])
             s_, d_ = np.concatenate(s_), np.concatenate(d_)
             L = float(np.max(costs.latency(s_, d_))) if costs.any_latency else 0.0
-            # a rank's NIC link shared within the level (a parent sending to, or receiving
-            # from, two children at once), which round_parts' injection figure, summing the
-            # GPU's NVLink and NIC, does not see
-            b = wire * shard / 2
-            lat_l = float(np.min(fab.pairs(s_, d_)[0]))
-            return max(round_parts(fab, s_, d_, b), link_load_time(fab, s_, d_, b) + lat_l), L
+            return tree_round(s_, d_), L
         stages += [level(lvl, True) for lvl in range(D, 0, -1)]
         stages += [level(lvl, False) for lvl in range(1, D + 1)]
         allp = []
@@ -258,11 +262,8 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
             for yy in y:
                 for a_, b_ in ((yy, par[t][yy]), (par[t][yy], yy)):
                     allp.append((ranks[a_ * g + q], ranks[b_ * g + q]))
-        s_ = np.concatenate([x for x, _ in allp])
-        d_ = np.concatenate([y for _, y in allp])
-        lat_t = float(np.min(fab.pairs(s_, d_)[0]))
-        beat_tree = max(round_parts(fab, s_, d_, wire * shard / 2),
-                        link_load_time(fab, s_, d_, wire * shard / 2) + lat_t)
+        beat_tree = tree_round(np.concatenate([x for x, _ in allp]),
+                               np.concatenate([y for _, y in allp]))
     stages += [up_shard, dn_chunk]
     # steady state: per chunk, a rank's NVLink carries a chunk and a shard each way
     lat_up = float(np.min(fab.pairs(ranks, to_sw)[0]))

@@ -124,22 +124,21 @@ def stream_schedule(ranks, st: Stream, label: str) -> Schedule:
     ranks = np.asarray(ranks, dtype=np.int64)
     src, dst = ranks[st.src], ranks[st.dst]
     sets = MemberSets(np.array([0, len(src)]), src, dst)
-    lat = st.delay_s > 0
-    kind, to, size, dur, label_of, mset, steps = [], [], [], [], [], [], []
     labels = [label]
-    parents: list[list[int]] = []
-    if lat:
-        kind.append(DELAY), to.append(-1), size.append(0), dur.append(st.delay_s)
-        labels.append("step_latency"), label_of.append(1), mset.append(-1), steps.append(1)
-        parents.append([])
-    first = [0] if lat else []
-    kind.append(TRANSFER), to.append(int(dst[0])), size.append(st.nbytes), dur.append(0.0)
-    label_of.append(0), mset.append(0), steps.append(st.steps), parents.append(first)
+    rows = []  # (kind, dst, size, duration, label index, member set, steps, parents)
+
+    def delay(seconds, name, parents):
+        labels.append(name)
+        rows.append((DELAY, -1, 0, seconds, len(labels) - 1, -1, 1, parents))
+
+    if st.delay_s > 0:
+        delay(st.delay_s, "step_latency", [])
+    first = [0] if rows else []
+    rows.append((TRANSFER, int(dst[0]), st.nbytes, 0.0, 0, 0, st.steps, first))
     if st.min_s > 0:
-        kind.append(DELAY), to.append(-1), size.append(0), dur.append(st.min_s)
-        labels.append("throughput_cap"), label_of.append(len(labels) - 1), mset.append(-1)
-        steps.append(1), parents.append(first)
-    n = len(kind)
+        delay(st.min_s, "throughput_cap", first)
+    kind, to, size, dur, label_of, mset, steps, parents = zip(*rows)
+    n = len(rows)
     return Schedule(kind=np.array(kind), src=np.full(n, src[0]), dst=np.array(to),
                     size=np.array(size), duration=np.array(dur), start=np.zeros(n),
                     dep_ptr=np.concatenate([[0], np.cumsum([len(p) for p in parents])]),

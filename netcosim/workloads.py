@@ -371,12 +371,13 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
 
     chunks = opts.get("chunks")
     costs = protocols.costs(opts.get("protocol"), opts.get("step_latency_s"), topology, algo)
+    r = np.asarray(ranks, dtype=np.int64)
+    cap = costs.rate_cap(r)
     if detail == "auto" and op != "all_to_all_v" and \
             set(opts) <= {"chunks", "step_latency_s", "protocol"}:
-        r = np.asarray(ranks, dtype=np.int64)
         per_step = float(costs.latency(r, np.roll(r, -1)).max()) if costs.any_latency else 0.0
         st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,
-                         (costs.num, costs.den), costs.launch_s, costs.rate_cap(r))
+                         (costs.num, costs.den), costs.launch_s, cap)
         if st is not None:
             return stream_schedule(ranks, st, op_c)
     if chunks is None and op != "all_to_all_v":
@@ -384,7 +385,7 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
                                       opts.get("group_size"))
     count = collective_transfers(op_c, algo, len(ranks), chunks)
     # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
-    delays = count * (int(costs.any_latency) + int(costs.rate_cap(np.asarray(ranks)) > 0))
+    delays = count * (int(costs.any_latency) + int(cap > 0))
     streamable = (op_c, "ring") in RING_STREAMS
     hint = ("use fewer ranks or chunks" +
             (", or algorithm = \"ring\" with network_detail = \"auto\" (one stream)"
