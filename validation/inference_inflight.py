@@ -53,7 +53,6 @@ Every row is held out. Error = model / measured - 1.
 from __future__ import annotations
 
 import argparse
-import copy
 import csv
 import math
 import time
@@ -301,10 +300,8 @@ def main(argv=None):
     print(f"held-out within {100 * TARGET:.0f}%: {h['within']}/{h['n']}; median "
           f"{100 * h['median']:.1f}%, worst {100 * h['worst']:+.1f}%; "
           f"{time.perf_counter() - t0:.1f} s")
-    cmd = "python -m validation.inference_inflight"
-    if a.calibration != ip.DEFAULT_METHOD:
-        cmd += f" --calibration {a.calibration}"
-    write(res, eff, Path(a.out), cmd, conv, a.calibration)
+    write(res, eff, Path(a.out), ip.command("validation.inference_inflight", a.calibration),
+          conv, a.calibration)
     return 0
 
 

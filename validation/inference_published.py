@@ -346,6 +346,13 @@ def _host_text(eff: dict, res=None) -> str:
             "in it.")
 
 
+def command(module: str, method: str) -> str:
+    """The command line a results page names: ``module``, and the calibration method when it
+    is not the default."""
+    cmd = f"python -m {module}"
+    return cmd if method == DEFAULT_METHOD else f"{cmd} --calibration {method}"
+
+
 def _stem(method: str) -> str:
     """Result-file stem: the default method's table is inference_published.*, the other
     method's inference_published_<method>.*"""
@@ -465,10 +472,8 @@ def main(argv=None):
     print(f"held-out within {100 * TARGET:.0f}%: {h['within']}/{h['held_out']}; median "
           f"{100 * h['median']:.1f}%, worst {100 * h['worst']:.1f}%; "
           f"{time.perf_counter() - t0:.1f} s")
-    cmd = "python -m validation.inference_published"
-    if a.calibration != DEFAULT_METHOD:
-        cmd += f" --calibration {a.calibration}"
-    write(res, eff, Path(a.out), cmd, a.calibration)
+    write(res, eff, Path(a.out), command("validation.inference_published", a.calibration),
+          a.calibration)
     return 0
 
 
