@@ -28,7 +28,6 @@ switches are numbered after the local ranks).
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

@@ -291,7 +291,6 @@ def intra_mask(topology, src, dst) -> np.ndarray:
     dst = np.asarray(dst, dtype=np.int64)
     if topology is None or getattr(topology, "kind", None) != "two_tier":
         return np.zeros(src.shape, dtype=bool)
-    nh = topology.n_hosts
     group = _node_domain(topology)
     return (group[src] >= 0) & (group[src] == group[dst])
 
