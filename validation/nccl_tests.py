@@ -1,7 +1,8 @@
 """netcosim collective against published nccl-tests all_reduce_perf results on H100 systems.
 
 For every table of validation/nccl_tests_data/ (1 node of 8 H100 on NVSwitch; 2, 4 and 8 nodes
-of 8 H100 with 8 x 400 Gb/s ConnectX-7 rails; sources in that folder's README), the same sweep
+of 8 H100 with 8 x 400 Gb/s ConnectX-7 rails, from three clusters; sources in that folder's
+README; no public 16-node table was found), the same sweep
 (1 MiB .. 8 GiB, x2) runs through `netcosim collective` (``--algo auto --protocol auto``, the
 flow engine by default) on the matching ``two_tier`` fabric, and the busbw of each size is
 compared with the published one. Writes validation/results/nccl_tests.md and .csv and, with
@@ -206,7 +207,7 @@ def plot(rows: list[dict], path: str) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 5))
     colours = {1: "tab:blue", 2: "tab:orange", 4: "tab:green", 8: "tab:red"}
-    marks = {"a": "o", "b": "s", "dgxc": "o"}
+    marks = {"a": "o", "b": "s", "c": "^", "dgxc": "o"}
     done = set()
     for name in dict.fromkeys(r["dataset"] for r in rows):
         rs = [r for r in rows if r["dataset"] == name]
