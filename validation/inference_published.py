@@ -24,8 +24,9 @@ kernel) is solved on the one row whose role is ``anchor``: the same table's firs
 of a model that no held-out row uses (GPT-J 6B, 128 tokens); rows of role ``check`` (other
 models of that table) are reported beside the headline, not in it. Nothing else is tuned; the
 library's defaults are untouched. Every row sets ``decode_attention = "per_query_head"`` (a fact
-of the measured software, not a fit: both versions predate the XQA kernel of v0.8, and their
-decode attention read each GQA KV head once per query head). Error = model / measured - 1.
+of the measured software, not a fit: both versions predate the XQA kernel, 0.7.0 in the
+repository's CHANGELOG.md, and their decode attention read each GQA KV head once per query
+head). Error = model / measured - 1.
 
     python -m validation.inference_published [--calibration rows|gemm-anchor] [--calibrate-only]
         [--out validation/results]
@@ -175,7 +176,7 @@ def scenario_dict(row: dict, efficiency: dict | None = None) -> dict:
             # the token budget of an iteration: 8192 (vLLM/TensorRT-LLM's usual value), raised
             # to the batch when the batch is larger (every running request decodes a token)
             "max_batch_tokens": max(8192, batch), "max_seqs": batch,
-            # both versions predate TensorRT-LLM's XQA kernel (v0.8): decode attention was the
+            # both versions predate TensorRT-LLM's XQA kernel (0.7.0): decode attention was the
             # masked multi-head attention kernel, one thread block per (sequence, query head),
             # so a GQA KV head is read once per query head sharing it (docs/inference.md)
             "decode_attention": "per_query_head",
@@ -406,7 +407,8 @@ def write(res, eff, outdir: Path, cmd: str, method: str = DEFAULT_METHOD):
         "`gpu = {base = \"h100_sxm\", efficiency = {...}}`; every other figure is the "
         "library's default (launch_us 5; TP all-reduces with NCCL's protocol latencies, "
         "`algorithm.protocol = \"auto\"`). Every row sets `decode_attention = "
-        "\"per_query_head\"`: both versions predate TensorRT-LLM's XQA kernel (v0.8), and their "
+        "\"per_query_head\"`: both versions predate TensorRT-LLM's XQA kernel (0.7.0 in its "
+        "CHANGELOG.md), and their "
         "decode attention read each GQA KV head once per query head (docs/inference.md, "
         "Validation).", "",
         f"**Held-out rows within {100 * TARGET:.0f}%: {h['within']} of {h['held_out']}; "
