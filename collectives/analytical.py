@@ -1,12 +1,16 @@
-"""Alpha-beta estimates of every algorithm, congestion-unaware, for quick sweeps.
+"""Alpha-beta estimates of every algorithm, for quick sweeps.
 
 A *round* is a set of messages that go at once. Its time is the slowest message's
 ``alpha + bytes / rate + step_latency``, where alpha is the propagation latency of the
-message's (shortest) path and rate is the smallest of: the path's bottleneck link bandwidth,
+message's routed path and rate is the smallest of: the path's bottleneck link bandwidth,
 the sender's injection bandwidth shared by its messages in that round, and the receiver's
-ejection bandwidth shared likewise. Traffic of *other* ranks on shared switch links is
-ignored (congestion-unaware): on a non-blocking fabric the estimate is what the flow engine
-finds; on an oversubscribed one it is a lower bound.
+ejection bandwidth shared likewise; and no shorter than the round's busiest link (the bytes
+the round's messages put on it over its bandwidth, plus the shortest path latency). Messages
+are routed as the engines route a collective's transfers: one path per (src, dst) connection
+(``netcore.schedule.connection_keys`` as the ECMP hash key), so the estimate sees the same
+ECMP collisions, and a host's several links (a GPU's NVLink and NIC, a torus node's ports)
+one by one. Rounds are priced one at a time: traffic of *other* rounds in flight at once is
+not seen.
 
 Every algorithm is described by the rounds it performs, in order, with the per-rank send
 sequence of the schedule builders (C chunks go one after another on each connection).
@@ -32,7 +36,8 @@ from topo.arrays import union1d, unique
 # or tree in fabric order), half random, plus evenly spaced messages of the round. The
 # sampled time is the slowest sampled message: exact when the sample holds a message of the
 # slowest kind (tested on fat-trees), a lower bound otherwise. The per-host load terms (a
-# sender's and receiver's messages in the round) are always exact.
+# sender's and receiver's messages in the round) are always exact; the busiest-link term
+# needs every message's path, so a sampled round goes without it (a lower bound again).
 EXACT_WORK = 100_000_000
 SAMPLE_DSTS = 128
 # all-pairs rounds (direct, pairwise, all-to-all matrices) beyond this many pairs are refused
@@ -45,7 +50,7 @@ class Fabric:
     """Pair latencies and bandwidths between hosts, from shortest paths; the figures of a
     round's pairs are kept (a size sweep reuses them), sampled for large rounds."""
 
-    def __init__(self, topology, routing="shortest"):
+    def __init__(self, topology, routing="ecmp"):
         from topo.routing import Routing
 
         self.topology = topology
@@ -61,7 +66,7 @@ class Fabric:
         self._in_sample = None
 
     @classmethod
-    def cached(cls, topology, routing="shortest") -> "Fabric":
+    def cached(cls, topology, routing="ecmp") -> "Fabric":
         """One Fabric per topology object and routing policy name (its pair figures kept)."""
         store = topology.__dict__.setdefault("_analytical_fabrics", {})
         if routing not in store:
@@ -69,7 +74,9 @@ class Fabric:
         return store[routing]
 
     def figures(self, src, dst):
-        """(idx, latency, bottleneck): figures of the pairs ``idx`` of the round (None: all)."""
+        """(idx, latency, bottleneck, links): figures of the pairs ``idx`` of the round (None:
+        all); ``links`` (exact rounds only, else None): the round's (ptr, link, weight) paths,
+        for its busiest-link load."""
         import hashlib
 
         key = hashlib.blake2b(src.tobytes() + b"|" + dst.tobytes(), digest_size=16).digest()
@@ -97,16 +104,31 @@ class Fabric:
             # and evenly spaced messages of the round itself
             idx = union1d(idx, np.linspace(0, len(src) - 1, SAMPLE_DSTS).astype(np.int64))
             self.sampled = True
-        lat, bott = self.pairs(src if idx is None else src[idx], dst if idx is None else dst[idx])
+        s_, d_ = (src, dst) if idx is None else (src[idx], dst[idx])
+        p = self.route(s_, d_)
+        lat, bott = self._pair_figures(p, s_, d_)
+        links = (p.ptr, p.link, p.weight) if idx is None else None
         if len(self._memo) > 512:
             self._memo.clear()
-        self._memo[key] = (idx, lat, bott)
-        return idx, lat, bott
+        self._memo[key] = (idx, lat, bott, links)
+        return idx, lat, bott, links
 
-    def pairs(self, src, dst):
+    def route(self, src, dst):
+        """Paths of messages src[i] -> dst[i], each keyed by its connection as the engines key
+        a collective's transfers (same ECMP choice as the simulation)."""
+        from netcore.schedule import connection_keys
+
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
-        p = self.routing.paths(src, dst)
+        return self.routing.paths(src, dst, flow_id=connection_keys(src, dst))
+
+    def pairs(self, src, dst):
+        """(latency, bottleneck bandwidth) of each message src[i] -> dst[i]."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        return self._pair_figures(self.route(src, dst), src, dst)
+
+    def _pair_figures(self, p, src, dst):
         if not np.all(p.reachable):
             i = int(np.flatnonzero(~p.reachable)[0])
             raise InputError(f"ranks: host {int(src[i])} cannot reach host {int(dst[i])}")
@@ -121,37 +143,32 @@ class Fabric:
 
 def round_parts(fab: Fabric, src, dst, nbytes) -> float:
     """One round without step latency: messages src[i] -> dst[i] of nbytes[i] (host ids) at
-    the same time; the slowest message's path latency + bytes / rate."""
+    the same time; the slowest message's path latency + bytes / rate, and no less than the
+    busiest link's load (the bytes the round puts on it over its bandwidth) + the shortest
+    path latency, where a host with several links (a GPU's NVLink and NIC, a torus node's
+    ports) shares one of them between messages, or ECMP puts two connections on one link."""
     src = np.asarray(src, dtype=np.int64).reshape(-1)
     dst = np.asarray(dst, dtype=np.int64).reshape(-1)
     if not src.size:
         return 0.0
     b = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape)
-    idx, lat, bott = fab.figures(src, dst)
+    idx, lat, bott, links = fab.figures(src, dst)
     k_out = np.bincount(src, minlength=len(fab.inj))[src]
     k_in = np.bincount(dst, minlength=len(fab.ej))[dst]
     # every pair's load terms (exact); latency and bottleneck for the pairs the fabric holds
     load = np.maximum(b * k_out / fab.inj[src], b * k_in / fab.ej[dst])
-    if idx is None:
-        return float(np.max(np.maximum(lat + b / bott, lat + load)))
-    t = float(np.max(np.maximum(lat + b[idx] / bott, lat + load[idx])))
-    return max(t, float(np.max(load)) + float(np.min(lat)))
-
-
-def link_load_time(fab: Fabric, src, dst, nbytes) -> float:
-    """The busiest directed link's bytes / bandwidth when messages src[i] -> dst[i] of
-    nbytes[i] go at once on their routed paths (node ids; for hosts with several links, e.g.
-    a GPU's NVLink and NIC, where ``round_parts``' injection figure sums them)."""
-    src = np.asarray(src, dtype=np.int64).reshape(-1)
-    dst = np.asarray(dst, dtype=np.int64).reshape(-1)
-    if not src.size:
-        return 0.0
-    b = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape)
-    p = fab.routing.paths(src, dst)
-    per = np.repeat(b, np.diff(p.ptr)) * p.weight
-    load = np.bincount(p.link, weights=per, minlength=fab.topology.n_dlinks)
-    used = load > 0
-    return float(np.max(load[used] / fab.topology.dlink_bw[used])) if used.any() else 0.0
+    if idx is not None:
+        t = float(np.max(np.maximum(lat + b[idx] / bott, lat + load[idx])))
+        return max(t, float(np.max(load)) + float(np.min(lat)))
+    t = float(np.max(np.maximum(lat + b / bott, lat + load)))
+    ptr, link, weight = links
+    if len(link):
+        per = np.bincount(link, weights=np.repeat(b, np.diff(ptr)) * weight,
+                          minlength=fab.topology.n_dlinks)
+        used = per > 0
+        busiest = float(np.max(per[used] / fab.topology.dlink_bw[used]))
+        t = max(t, busiest + float(np.min(lat)))
+    return t
 
 
 def round_time(fab: Fabric, src, dst, nbytes, step_latency_s=0.0) -> float:
@@ -183,7 +200,7 @@ def _pipeline(stages, C: int, beat: float | None = None) -> float:
 
 
 def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=None,
-             routing="shortest", fabric: Fabric | None = None, protocol=None,
+             routing="ecmp", fabric: Fabric | None = None, protocol=None,
              **options) -> float:
     """Seconds ``op`` with ``algorithm`` takes on ``topology`` by the alpha-beta model.
 
@@ -356,14 +373,19 @@ def _rounds(op, algorithm, n, S, M, C, options, R2) -> float:
             m = (root + i) % n
             hop = R2(m[:-1], m[1:], S / C)
             return _pipeline([hop] * (n - 1), C)
-        rounds = max(1, (n - 1).bit_length())
         v = np.arange(1, n)
         par = v - (1 << (np.log2(v).astype(np.int64)))
-        # a chunk crosses the rounds one message at a time (fill); in steady state every tree
-        # edge carries a chunk and the busiest rank (the root) sends or takes one per round
-        one = R2([root], [(root + 1) % n], S / C)
+        # a chunk crosses the binomial tree's rounds (fill): in round r every rank w < 2^r
+        # that has it sends it to w + 2^r (reduce: the same pairs the other way); in steady
+        # state every tree edge carries a chunk, and the busiest rank (the root) or link
+        # sets the beat
+        stages = []
+        for r in range(max(1, (n - 1).bit_length())):
+            w = np.arange(min(1 << r, n - (1 << r)))
+            a, b = (root + w) % n, (root + w + (1 << r)) % n
+            stages.append(R2(a, b, S / C) if op == "broadcast" else R2(b, a, S / C))
         beat = R2((par + root) % n, (v + root) % n, S / C)[0] if C > 1 else 0.0
-        return _pipeline([one] * rounds, C, beat)
+        return _pipeline(stages, C, beat)
     if op in ("all_to_all", "all_to_all_v"):
         if M is None:
             M = np.broadcast_to(split(int(S), n), (n, n)).astype(np.float64)

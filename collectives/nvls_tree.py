@@ -195,7 +195,7 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
     adds the busiest resource's share of a chunk (a rank's NVLink up or down: a chunk and a
     shard; the switch's reduction; the tree's steady round on the NICs)."""
     from collectives import protocols
-    from collectives.analytical import link_load_time, round_parts
+    from collectives.analytical import round_parts
 
     ranks = check_ranks(ranks)
     S = check_nbytes(nbytes)
@@ -235,13 +235,10 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
         q = np.arange(g)
 
         def tree_round(s_, d_):
-            """A round of tree messages of half a shard each: round_parts, or the busiest
-            link's load where a rank's NIC is shared within the round (a parent sending to,
-            or receiving from, two children at once), which round_parts' injection figure,
-            summing the GPU's NVLink and NIC, does not see."""
-            b = wire * shard / 2
-            lat = float(np.min(fab.pairs(s_, d_)[0]))
-            return max(round_parts(fab, s_, d_, b), link_load_time(fab, s_, d_, b) + lat)
+            """A round of tree messages of half a shard each (round_parts counts a rank's
+            NIC shared within the round: a parent sending to, or receiving from, two
+            children at once)."""
+            return round_parts(fab, s_, d_, wire * shard / 2)
 
         def level(lvl, upward):
             s_, d_ = [], []

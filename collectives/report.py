@@ -63,7 +63,11 @@ def run(topology, op, algorithm, ranks, nbytes, engine="analytical", routing="ec
     else:
         from netcore.api import simulate
 
-        sched = co.build(op, algorithm, ranks, nbytes, fabric=topology, **options)
+        # a collective's steps between two ranks share one connection (one ECMP hash), as
+        # NCCL's persistent queue pairs do: what `netcosim run` simulates, and what the
+        # analytical estimate routes
+        sched = co.build(op, algorithm, ranks, nbytes, fabric=topology,
+                         **options).with_connections()
         res = simulate(topology, sched, routing=routing, faults=faults, engine=engine,
                        seed=seed)
         if res.n_stranded:

@@ -907,10 +907,16 @@ def test_topo_beyond_the_work_bounds_states_bounds_and_methods(tmp_path, capsys,
 
 
 # ------------------------------------------------------------ analytical collective at any size
-@pytest.mark.parametrize("op, algo", [("all_reduce", "ring"),
-                                      ("all_reduce", "double_binary_tree"),
-                                      ("all_gather", "ring"), ("broadcast", "tree")])
-def test_analytical_sampled_rounds_equal_exact_on_a_symmetric_fabric(monkeypatch, op, algo):
+@pytest.mark.parametrize("op, algo, equal", [("all_reduce", "ring", True),
+                                             ("all_reduce", "double_binary_tree", False),
+                                             ("all_gather", "ring", True),
+                                             ("broadcast", "tree", False)])
+def test_analytical_sampled_rounds_equal_exact_on_a_symmetric_fabric(monkeypatch, op, algo,
+                                                                     equal):
+    """A sampled round keeps every host's load but not the busiest-link term (that needs
+    every message's path): equal to the exact estimate where no link is shared by a round's
+    messages (rings in fabric order), a lower bound where ECMP puts two of a tree's
+    connections (the flat double binary tree's, the binomial tree's) on one core link."""
     import collectives.analytical as an
     from topo.builders import fat_tree
 
@@ -920,7 +926,10 @@ def test_analytical_sampled_rounds_equal_exact_on_a_symmetric_fabric(monkeypatch
     t = fat_tree(8)
     sampled = an.estimate(t, op, algo, np.arange(128), 1 << 24, chunks=4)
     assert an.Fabric.cached(t).sampled
-    assert sampled == pytest.approx(exact, rel=1e-12)
+    if equal:
+        assert sampled == pytest.approx(exact, rel=1e-12)
+    else:
+        assert sampled < exact * (1 - 1e-3)
 
 
 def test_analytical_all_pairs_beyond_the_limit_is_refused(capsys, monkeypatch):
