@@ -75,8 +75,8 @@ class Fabric:
 
     def figures(self, src, dst):
         """(idx, latency, bottleneck, links): figures of the pairs ``idx`` of the round (None:
-        all); ``links`` (exact rounds only, else None): the round's (ptr, link, weight) paths,
-        for its busiest-link load."""
+        all); ``links`` (exact rounds only, else None): what the round's busiest-link load
+        needs, a ``RoundLinks``."""
         import hashlib
 
         key = hashlib.blake2b(src.tobytes() + b"|" + dst.tobytes(), digest_size=16).digest()
@@ -107,7 +107,7 @@ class Fabric:
         s_, d_ = (src, dst) if idx is None else (src[idx], dst[idx])
         p = self.route(s_, d_)
         lat, bott = self._pair_figures(p, s_, d_)
-        links = (p.ptr, p.link, p.weight) if idx is None else None
+        links = RoundLinks(p, self.topology.n_dlinks) if idx is None else None
         if len(self._memo) > 512:
             self._memo.clear()
         self._memo[key] = (idx, lat, bott, links)
@@ -141,6 +141,31 @@ class Fabric:
         return np.asarray(p.latency, dtype=np.float64), bott
 
 
+class RoundLinks:
+    """A round's load on every directed link per byte of each message: the sum of its
+    messages' path weights when they all carry the same bytes (the common case, kept for every
+    size of a sweep), or the paths themselves for unequal bytes, kept only while they are
+    small (MAX_KEPT_ENTRIES; a larger round is routed again when asked)."""
+
+    MAX_KEPT_ENTRIES = 4_000_000
+
+    def __init__(self, p, n_dlinks: int):
+        self.unit = np.bincount(p.link, weights=p.weight, minlength=n_dlinks)
+        self.paths = (p.ptr, p.link, p.weight) if len(p.link) <= self.MAX_KEPT_ENTRIES else None
+
+    def load(self, fab: "Fabric", src, dst, b: np.ndarray) -> np.ndarray:
+        """Bytes on every directed link when message i carries b[i]."""
+        if np.all(b == b[0]):
+            return self.unit * b[0]
+        if self.paths is None:
+            p = fab.route(src, dst)
+            ptr, link, weight = p.ptr, p.link, p.weight
+        else:
+            ptr, link, weight = self.paths
+        return np.bincount(link, weights=np.repeat(b, np.diff(ptr)) * weight,
+                           minlength=len(self.unit))
+
+
 def round_parts(fab: Fabric, src, dst, nbytes) -> float:
     """One round without step latency: messages src[i] -> dst[i] of nbytes[i] (host ids) at
     the same time; the slowest message's path latency + bytes / rate, and no less than the
@@ -161,11 +186,9 @@ def round_parts(fab: Fabric, src, dst, nbytes) -> float:
         t = float(np.max(np.maximum(lat + b[idx] / bott, lat + load[idx])))
         return max(t, float(np.max(load)) + float(np.min(lat)))
     t = float(np.max(np.maximum(lat + b / bott, lat + load)))
-    ptr, link, weight = links
-    if len(link):
-        per = np.bincount(link, weights=np.repeat(b, np.diff(ptr)) * weight,
-                          minlength=fab.topology.n_dlinks)
-        used = per > 0
+    per = links.load(fab, src, dst, b)
+    used = per > 0
+    if used.any():
         busiest = float(np.max(per[used] / fab.topology.dlink_bw[used]))
         t = max(t, busiest + float(np.min(lat)))
     return t

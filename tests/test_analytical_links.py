@@ -69,3 +69,21 @@ def test_one_switch_estimate_stays_exact():
     for algo in ("ring", "recursive_halving_doubling", "direct"):
         e = estimate(t, "all_reduce", algo, r, 8 << 20, protocol="simple")
         assert e == pytest.approx(_flow(t, algo, r, 8 << 20, "simple"), rel=1e-3)
+
+
+def test_unequal_messages_load_links_alike_kept_or_routed_again(monkeypatch):
+    """An all-to-all-v round (unequal bytes) prices its busiest link from the kept paths, or
+    routes the round again when its paths were too many to keep: the same estimate."""
+    import collectives.analytical as an
+
+    t = build(*TWO_TIER)
+    n = t.n_hosts
+    m = (np.arange(n * n).reshape(n, n) % 7 + 1) * (1 << 18)
+    kept = estimate(t, "all_to_all_v", "direct", np.arange(n), m, protocol="simple")
+    monkeypatch.setattr(an.RoundLinks, "MAX_KEPT_ENTRIES", 0)
+    t2 = build(*TWO_TIER)
+    again = estimate(t2, "all_to_all_v", "direct", np.arange(n), m, protocol="simple")
+    assert again == pytest.approx(kept, rel=1e-12)
+    f = run_one(t, "all_to_all_v", "direct", np.arange(n), m, engine="flow",
+                protocol="simple")["time_s"]
+    assert kept == pytest.approx(f, rel=0.02)
