@@ -132,7 +132,8 @@ class Fabric:
         if not np.all(p.reachable):
             i = int(np.flatnonzero(~p.reachable)[0])
             raise InputError(f"ranks: host {int(src[i])} cannot reach host {int(dst[i])}")
-        bw = self.topology.dlink_bw[p.link]
+        # a link carrying the fraction w of a flow (spray, adaptive) lets it run at bw / w
+        bw = self.topology.dlink_bw[p.link] / p.weight
         lens = np.diff(p.ptr)
         bott = np.full(len(src), np.inf)
         nz = lens > 0
@@ -267,6 +268,24 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         L = float(np.max(costs.latency(hs, hd))) if costs.any_latency else 0.0
         return t, L
 
+    def R1(s, d, b):
+        """Sum over the messages s -> d of b payload bytes of each one's time alone (path
+        latency + bytes / its bottleneck, and its step latency): the fill of a chain, whose
+        hops a chunk crosses one after another. A sampled round scales its sample's mean."""
+        hs, hd = ranks[np.asarray(s)].reshape(-1), ranks[np.asarray(d)].reshape(-1)
+        if not hs.size:
+            return 0.0
+        idx, lat, bott, _ = fab.figures(hs, hd)
+        b = np.broadcast_to(np.asarray(b, dtype=np.float64), hs.shape)
+        bi = b if idx is None else b[idx]
+        t = lat + bi * wire / bott
+        if cap > 0:
+            t = np.maximum(t, bi / cap)
+        if costs.any_latency:
+            t = t + np.asarray(costs.latency(hs, hd), dtype=np.float64).reshape(-1)[
+                slice(None) if idx is None else idx]
+        return float(np.sum(t)) if idx is None else float(np.mean(t)) * len(hs)
+
     if op == "all_to_all_v":
         from collectives.all_to_all import _check_matrix
 
@@ -292,7 +311,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     else:  # the builders' check: every block of every chunk keeps a byte
         C = check_chunks(chunks, int(S), protocols.blocks_per_chunk(
             op, algorithm, n, options.get("group_size")), f"{algorithm} {op} over {n} ranks")
-    return _rounds(op, algorithm, n, S, M, C, options, R2) + costs.launch_s
+    return _rounds(op, algorithm, n, S, M, C, options, R2, R1) + costs.launch_s
 
 
 def _default_chunks(op, algorithm, S, n, options, proto) -> int:
@@ -302,8 +321,9 @@ def _default_chunks(op, algorithm, S, n, options, proto) -> int:
     return protocols.chunks_for(op, algorithm, S, n, proto, options.get("group_size"))
 
 
-def _rounds(op, algorithm, n, S, M, C, options, R2) -> float:
-    """The algorithm's rounds, in the builders' send order (R2: (t, L) of one round)."""
+def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
+    """The algorithm's rounds, in the builders' send order (R2: (t, L) of one round; R1: the
+    summed times of messages sent one after another)."""
     from collectives._plan import check_root, split
     from collectives.hierarchical import _check_groups
 
@@ -393,9 +413,13 @@ def _rounds(op, algorithm, n, S, M, C, options, R2) -> float:
     if op in ("broadcast", "reduce"):
         root = check_root(options.get("root", 0), n)
         if algorithm == "ring":
-            m = (root + i) % n
-            hop = R2(m[:-1], m[1:], S / C)
-            return _pipeline([hop] * (n - 1), C)
+            # a chunk crosses the chain's hops one after another (fill: each hop alone); in
+            # steady state every hop carries a chunk at once (beat: that round). Broadcast:
+            # root -> root+1 -> ...; reduce: root+1 -> root+2 -> ... -> root (the builders')
+            m = (root + i + (0 if op == "broadcast" else 1)) % n
+            fill = R1(m[:-1], m[1:], S / C)
+            beat = R2(m[:-1], m[1:], S / C)[0] if C > 1 else 0.0
+            return fill + (C - 1) * beat
         v = np.arange(1, n)
         par = v - (1 << (np.log2(v).astype(np.int64)))
         # a chunk crosses the binomial tree's rounds (fill): in round r every rank w < 2^r

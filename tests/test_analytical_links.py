@@ -87,3 +87,25 @@ def test_unequal_messages_load_links_alike_kept_or_routed_again(monkeypatch):
     f = run_one(t, "all_to_all_v", "direct", np.arange(n), m, engine="flow",
                 protocol="simple")["time_s"]
     assert kept == pytest.approx(f, rel=0.02)
+
+
+FULLFLAT = ("fullflat", {"n_gpus": 16, "planes": 4, "switch_radix": 32, "gpu_gbps": 800})
+SMALL_TWO_TIER = ("two_tier", {"nodes": 2, "gpus_per_node": 4, "scaleup_gbps": 1600,
+                               "nic_gbps": 200})
+
+
+@pytest.mark.parametrize("fabric, routing, op, algo, size", [
+    (SMALL_TWO_TIER, "ecmp", "broadcast", "ring", 1 << 20),  # was +247%: every hop the slowest
+    (SMALL_TWO_TIER, "ecmp", "reduce", "ring", 1 << 24),  # the reduce chain's own hops
+    (FULLFLAT, "spray", "all_reduce", "recursive_halving_doubling", 1 << 24),  # was +209%
+    (FULLFLAT, "spray", "all_gather", "ring", 1 << 24)])
+def test_estimate_cases_a_fuzz_found(fabric, routing, op, algo, size):
+    """Found by comparing the estimate with the flow engine over fabrics x routings x
+    algorithms: a chain's fill priced every hop at the slowest hop's time and the reduce chain
+    took the broadcast's hops; a sprayed flow's bottleneck ignored that each plane carries
+    only its share of it."""
+    t = build(*fabric)
+    r = ordered_ranks(t, None)
+    e = estimate(t, op, algo, r, size, routing=routing, protocol="simple")
+    f = run_one(t, op, algo, r, size, engine="flow", routing=routing, protocol="simple")
+    assert e == pytest.approx(f["time_s"], rel=0.02)
