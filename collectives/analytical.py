@@ -143,28 +143,24 @@ class Fabric:
 
 
 class RoundLinks:
-    """A round's load on every directed link per byte of each message: the sum of its
-    messages' path weights when they all carry the same bytes (the common case, kept for every
-    size of a sweep), or the paths themselves for unequal bytes, kept only while they are
-    small (MAX_KEPT_ENTRIES; a larger round is routed again when asked)."""
-
-    MAX_KEPT_ENTRIES = 4_000_000
+    """A round's load on the directed links it uses per byte of each message: the sum of its
+    messages' path weights, kept sparse (a small round on a big fabric keeps a few entries)
+    for every size of a sweep. Messages of unequal bytes (all-to-all-v) route the round again
+    rather than keep its paths in the memo."""
 
     def __init__(self, p, n_dlinks: int):
-        self.unit = np.bincount(p.link, weights=p.weight, minlength=n_dlinks)
-        self.paths = (p.ptr, p.link, p.weight) if len(p.link) <= self.MAX_KEPT_ENTRIES else None
+        unit = np.bincount(p.link, weights=p.weight, minlength=n_dlinks)
+        self.used = np.flatnonzero(unit)
+        self.unit = unit[self.used]
 
-    def load(self, fab: "Fabric", src, dst, b: np.ndarray) -> np.ndarray:
-        """Bytes on every directed link when message i carries b[i]."""
+    def load(self, fab: "Fabric", src, dst, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(links, bytes on each) when message i carries b[i]."""
         if np.all(b == b[0]):
-            return self.unit * b[0]
-        if self.paths is None:
-            p = fab.route(src, dst)
-            ptr, link, weight = p.ptr, p.link, p.weight
-        else:
-            ptr, link, weight = self.paths
-        return np.bincount(link, weights=np.repeat(b, np.diff(ptr)) * weight,
-                           minlength=len(self.unit))
+            return self.used, self.unit * b[0]
+        p = fab.route(src, dst)
+        per = np.bincount(p.link, weights=np.repeat(b, np.diff(p.ptr)) * p.weight,
+                          minlength=fab.topology.n_dlinks)
+        return self.used, per[self.used]
 
 
 def round_parts(fab: Fabric, src, dst, nbytes) -> float:
@@ -187,10 +183,9 @@ def round_parts(fab: Fabric, src, dst, nbytes) -> float:
         t = float(np.max(np.maximum(lat + b[idx] / bott, lat + load[idx])))
         return max(t, float(np.max(load)) + float(np.min(lat)))
     t = float(np.max(np.maximum(lat + b / bott, lat + load)))
-    per = links.load(fab, src, dst, b)
-    used = per > 0
-    if used.any():
-        busiest = float(np.max(per[used] / fab.topology.dlink_bw[used]))
+    used, per = links.load(fab, src, dst, b)
+    if used.size:
+        busiest = float(np.max(per / fab.topology.dlink_bw[used]))
         t = max(t, busiest + float(np.min(lat)))
     return t
 
