@@ -3,7 +3,7 @@
 layout of its own over two_tier (2 and 4 nodes of 8 GPUs), 4x4 and 4x4x4 tori, fat_tree k=4
 and a 2:1 leaf-spine, at 1 and 64 MiB, Simple protocol, `ecmp`.
 
-    python -m validation.experiments.analytical_links          # about a minute
+    python -m validation.experiments.analytical_links          # a few seconds
     python -m validation.experiments.analytical_links --grid   # every op and algorithm
 
 Error = estimate / flow engine - 1. The flow engine runs the schedule as `netcosim collective
