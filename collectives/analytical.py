@@ -47,8 +47,9 @@ _ALL_PAIRS = {("all_reduce", "direct"), ("reduce_scatter", "direct"),
 
 
 class Fabric:
-    """Pair latencies and bandwidths between hosts, from shortest paths; the figures of a
-    round's pairs are kept (a size sweep reuses them), sampled for large rounds."""
+    """Pair latencies and bandwidths between hosts on their routed paths (default ``ecmp``,
+    as the engines); the figures of a round's pairs are kept (a size sweep reuses them),
+    sampled for large rounds."""
 
     def __init__(self, topology, routing="ecmp"):
         from topo.routing import Routing
@@ -277,8 +278,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         if cap > 0:
             t = np.maximum(t, bi / cap)
         if costs.any_latency:
-            t = t + np.asarray(costs.latency(hs, hd), dtype=np.float64).reshape(-1)[
-                slice(None) if idx is None else idx]
+            L = np.broadcast_to(np.asarray(costs.latency(hs, hd), dtype=np.float64), hs.shape)
+            t = t + (L if idx is None else L[idx])
         return float(np.sum(t)) if idx is None else float(np.mean(t)) * len(hs)
 
     if op == "all_to_all_v":
