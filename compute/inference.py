@@ -117,7 +117,7 @@ class CostModel:
 
 # how a decode step's attention kernel reads a KV head shared by a group of query heads (GQA):
 # "grouped" reads it once for the whole group (FlashInfer, FlashAttention, TensorRT-LLM's XQA
-# since v0.8, vLLM's paged attention v2); "per_query_head" reads it once per query head of the
+# since v0.7, vLLM's paged attention v2); "per_query_head" reads it once per query head of the
 # group (one thread block per sequence and query head, as TensorRT-LLM's masked multi-head
 # attention kernel before XQA): the group's KV bytes are read hq / hkv times (docs/inference.md)
 DECODE_ATTENTION = ("grouped", "per_query_head")

@@ -32,7 +32,7 @@ Each row becomes an inference scenario run through ``netcosim.runner.simulate_sc
   did not (chunked prefill off), which changes how prompts are packed, not the tokens computed;
 * ``decode_attention = "grouped"`` (the library default): the measured software (v1.0,
   PyTorch backend with the TRTLLM attention backend) decodes with the XQA kernel, which reads a
-  GQA KV head once for the query heads sharing it (v0.8 onwards; docs/inference.md);
+  GQA KV head once for the query heads sharing it (0.7.0 onwards; docs/inference.md);
 * KV-cache capacity: the library default (``memory_utilization`` 0.9 of the spec's 80 GB for
   weights, activations and cache); trtllm-bench's default gives the cache 0.90 of the memory
   left after the weights and runtime buffers on an 81,559 MiB device, for the 70B on TP 2
