@@ -66,7 +66,18 @@ DH_N, TH_N, STAMP, N_ADD, N_SEED, PEND, FULL, LS_N, EVENTS, SERIES, RECOMP, STEP
 # incremental driving: a batch whose re-allocation is deferred (DEFER, with its DFULL flag and
 # THETA), the number of completions recorded in cbuf by the current advance() call; cap events
 DEFER, DFULL, NDONE, CAPEVENTS, CAPS = range(15, 20)
-N_ISC = 20
+# local repair (_recompute_local): batches it solved, attempts that grew past their limit,
+# repair rounds, and its back-off (attempts still to skip; failures in a row)
+LOCAL_OK, LOCAL_FAIL, LOCAL_ROUNDS, LOCAL_SKIP, LOCAL_STREAK = range(20, 25)
+N_ISC = 25
+# relative slack of rate comparisons: rates that are equal in exact arithmetic can differ in
+# the last bits when different solves produced them (a sum of rates rounds differently), so
+# a tie must not be read as "slower" (the removal threshold, the local repair's checks)
+TIE_EPS = 1e-11
+# local repair gives up (and the component is solved whole) past this many flows: a floor plus
+# a share of the active flows, so that a failed repair costs at most a few component solves
+LOCAL_MIN_LIMIT = 64
+LOCAL_SHARE = 4
 # ---------------------------------------------------------------- float scalars (fsc)
 CLOCK, PEND_T, THETA = range(3)
 N_FSC = 3
@@ -309,74 +320,17 @@ def _relevel(LF, LI, lhk, lhi, lhp, hn, j):
     return _hremove(lhk, lhi, lhp, hn, j)
 
 
-@njit(cache=True, _nrt=False)
-def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
-               rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
-    """Weighted max-min (progressive filling) over the component reached from the seed links.
+@njit(cache=True, _nrt=False, inline="always")
+def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, chk, chi,
+          cpos, tk, ti):
+    """Progressive filling of the flows ``NI[:ncf, CF]`` (marked ``FSTAMP == stamp``) over the
+    local links ``LI[CL, :ncl]``, whose residual capacities ``LF[RES, :ncl]`` already exclude
+    the load of every other flow. New rates go to ``NF[f, NR]``.
 
-    Flows with ``rate < theta`` keep their rate and only reduce the capacity of the links
-    they cross (exact when the change since the last solve only removed flows whose rate was
-    at least ``theta``; pass ``-inf`` otherwise). Flows whose rate changes get their remaining
-    bytes brought up to ``t`` and a new drain time.
-
-    A flow with a slow-start cap c is a flow with a private link of capacity c: it freezes at
-    level c unless a shared link froze it earlier (min-heap ``chk`` of caps next to the heap
-    of link levels). A flow frozen by its cap queues an event at its next cap doubling.
-    """
-    isc[STAMP] += 1
-    stamp = isc[STAMP]
-    ncl = 0
-    for k in range(isc[N_SEED]):
-        l = LI[SEEDS, k]
-        LI[SEEDED, l] = 0
-        LI[LSTAMP, l] = stamp
-        LI[LLOC, l] = ncl
-        LI[CL, ncl] = l
-        ncl += 1
-    isc[N_SEED] = 0
-    ncf = 0
-    nent = 0
-    q = 0
-    # Removal-only batch and no active flow anywhere at least as fast as the slowest removed
-    # one: by the threshold argument nothing changes (all-to-all drains in this order), so
-    # skip the search; only the link series of the seed links still needs updating.
-    if theta > -np.inf and (isc[RH_N] == 0 or -rhk[0] < theta):
-        for j in range(ncl):
-            LF[RES, j] = 0.0
-            LF[WSUM, j] = 0.0
-            LI[CNT, j] = 0
-        q = ncl
-        isc[SKIPPED] += 1
-    # ---- breadth-first search over links; frozen load of the slow flows on each link
-    while q < ncl:
-        l = LI[CL, q]
-        frozen = 0.0
-        k0 = LI[LOFF, l]
-        for k in range(k0, k0 + LI[NACT, l]):
-            r = SD[k, SR]
-            if r >= theta:
-                f = SI[k, SFLOW]
-                if NI[f, FSTAMP] != stamp:
-                    NI[f, FSTAMP] = stamp
-                    NI[ncf, CF] = f
-                    ncf += 1
-                    p0 = NI[f, POFF]
-                    pl = NI[f, PLEN]
-                    nent += pl
-                    for e2 in range(p0, p0 + pl):
-                        l2 = EI[e2, ELINK]
-                        if LI[LSTAMP, l2] != stamp:
-                            LI[LSTAMP, l2] = stamp
-                            LI[LLOC, l2] = ncl
-                            LI[CL, ncl] = l2
-                            ncl += 1
-            else:
-                frozen += SD[k, SW] * r
-        LF[RES, q] = LF[CAP, l] - frozen
-        LF[WSUM, q] = 0.0
-        LI[CNT, q] = 0
-        q += 1
-    isc[CF_TOTAL] += ncf
+    ``check`` (local repair): when a link saturates at level x, every flow outside the set on
+    it with a rate above x is appended to ``NI[ncf:, CF]`` (marked ``FFRZ = -2 * stamp``): it
+    must give way, so the set is too small. Returns how many were appended."""
+    npend = 0
     # ---- unfrozen weight per link and a local CSR: local link -> component flows on it
     for k in range(ncf):
         f = NI[k, CF]
@@ -455,6 +409,15 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
         j = lhi[0]
         hn = _hremove(lhk, lhi, lhp, hn, j)
         npop += 1
+        if check:
+            l = LI[CL, j]
+            lim = level * (1.0 + TIE_EPS)
+            for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
+                g = SI[k, SFLOW]
+                if NI[g, FSTAMP] != stamp and SD[k, SR] > lim and NI[g, FFRZ] != -2 * stamp:
+                    NI[g, FFRZ] = -2 * stamp
+                    NI[ncf + npend, CF] = g
+                    npend += 1
         nt = 0
         for k in range(lptr[j], lptr[j + 1]):
             f = wl[k]
@@ -479,7 +442,13 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
             hn = _relevel(LF, LI, lhk, lhi, lhp, hn, touch[i])
     for k in range(cn):  # caps of flows a shared link froze first: drop them
         cpos[chi[k]] = -1
-    # ---- apply: only flows whose rate really changed move in the drain heap
+    return npend
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _apply(t, ncf, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos):
+    """Give the solved flows ``NI[:ncf, CF]`` their new rates ``NF[f, NR]``."""
+    # only flows whose rate really changed move in the drain heap
     for k in range(ncf):
         f = NI[k, CF]
         new = NF[f, NR]
@@ -502,8 +471,11 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
         else:
             isc[DH_N] = _hremove(dhk, dhi, dpos, isc[DH_N], f)
             isc[RH_N] = _hremove(rhk, rhi, rpos, isc[RH_N], f)
-    isc[RECOMP] += 1
-    # ---- optional piecewise-constant rate series of the links whose load may have moved
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r):
+    """Optional piecewise-constant rate series of the local links, whose load may have moved."""
     if isc[SERIES] == 1:
         n = isc[LS_N]
         for j in range(ncl):
@@ -519,6 +491,238 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
                 ls_r[n] = load
                 n += 1
         isc[LS_N] = n
+
+
+@njit(cache=True, _nrt=False)
+def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
+               rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
+    """Weighted max-min (progressive filling) over the component reached from the seed links.
+
+    Flows with ``rate < theta`` keep their rate and only reduce the capacity of the links
+    they cross (exact when the change since the last solve only removed flows whose rate was
+    at least ``theta``; pass ``-inf`` otherwise). Flows whose rate changes get their remaining
+    bytes brought up to ``t`` and a new drain time.
+
+    A flow with a slow-start cap c is a flow with a private link of capacity c: it freezes at
+    level c unless a shared link froze it earlier (min-heap ``chk`` of caps next to the heap
+    of link levels). A flow frozen by its cap queues an event at its next cap doubling.
+    """
+    isc[STAMP] += 1
+    stamp = isc[STAMP]
+    ncl = 0
+    for k in range(isc[N_SEED]):
+        l = LI[SEEDS, k]
+        LI[SEEDED, l] = 0
+        LI[LSTAMP, l] = stamp
+        LI[LLOC, l] = ncl
+        LI[CL, ncl] = l
+        ncl += 1
+    isc[N_SEED] = 0
+    ncf = 0
+    nent = 0
+    q = 0
+    # Removal-only batch and no active flow anywhere at least as fast as the slowest removed
+    # one: by the threshold argument nothing changes (all-to-all drains in this order), so
+    # skip the search; only the link series of the seed links still needs updating.
+    if theta > -np.inf and (isc[RH_N] == 0 or -rhk[0] < theta):
+        for j in range(ncl):
+            LF[RES, j] = 0.0
+            LF[WSUM, j] = 0.0
+            LI[CNT, j] = 0
+        q = ncl
+        isc[SKIPPED] += 1
+    # ---- breadth-first search over links; frozen load of the slow flows on each link
+    while q < ncl:
+        l = LI[CL, q]
+        frozen = 0.0
+        k0 = LI[LOFF, l]
+        for k in range(k0, k0 + LI[NACT, l]):
+            r = SD[k, SR]
+            if r >= theta:
+                f = SI[k, SFLOW]
+                if NI[f, FSTAMP] != stamp:
+                    NI[f, FSTAMP] = stamp
+                    NI[ncf, CF] = f
+                    ncf += 1
+                    p0 = NI[f, POFF]
+                    pl = NI[f, PLEN]
+                    nent += pl
+                    for e2 in range(p0, p0 + pl):
+                        l2 = EI[e2, ELINK]
+                        if LI[LSTAMP, l2] != stamp:
+                            LI[LSTAMP, l2] = stamp
+                            LI[LLOC, l2] = ncl
+                            LI[CL, ncl] = l2
+                            ncl += 1
+            else:
+                frozen += SD[k, SW] * r
+        LF[RES, q] = LF[CAP, l] - frozen
+        LF[WSUM, q] = 0.0
+        LI[CNT, q] = 0
+        q += 1
+    isc[CF_TOTAL] += ncf
+    _fill(t, ncf, ncl, stamp, False, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, chk, chi,
+          cpos, tk, ti)
+    _apply(t, ncf, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos)
+    isc[RECOMP] += 1
+    _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _join_links(f, stamp, ncl, NI, EI, LI):
+    """Append flow f's links that are not local yet to the local links; returns ncl."""
+    p0 = NI[f, POFF]
+    for e in range(p0, p0 + NI[f, PLEN]):
+        l = EI[e, ELINK]
+        if LI[LSTAMP, l] != stamp:
+            LI[LSTAMP, l] = stamp
+            LI[LLOC, l] = ncl
+            LI[CL, ncl] = l
+            ncl += 1
+    return ncl
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _has_bottleneck(g, r, stamp, NI, EI, SI, SD, LF, LI):
+    """Whether flow g (outside the repaired set, rate r) still has a bottleneck: a saturated
+    link on which no flow is faster than g. Local links read the repaired load and largest
+    rate (``LF[RES]``, ``LF[WSUM]`` after the check pass); the others are unchanged."""
+    hi = r * (1.0 + TIE_EPS)
+    p0 = NI[g, POFF]
+    for e in range(p0, p0 + NI[g, PLEN]):
+        l = EI[e, ELINK]
+        if LI[LSTAMP, l] == stamp:
+            j = LI[LLOC, l]
+            load = LF[RES, j]
+            mx = LF[WSUM, j]
+        else:
+            load = 0.0
+            mx = 0.0
+            for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
+                x = SD[k, SR]
+                load += SD[k, SW] * x
+                if x > mx:
+                    mx = x
+        if load >= LF[CAP, l] * (1.0 - TIE_EPS) and mx <= hi:
+            return True
+    return False
+
+
+@njit(cache=True, _nrt=False)
+def _recompute_local(t, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
+                     rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
+    """Local repair of the max-min allocation after a batch (fluid flows, no caps): re-solve
+    a small set S of flows, starting with those on the seed links, every other flow keeping
+    its rate, and grow S until the result is the max-min allocation. Returns False, having
+    changed nothing but scratch state, when S would exceed ``limit`` flows (the caller then
+    solves the whole component); the seeds are consumed only on success.
+
+    Why it is exact (docs/flow_engine.md, "Local repair"): an allocation is the max-min fair
+    one iff it is feasible and every flow has a bottleneck, a saturated link on which no
+    flow is faster (weights or not). Progressive filling of S over the capacity the others
+    leave gives every flow of S such a link, unless a faster outside flow shares it (checked
+    at each saturation: that flow joins S). An outside flow's old bottleneck is unchanged
+    unless S or the batch touched it; a flow on a local link that is now unsaturated, or
+    that now carries a faster flow, is checked for a bottleneck anywhere on its path, and
+    joins S without one. Seed links carry only flows of S, so changed capacities are
+    covered; links that gain load are bounded by the residual, so the result is feasible.
+    Comparisons allow TIE_EPS relative (rounding of sums of rates)."""
+    isc[STAMP] += 1
+    stamp = isc[STAMP]
+    ncl = 0
+    for k in range(isc[N_SEED]):
+        l = LI[SEEDS, k]
+        if LI[LSTAMP, l] != stamp:
+            LI[LSTAMP, l] = stamp
+            LI[LLOC, l] = ncl
+            LI[CL, ncl] = l
+            ncl += 1
+    nseed = ncl
+    ncf = 0
+    for q in range(nseed):
+        l = LI[CL, q]
+        for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
+            f = SI[k, SFLOW]
+            if NI[f, FSTAMP] != stamp:
+                NI[f, FSTAMP] = stamp
+                NI[ncf, CF] = f
+                ncf += 1
+                ncl = _join_links(f, stamp, ncl, NI, EI, LI)
+        if ncf > limit:
+            return False
+    rounds = 0
+    while True:
+        rounds += 1
+        if rounds > 1:
+            # a new round: the set and the local links are re-marked with a fresh stamp
+            isc[STAMP] += 1
+            stamp = isc[STAMP]
+            for k in range(ncf):
+                NI[NI[k, CF], FSTAMP] = stamp
+            for j in range(ncl):
+                LI[LSTAMP, LI[CL, j]] = stamp
+        # residual capacity of each local link: what the flows outside S leave
+        for j in range(ncl):
+            l = LI[CL, j]
+            frozen = 0.0
+            for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
+                if NI[SI[k, SFLOW], FSTAMP] != stamp:
+                    frozen += SD[k, SW] * SD[k, SR]
+            LF[RES, j] = LF[CAP, l] - frozen
+            LF[WSUM, j] = 0.0
+            LI[CNT, j] = 0
+        npend = _fill(t, ncf, ncl, stamp, True, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc,
+                      chk, chi, cpos, tk, ti)
+        if npend == 0:
+            # repaired load and largest rate of each local link (RES, WSUM are free now)
+            for j in range(ncl):
+                l = LI[CL, j]
+                load = 0.0
+                mx = 0.0
+                for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
+                    g = SI[k, SFLOW]
+                    x = NF[g, NR] if NI[g, FSTAMP] == stamp else SD[k, SR]
+                    load += SD[k, SW] * x
+                    if x > mx:
+                        mx = x
+                LF[RES, j] = load
+                LF[WSUM, j] = mx
+            # outside flows on a local link that lost saturation or gained a faster flow
+            ok = -2 * stamp - 1
+            for j in range(ncl):
+                l = LI[CL, j]
+                sat = LF[RES, j] >= LF[CAP, l] * (1.0 - TIE_EPS)
+                mx = LF[WSUM, j]
+                for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
+                    g = SI[k, SFLOW]
+                    if NI[g, FSTAMP] == stamp or NI[g, FFRZ] == ok or NI[g, FFRZ] == ok + 1:
+                        continue
+                    r = SD[k, SR]
+                    if sat and mx <= r * (1.0 + TIE_EPS):
+                        continue
+                    if _has_bottleneck(g, r, stamp, NI, EI, SI, SD, LF, LI):
+                        NI[g, FFRZ] = ok
+                    else:
+                        NI[g, FFRZ] = ok + 1
+                        NI[ncf + npend, CF] = g
+                        npend += 1
+        if npend == 0:
+            break
+        for i in range(npend):
+            ncl = _join_links(NI[ncf + i, CF], stamp, ncl, NI, EI, LI)
+        ncf += npend
+        if ncf > limit:
+            isc[LOCAL_ROUNDS] += rounds
+            return False
+    for k in range(isc[N_SEED]):
+        LI[SEEDED, LI[SEEDS, k]] = 0
+    isc[N_SEED] = 0
+    isc[LOCAL_ROUNDS] += rounds
+    isc[CF_TOTAL] += ncf
+    _apply(t, ncf, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos)
+    isc[RECOMP] += 1
+    _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r)
+    return True
 
 
 # ================================================================ node life cycle
@@ -690,9 +894,32 @@ def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, 
             isc[DEFER] = 1
             return RC_DEFER
         if isc[N_SEED] > 0 or isc[N_ADD] > 0:
-            _recompute(t, -np.inf if full else theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl,
-                       isc, dhk, dhi, dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos,
-                       tk, ti)
+            # the threshold is lowered by the tie slack: a flow one rounding below the slowest
+            # removed one is its tie, and is re-solved (re-solving more flows is always exact)
+            th = -np.inf if full else theta * (1.0 - TIE_EPS)
+            done = False
+            # local repair first (fluid flows), unless the threshold proves nothing changes;
+            # after a repair outgrew its limit, the next 2^k batches (k failures in a row, at
+            # most 1,024) go straight to the component solve
+            if isc[CAPS] == 0 and isc[N_SEED] > 0 and \
+                    not (th > -np.inf and (isc[RH_N] == 0 or -rhk[0] < th)):
+                if isc[LOCAL_SKIP] > 0:
+                    isc[LOCAL_SKIP] -= 1
+                else:
+                    done = _recompute_local(t, LOCAL_MIN_LIMIT + isc[RH_N] // LOCAL_SHARE, NF,
+                                            NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi,
+                                            dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi,
+                                            cpos, tk, ti)
+                    if done:
+                        isc[LOCAL_OK] += 1
+                        isc[LOCAL_STREAK] = 0
+                    else:
+                        isc[LOCAL_FAIL] += 1
+                        isc[LOCAL_STREAK] += 1
+                        isc[LOCAL_SKIP] = 1 << min(isc[LOCAL_STREAK], 10)
+            if not done:
+                _recompute(t, th, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi,
+                           dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti)
         isc[N_ADD] = 0
 
 

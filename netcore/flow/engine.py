@@ -135,7 +135,7 @@ def _route(routing, st: FlowState, flows: np.ndarray, alive):
 def _run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> Result:
     wall0 = time.perf_counter()
     st = FlowState(topology, schedule, opts["mtu"], opts["link_series"], opts["transport"],
-                   opts["init_cwnd"], opts["handshake"])
+                   opts["init_cwnd"], opts["handshake"], opts["local_repair"])
     if (schedule.conn >= 0).any():  # connection-keyed transfers hash by connection
         st.flow_key = schedule.routing_keys(np.arange(schedule.n))
     tr = np.flatnonzero(schedule.kind == TRANSFER).astype(np.int64)
@@ -295,6 +295,9 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -
                     events=events, time_steps=int(st.isc[K.STEPS]),
                     recomputes=int(st.isc[K.RECOMP]), solved_flows=int(st.isc[K.CF_TOTAL]),
                     skipped_recomputes=int(st.isc[K.SKIPPED]),
+                    local_repairs=int(st.isc[K.LOCAL_OK]),
+                    local_repairs_given_up=int(st.isc[K.LOCAL_FAIL]),
+                    local_repair_rounds=int(st.isc[K.LOCAL_ROUNDS]),
                     cap_events=int(st.isc[K.CAPEVENTS]),
                     events_per_s=events / loop_s if loop_s > 0 else 0.0,
                     stranded=int(stranded.sum()), stranded_no_path=int(direct.sum()))

@@ -62,7 +62,7 @@ class FlowIncremental:
         self._compile_s = warm()
         o = self.opts
         st = FlowState(topology, Schedule.empty(), o["mtu"], o["link_series"], o["transport"],
-                       o["init_cwnd"], o["handshake"])
+                       o["init_cwnd"], o["handshake"], o["local_repair"])
         st.src = np.zeros(0, dtype=np.int64)
         st.dst = np.zeros(0, dtype=np.int64)
         st.flow_key = np.zeros(0, dtype=np.int64)

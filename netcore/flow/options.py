@@ -28,6 +28,10 @@ DEFAULTS = {
     # capacity of every link crossed by several transfers to the efficiency that packet
     # transport reaches on a star with as many flows per link (netcore/flow/contention.py)
     "contention": "fluid",
+    # re-solve only the flows a change reaches, checked to give the max-min allocation
+    # (docs/flow_engine.md "Local repair"); false: every change re-solves its whole connected
+    # component, as before (same rates to rounding; for checking and timing)
+    "local_repair": True,
 }
 
 TRANSPORTS = ("fluid", "tcp")
@@ -87,7 +91,7 @@ def check_options(opts: dict) -> dict:
     iw = out["init_cwnd"]
     if not isinstance(iw, int) or isinstance(iw, bool) or iw < 1:
         raise InputError(f"engine.init_cwnd = {iw!r}: expected an integer >= 1 (segments)")
-    for key in ("link_series", "record_paths", "handshake"):
+    for key in ("link_series", "record_paths", "handshake", "local_repair"):
         if not isinstance(out[key], bool):
             raise InputError(f"engine.{key} = {out[key]!r}: expected true or false")
     return out

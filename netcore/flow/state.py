@@ -11,7 +11,8 @@ from netcore.schedule import TRANSFER
 
 class FlowState:
     def __init__(self, topology, schedule, mtu: int | None, link_series: bool,
-                 transport: str = "fluid", init_cwnd: int = 10, handshake: bool = True):
+                 transport: str = "fluid", init_cwnd: int = 10, handshake: bool = True,
+                 local_repair: bool = True):
         n = schedule.n
         L = topology.n_dlinks
         self.n, self.L = n, L
@@ -76,6 +77,8 @@ class FlowState:
         self.isc = np.zeros(K.N_ISC, dtype=np.int64)
         self.isc[K.SERIES] = 1 if link_series else 0
         self.isc[K.CAPS] = 1 if self.tcp else 0
+        if not local_repair:  # every batch solves its whole component (the back-off never ends)
+            self.isc[K.LOCAL_SKIP] = 1 << 62
         self.fsc = np.zeros(K.N_FSC, dtype=np.float64)
         self.factor = np.ones(L, dtype=np.float64)
         # contention model's capacity factor per link (1.0: fluid; netcore/flow/contention.py)
