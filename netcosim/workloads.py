@@ -480,7 +480,9 @@ def report_collective(spec: dict, schedule, result) -> dict:
            "protocol": schedule.meta.get("protocol"), "ranks": n,
            "message_bytes": nbytes, "algbw_GBps": None, "busbw_GBps": None}
     t = result.makespan
-    if t > 0 and n >= 1:
+    # a collective some of whose transfers never finished (a deadlock, a cut with no path left)
+    # has no completion time: no bandwidth figure rather than one from the part that ran
+    if t > 0 and n >= 1 and bool(np.isfinite(result.end).all()):
         fig = figures(op, n, nbytes, t)
         out["algbw_GBps"], out["busbw_GBps"] = fig["algbw_GBps"], fig["busbw_GBps"]
     return out

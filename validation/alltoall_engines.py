@@ -96,8 +96,9 @@ def run_case(case: Case, transports=TRANSPORTS, log=print) -> list[dict]:
         log(f"  {case.name} flow {name}: {_makespan_us(res):,.1f} us, wall {res.wall_s:.3g} s")
     rows = []
     # A lossless (PFC) fabric with cyclic buffer dependencies can deadlock (dcqcn on the torus
-    # ring under dor): paused forever, its timers would keep the run going forever. The guard
-    # stops the clock far beyond any makespan seen here (at most 2.2x the fluid one).
+    # ring under dor); the packet engine detects the freeze and stops there (deadlock_at_s).
+    # The guard stays for anything else that would not end: it stops the clock far beyond any
+    # makespan seen here (at most 2.2x the fluid one).
     guard_s = GUARD * flow["fluid"].makespan
     for tr in transports:
         res, _ = run_one(case, "packet", {**PACKET_OPTIONS[tr], "max_time_s": guard_s})
@@ -114,9 +115,16 @@ def run_case(case: Case, transports=TRANSPORTS, log=print) -> list[dict]:
         rnotes = list(notes)
         if stranded:
             last = float(np.nanmax(res.end)) * 1e6
-            rnotes.append(f"packet {tr}: {stranded} of {transfers} transfers unfinished at "
-                          f"{guard_s * 1e6:,.0f} us ({GUARD}x the fluid makespan; the last "
-                          f"completion at {last:,.1f} us): a PFC deadlock, no makespan")
+            dl = res.info.get("deadlock_at_s")
+            if dl is not None:
+                rnotes.append(f"packet {tr}: {stranded} of {transfers} transfers unfinished: "
+                              f"a PFC deadlock at {dl * 1e6:,.1f} us "
+                              f"({res.info['deadlocked_ports']} ports paused for good; the "
+                              f"last completion at {last:,.1f} us), no makespan")
+            else:
+                rnotes.append(f"packet {tr}: {stranded} of {transfers} transfers unfinished at "
+                              f"{guard_s * 1e6:,.0f} us ({GUARD}x the fluid makespan; the "
+                              f"last completion at {last:,.1f} us), no makespan")
         drops = int(res.info.get("drops", 0) or 0)
         if drops:
             rnotes.append(f"packet {tr}: {drops} drops" + (" (the buffers are meant to be deep "

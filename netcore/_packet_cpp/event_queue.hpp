@@ -94,6 +94,15 @@ class Heap4 {
 public:
     bool empty() const { return n_ - (hole_ ? 1 : 0) == 0; }
     size_t size() const { return n_ - (hole_ ? 1 : 0); }
+    // whether any queued element satisfies f (a linear scan; slot 0 is the popped element
+    // while hole_ is set)
+    template <class F>
+    bool any_of(F f) const {
+        const T* h = h_.data();
+        for (size_t i = hole_ ? 1 : 0; i < n_; ++i)
+            if (f(h[i])) return true;
+        return false;
+    }
     const T& top() {
         settle();
         return h_.data()[0];
@@ -199,6 +208,9 @@ public:
                      (int32_t)((h.k >> 1) & ((uint64_t(1) << LINK_BITS) - 1)), 0};
     }
     uint64_t next_seq() const { return next_seq_; }
+    bool link_events_pending() const { return !hot_.empty(); }
+    template <class F>
+    bool any_other(F f) const { return cold_.any_of(f); }  // over the non-link events
 
 private:
     bool hot_first() {  // both non-empty

@@ -26,6 +26,11 @@ constexpr ps_t NEVER = std::numeric_limits<ps_t>::max();
 // * a connection's stream is numbered in int32 segments (Conn::nseg, Pkt::seq), and INT32_MAX
 //   marks "no transfer pending" at the receiver (Conn::rx_end): at most MAX_SEGMENTS.
 constexpr ps_t TIME_LIMIT = ps_t(1) << 62;
+// A lossless fabric (PFC, or the ideal transport's credits) with a cyclic buffer dependency can
+// deadlock: every port holding packets is paused or out of credit, forever, while DCQCN's
+// timers keep the event loop busy. After this much simulated time without a packet or node
+// event the loop checks for that state (Sim::frozen) and, when it holds, stops.
+constexpr ps_t DEADLOCK_CHECK_PS = 1'000'000'000;  // 1 ms
 constexpr int64_t MAX_SEGMENTS = std::numeric_limits<int32_t>::max() - 1;
 
 // std::llround for x >= 0 without the libm call (same result: halves round up; x - trunc(x)
@@ -189,6 +194,8 @@ public:
     ps_t last_activity = 0;  // last packet or node event: the end of the run's useful work
     int64_t n_unfinished = 0;
     int64_t headroom_violations = 0;
+    ps_t deadlock_at = -1;        // a detected deadlock: the time of the last packet event
+    int64_t deadlock_ports = 0;   // ports holding packets that nothing can ever restart
     size_t pool_capacity() const { return pool.capacity(); }
 
 private:
@@ -349,6 +356,8 @@ private:
     void dcqcn_increase(Conn& c);
     void wake_all();
     ps_t last_reroute = -1;
+    ps_t next_deadlock_check = 0;
+    int64_t frozen() const;  // ports frozen for good (>0: deadlock), see sim_core.cpp
 };
 
 }  // namespace pk

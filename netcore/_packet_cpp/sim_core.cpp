@@ -65,7 +65,7 @@ int Sim::run() { return advance(NEVER, false); }
 int Sim::advance(ps_t limit, bool stop_on_done) {
     stop_for_reroute = false;
     const ps_t stop = std::min(limit, TIME_LIMIT);  // one comparison per event for both
-    while (!eq.empty()) {
+    while (!eq.empty() && deadlock_at < 0) {
         // all work done and nothing on the wire: what is left are stale timers
         if (n_unfinished == 0 && pool.in_use() == 0) break;
         const ps_t t = eq.top_time();
@@ -87,10 +87,44 @@ int Sim::advance(ps_t limit, bool stop_on_done) {
         if (e.type <= EV_NODE_DONE) last_activity = now;
         dispatch(e);
         if (stop_for_reroute) return 1;
+        if (now - last_activity > DEADLOCK_CHECK_PS && now >= next_deadlock_check) {
+            const int64_t f = frozen();
+            if (f > 0) {
+                deadlock_at = last_activity;
+                deadlock_ports = f;
+                break;
+            }
+            next_deadlock_check = now + DEADLOCK_CHECK_PS;
+        }
     }
     if (stop_on_done && !done_log.empty()) return 2;
     if (limit != NEVER && limit > now) now = limit;
     return 0;
+}
+
+// A deadlock of a lossless fabric, checked exactly: no packet is on a wire or being
+// serialised (no link event pending), nothing that could restart a port is pending (no PFC
+// frame, fault, reroute, node start or end, SYN-ACK; only transport timers, which change
+// rates, not pauses), and every port with waiting packets is paused by PFC or waits for a
+// credit. Then no port can ever send again: a pause is lifted only when the paused buffer
+// drains, which needs a port downstream to send. Returns the number of such ports (0: none,
+// or not frozen).
+int64_t Sim::frozen() const {
+    if (n_unfinished == 0 || eq.link_events_pending()) return 0;
+    if (eq.any_other([](const Event& e) {
+            return e.type != EV_RTO && e.type != EV_DELACK && e.type != EV_PACE &&
+                   e.type != EV_ALPHA && e.type != EV_RATE && e.type != EV_SAMPLE;
+        }))
+        return 0;
+    int64_t held = 0;
+    for (const Link& L : links) {
+        if (!L.pipe.empty() && (!eager || (size_t)L.nq < L.pipe.size())) return 0;
+        const bool waiting = eager ? L.nq > 0 : !L.q.empty();
+        if (!waiting) continue;
+        if (!(L.paused || L.blocked)) return 0;
+        ++held;
+    }
+    return held;
 }
 
 // Co-simulation: appends transfers (no parents) with their paths, ready at start[k] (>= now).

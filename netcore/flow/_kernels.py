@@ -69,14 +69,17 @@ DEFER, DFULL, NDONE, CAPEVENTS, CAPS = range(15, 20)
 # local repair (_recompute_local): batches it solved, attempts that grew past their limit,
 # repair rounds, and its back-off (attempts still to skip; failures in a row)
 LOCAL_OK, LOCAL_FAIL, LOCAL_ROUNDS, LOCAL_SKIP, LOCAL_STREAK = range(20, 25)
-N_ISC = 25
+# path entries of the active flows (slots in use): the size of a whole-fabric solve
+ACT_ENT = 25
+N_ISC = 26
 # relative slack of rate comparisons: rates that are equal in exact arithmetic can differ in
 # the last bits when different solves produced them (a sum of rates rounds differently), so
 # a tie must not be read as "slower" (the removal threshold, the local repair's checks)
 TIE_EPS = 1e-11
-# local repair gives up (and the component is solved whole) past this many flows: a floor plus
-# a share of the active flows, so that a failed repair costs at most a few component solves
-LOCAL_MIN_LIMIT = 64
+# local repair gives up (and the component is solved whole) when its work, in link slots
+# scanned, would pass a floor plus a share of the active flows' path entries (what a solve of
+# the whole fabric scans): a failed repair then costs at most a fraction of a component solve
+LOCAL_MIN_WORK = 256
 LOCAL_SHARE = 4
 # ---------------------------------------------------------------- float scalars (fsc)
 CLOCK, PEND_T, THETA = range(3)
@@ -244,6 +247,7 @@ def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
         if LI[NACT, l] == 1:
             LF[BUSY_SINCE, l] = t
         _seed(LI, isc, l)
+    isc[ACT_ENT] += NI[f, PLEN]
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -264,6 +268,7 @@ def _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc):
         if LI[NACT, l] == 0:
             LF[BUSY, l] += t - LF[BUSY_SINCE, l]
         _seed(LI, isc, l)
+    isc[ACT_ENT] -= NI[f, PLEN]
 
 
 @njit(cache=True, _nrt=False)
@@ -446,8 +451,11 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _apply(t, ncf, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos):
-    """Give the solved flows ``NI[:ncf, CF]`` their new rates ``NF[f, NR]``."""
+def _apply(t, ncf, keep_ties, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos):
+    """Give the solved flows ``NI[:ncf, CF]`` their new rates ``NF[f, NR]``. With
+    ``keep_ties`` (local repair) a new rate within the tie slack of the old one keeps the old
+    value, bit for bit: flows that tied before still tie, so their drains still fall in one
+    batch (a component solve gives tied flows one value; a repair recomputes some of them)."""
     # only flows whose rate really changed move in the drain heap
     for k in range(ncf):
         f = NI[k, CF]
@@ -456,6 +464,8 @@ def _apply(t, ncf, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos):
             NI[f, ISNEW] = 0
             NF[f, TLAST] = t
         elif new == NF[f, RATE]:
+            continue
+        elif keep_ties and abs(new - NF[f, RATE]) <= TIE_EPS * NF[f, RATE]:
             continue
         else:
             rem = NF[f, REM] - NF[f, RATE] * (t - NF[f, TLAST])
@@ -563,7 +573,7 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
     isc[CF_TOTAL] += ncf
     _fill(t, ncf, ncl, stamp, False, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, chk, chi,
           cpos, tk, ti)
-    _apply(t, ncf, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos)
+    _apply(t, ncf, False, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos)
     isc[RECOMP] += 1
     _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r)
 
@@ -586,8 +596,10 @@ def _join_links(f, stamp, ncl, NI, EI, LI):
 def _has_bottleneck(g, r, stamp, NI, EI, SI, SD, LF, LI):
     """Whether flow g (outside the repaired set, rate r) still has a bottleneck: a saturated
     link on which no flow is faster than g. Local links read the repaired load and largest
-    rate (``LF[RES]``, ``LF[WSUM]`` after the check pass); the others are unchanged."""
+    rate (``LF[RES]``, ``LF[WSUM]`` after the check pass); the others are unchanged and are
+    scanned. Returns 2 x the slots scanned, plus 1 when it has one."""
     hi = r * (1.0 + TIE_EPS)
+    scanned = 0
     p0 = NI[g, POFF]
     for e in range(p0, p0 + NI[g, PLEN]):
         l = EI[e, ELINK]
@@ -598,24 +610,26 @@ def _has_bottleneck(g, r, stamp, NI, EI, SI, SD, LF, LI):
         else:
             load = 0.0
             mx = 0.0
+            scanned += LI[NACT, l]
             for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
                 x = SD[k, SR]
                 load += SD[k, SW] * x
                 if x > mx:
                     mx = x
         if load >= LF[CAP, l] * (1.0 - TIE_EPS) and mx <= hi:
-            return True
-    return False
+            return 2 * scanned + 1
+    return 2 * scanned
 
 
 @njit(cache=True, _nrt=False)
-def _recompute_local(t, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
-                     rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
+def _recompute_local(t, theta, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi,
+                     dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
     """Local repair of the max-min allocation after a batch (fluid flows, no caps): re-solve
     a small set S of flows, starting with those on the seed links, every other flow keeping
     its rate, and grow S until the result is the max-min allocation. Returns False, having
-    changed nothing but scratch state, when S would exceed ``limit`` flows (the caller then
-    solves the whole component); the seeds are consumed only on success.
+    changed nothing but scratch state, when its work (link slots scanned) would exceed
+    ``limit`` (the caller then solves the whole component); the seeds are consumed only on
+    success.
 
     Why it is exact (docs/flow_engine.md, "Local repair"): an allocation is the max-min fair
     one iff it is feasible and every flow has a bottleneck, a saturated link on which no
@@ -626,7 +640,10 @@ def _recompute_local(t, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dh
     that now carries a faster flow, is checked for a bottleneck anywhere on its path, and
     joins S without one. Seed links carry only flows of S, so changed capacities are
     covered; links that gain load are bounded by the residual, so the result is feasible.
-    Comparisons allow TIE_EPS relative (rounding of sums of rates)."""
+    Comparisons allow TIE_EPS relative (rounding of sums of rates). ``theta`` (a batch that
+    only removed flows; -inf otherwise): flows slower than it keep their rates (the threshold
+    argument of ``_recompute``), so S starts with the faster flows of the seed links only; the
+    checks would add any other flow that needed it."""
     isc[STAMP] += 1
     stamp = isc[STAMP]
     ncl = 0
@@ -643,16 +660,21 @@ def _recompute_local(t, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dh
         l = LI[CL, q]
         for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
             f = SI[k, SFLOW]
-            if NI[f, FSTAMP] != stamp:
+            if NI[f, FSTAMP] != stamp and SD[k, SR] >= theta:
                 NI[f, FSTAMP] = stamp
                 NI[ncf, CF] = f
                 ncf += 1
                 ncl = _join_links(f, stamp, ncl, NI, EI, LI)
-        if ncf > limit:
-            return False
     rounds = 0
+    work = 0
     while True:
         rounds += 1
+        # a round scans every slot of the local links about three times
+        for j in range(ncl):
+            work += 3 * LI[NACT, LI[CL, j]]
+        if work > limit:
+            isc[LOCAL_ROUNDS] += rounds
+            return False
         if rounds > 1:
             # a new round: the set and the local links are re-marked with a fresh stamp
             isc[STAMP] += 1
@@ -700,7 +722,9 @@ def _recompute_local(t, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dh
                     r = SD[k, SR]
                     if sat and mx <= r * (1.0 + TIE_EPS):
                         continue
-                    if _has_bottleneck(g, r, stamp, NI, EI, SI, SD, LF, LI):
+                    hb = _has_bottleneck(g, r, stamp, NI, EI, SI, SD, LF, LI)
+                    work += hb >> 1
+                    if hb & 1:
                         NI[g, FFRZ] = ok
                     else:
                         NI[g, FFRZ] = ok + 1
@@ -711,15 +735,12 @@ def _recompute_local(t, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dh
         for i in range(npend):
             ncl = _join_links(NI[ncf + i, CF], stamp, ncl, NI, EI, LI)
         ncf += npend
-        if ncf > limit:
-            isc[LOCAL_ROUNDS] += rounds
-            return False
     for k in range(isc[N_SEED]):
         LI[SEEDED, LI[SEEDS, k]] = 0
     isc[N_SEED] = 0
     isc[LOCAL_ROUNDS] += rounds
     isc[CF_TOTAL] += ncf
-    _apply(t, ncf, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos)
+    _apply(t, ncf, True, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos)
     isc[RECOMP] += 1
     _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r)
     return True
@@ -906,10 +927,10 @@ def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, 
                 if isc[LOCAL_SKIP] > 0:
                     isc[LOCAL_SKIP] -= 1
                 else:
-                    done = _recompute_local(t, LOCAL_MIN_LIMIT + isc[RH_N] // LOCAL_SHARE, NF,
-                                            NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi,
-                                            dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi,
-                                            cpos, tk, ti)
+                    done = _recompute_local(t, th, LOCAL_MIN_WORK + isc[ACT_ENT] // LOCAL_SHARE,
+                                            NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk,
+                                            dhi, dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, chk,
+                                            chi, cpos, tk, ti)
                     if done:
                         isc[LOCAL_OK] += 1
                         isc[LOCAL_STREAK] = 0

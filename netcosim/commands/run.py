@@ -1,6 +1,7 @@
 """`netcosim run SCENARIO`: simulate a scenario and write summary.json, flows.csv, links.csv."""
 from __future__ import annotations
 
+import sys
 
 from netcosim.cli import add_scenario_arguments, load_from_args
 
@@ -71,4 +72,12 @@ def run(args) -> int:
     print(f"{scenario.name}: makespan {summary['makespan_us']:.6g} us, "
           f"{flows}{stranded}{extra}; {prepared.engine} engine "
           f"{summary['wall_s']:.3g} s -> {out}")
+    if summary.get("deadlock_at_s") is not None:
+        print(f"warning: the lossless fabric deadlocked at {summary['deadlock_at_s'] * 1e6:,.1f} "
+              f"us: {summary['deadlocked_ports']} ports hold packets that PFC pauses (or "
+              f"missing credits) keep from ever moving, in a cycle; the run stopped there and "
+              f"{summary['unfinished']} transfers did not finish (makespan: the last that "
+              f"did). Routing without cyclic buffer dependencies (dateline / up*-down*) or "
+              f"a lossy transport avoids it; docs/packet_engine.md, \"Deadlock\"",
+              file=sys.stderr)
     return 0

@@ -1,0 +1,73 @@
+"""A lossless fabric that deadlocks (PFC pauses in a cycle) stops with a report instead of
+running DCQCN's timers forever (docs/packet_engine.md, "Deadlock")."""
+import json
+
+import numpy as np
+import pytest
+
+from cli_helpers import cli, write
+from netcore import Schedule, simulate
+from topo.builders.fat_tree import fat_tree
+from topo.builders.torus import torus
+
+
+def _all_to_all(n, per_pair):
+    src, dst = zip(*[(s, d) for s in range(n) for d in range(n) if s != d])
+    return Schedule.from_transfers(list(src), list(dst), [per_pair] * len(src))
+
+
+@pytest.mark.parametrize("dims", [[4, 4], [8]])
+def test_pfc_deadlock_on_a_torus_stops_and_says_so(dims):
+    """Dimension-order routing on wrap-around rings has a cyclic buffer dependency: a 1 MiB
+    all-to-all under DCQCN + PFC freezes (the all-to-all harness saw it run on for 20x the
+    fluid makespan until its guard stopped it; without a guard it never ended)."""
+    topo = torus(dims, link_gbps=100, latency_us=1.0)
+    sched = _all_to_all(topo.n_hosts, 1 << 20)
+    r = simulate(topo, sched, "dor", engine="packet", transport="dcqcn")
+    at = r.info["deadlock_at_s"]
+    assert at is not None and r.info["deadlocked_ports"] > 0
+    assert r.stranded.any() and not r.stranded.all()
+    # it stopped at the freeze: nothing finished after it, and the clock did not run on
+    assert np.nanmax(r.end) <= at
+    assert r.info["end_time_s"] == pytest.approx(at)
+    assert at < 0.01
+
+
+@pytest.mark.parametrize("transport", ["dcqcn", "tcp"])
+def test_no_deadlock_is_reported_where_none_happens(transport):
+    """The same all-to-all on a fat-tree (no cycle) finishes, deadlock_at_s stays None; a TCP
+    run that waits out a long retransmission timeout with nothing queued is not a deadlock."""
+    topo = fat_tree(4, link_gbps=100)
+    r = simulate(topo, _all_to_all(16, 256 << 10), "ecmp", engine="packet",
+                 transport=transport, buffer_packets=20)
+    assert r.info["deadlock_at_s"] is None and r.info["deadlocked_ports"] == 0
+    assert not r.stranded.any()
+    if transport == "tcp":
+        assert r.info["drops"] > 0 and r.makespan > 0.5  # it sat through a 1 s minimum RTO
+
+
+def test_cli_warns_and_reports_no_bandwidth(tmp_path, capsys):
+    p = write(tmp_path, """
+name = "frozen"
+[topology]
+kind = "torus"
+dims = [4, 4]
+link_gbps = 100
+[routing]
+policy = "dor"
+[engine]
+kind = "packet"
+transport = "dcqcn"
+[workload]
+kind = "collective"
+op = "all_to_all"
+algorithm = "direct"
+bytes = "16MiB"
+""")
+    rc, out, err = cli(capsys, "run", p, "--out", tmp_path / "o")
+    assert rc == 0
+    assert "deadlocked at" in err and "did not finish" in err and "Traceback" not in err
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["deadlock_at_s"] > 0 and s["unfinished"] > 0
+    # an all-to-all that never completed has no bus bandwidth
+    assert s["algbw_GBps"] is None and s["busbw_GBps"] is None
