@@ -5,7 +5,9 @@ docs/flow_engine.md; nothing is asserted).
     python benchmarks/bench_flow.py --case a2a --k 8
 
 Cases: ``ring`` (ring all-reduce of --bytes over all hosts), ``a2a`` (all-to-all, --pair-bytes
-per ordered pair, all at once), ``incast`` (--incast flows into host 0). Each case prints
+per ordered pair, all at once), ``incast`` (--incast flows into host 0); not part of ``all``:
+``a2av`` (all-to-all with a different size per ordered pair, uniform in 64 KiB .. 2 MiB,
+seed 1: the engine's known slow point, docs/flow_engine.md "Local repair"; try --k 8). Each case prints
 build time, routing+setup, engine loop, Numba compile/cache-load time, events, peak RSS.
 ``--transport tcp`` runs them with the tcp start-up model.
 
@@ -54,6 +56,15 @@ def all_to_all(n: int, pair_bytes: int):
     dst = np.tile(np.arange(n), n)
     keep = src != dst
     return Schedule.from_transfers(src[keep], dst[keep], np.full(int(keep.sum()), pair_bytes))
+
+
+def all_to_all_v(n: int, seed: int = 1):
+    """Every ordered pair, sizes uniform in [64 KiB, 2 MiB): drains never tie."""
+    from netcore.schedule import Schedule
+
+    src, dst = np.nonzero(~np.eye(n, dtype=bool))
+    size = np.random.default_rng(seed).integers(1 << 16, 1 << 21, len(src))
+    return Schedule.from_transfers(src, dst, size)
 
 
 def incast(m: int, pair_bytes: int):
@@ -127,6 +138,8 @@ def one_case(args) -> dict:
         sched = ring_all_reduce(n, args.bytes)
     elif args.case == "a2a":
         sched = all_to_all(n, args.pair_bytes)
+    elif args.case == "a2av":
+        sched = all_to_all_v(n)
     else:
         if args.incast >= n:
             topo = fat_tree(max(args.k, 16), link_gbps=args.gbps, latency_us=args.latency_us)
@@ -151,7 +164,7 @@ def one_case(args) -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=["ring", "a2a", "incast", "session", "all"],
+    ap.add_argument("--case", choices=["ring", "a2a", "a2av", "incast", "session", "all"],
                     default="all")
     ap.add_argument("--transport", default=None, help="flow engine transport: fluid | tcp")
     ap.add_argument("--engine", default="flow", help="session case: flow | packet")
