@@ -194,7 +194,7 @@ public:
     ps_t last_activity = 0;  // last packet or node event: the end of the run's useful work
     int64_t n_unfinished = 0;
     int64_t headroom_violations = 0;
-    ps_t deadlock_at = -1;        // a detected deadlock: the time of the last packet event
+    ps_t deadlock_at = -1;        // the first deadlock detected: its last packet event
     int64_t deadlock_ports = 0;   // ports holding packets that nothing can ever restart
     size_t pool_capacity() const { return pool.capacity(); }
 

@@ -65,7 +65,7 @@ int Sim::run() { return advance(NEVER, false); }
 int Sim::advance(ps_t limit, bool stop_on_done) {
     stop_for_reroute = false;
     const ps_t stop = std::min(limit, TIME_LIMIT);  // one comparison per event for both
-    while (!eq.empty() && deadlock_at < 0) {
+    while (!eq.empty()) {
         // all work done and nothing on the wire: what is left are stale timers
         if (n_unfinished == 0 && pool.in_use() == 0) break;
         const ps_t t = eq.top_time();
@@ -88,13 +88,23 @@ int Sim::advance(ps_t limit, bool stop_on_done) {
         dispatch(e);
         if (stop_for_reroute) return 1;
         if (now - last_activity > DEADLOCK_CHECK_PS && now >= next_deadlock_check) {
+            next_deadlock_check = now + DEADLOCK_CHECK_PS;
             const int64_t f = frozen();
             if (f > 0) {
-                deadlock_at = last_activity;
-                deadlock_ports = f;
-                break;
+                // every unfinished transfer is stuck: strand them; their connections die, so
+                // their timers stop and the loop ends (co-simulation: transfers added later
+                // run, and are checked again)
+                if (deadlock_at < 0) deadlock_at = last_activity;
+                deadlock_ports = std::max(deadlock_ports, f);
+                for (size_t c = 0; c < conns.size(); ++c) {
+                    const Conn& C = conns[c];
+                    if (!C.done && !C.dead && C.rx_head < C.xfer.size())
+                        strand_conn((int32_t)c);
+                }
+                for (size_t i = 0; i < kind.size(); ++i)
+                    if (node_end[i] < 0) node_stranded[i] = 1;
+                next_deadlock_check = NEVER;
             }
-            next_deadlock_check = now + DEADLOCK_CHECK_PS;
         }
     }
     if (stop_on_done && !done_log.empty()) return 2;
@@ -162,6 +172,7 @@ int32_t Sim::add_transfers(const std::vector<int32_t>& src, const std::vector<in
         nreach.push_back(reach[i]);
     }
     n_unfinished += (int64_t)k;
+    next_deadlock_check = 0;  // new traffic may freeze again
     for (size_t i = 0; i < k; ++i)
         eq.push(std::max(now, st[i]), EV_NODE_READY, first + (int32_t)i);
     return first;

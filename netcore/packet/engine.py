@@ -208,8 +208,8 @@ def _collect(sim, topology, schedule, opts, wall, route_s, reroutes) -> Result:
         "peak_pending_events": int(sim.heap_max),
         "events_by_kind": {k: int(v) for k, v in zip(_EVENT_NAMES, sim.events_by_type())},
         "end_time_s": float(sim.now) / PS,
-        # a lossless fabric that froze (PFC pauses or credits in a cycle): the run stopped
-        # there, and what had not finished is stranded (docs/packet_engine.md, "Deadlock")
+        # a lossless fabric that froze (PFC pauses or credits in a cycle): what had not
+        # finished then is stranded (docs/packet_engine.md, "Deadlock")
         "deadlock_at_s": float(sim.deadlock_at) / PS if sim.deadlock_at >= 0 else None,
         "deadlocked_ports": int(sim.deadlock_ports),
     }

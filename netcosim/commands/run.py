@@ -75,9 +75,9 @@ def run(args) -> int:
     if summary.get("deadlock_at_s") is not None:
         print(f"warning: the lossless fabric deadlocked at {summary['deadlock_at_s'] * 1e6:,.1f} "
               f"us: {summary['deadlocked_ports']} ports hold packets that PFC pauses (or "
-              f"missing credits) keep from ever moving, in a cycle; the run stopped there and "
-              f"{summary['unfinished']} transfers did not finish (makespan: the last that "
-              f"did). Routing without cyclic buffer dependencies (dateline / up*-down*) or "
+              f"missing credits) keep from ever moving, in a cycle; the "
+              f"{summary['unfinished']} transfers that had not finished are stranded "
+              f"(makespan: the last that did). Routing without cyclic buffer dependencies (dateline / up*-down*) or "
               f"a lossy transport avoids it; docs/packet_engine.md, \"Deadlock\"",
               file=sys.stderr)
     return 0
