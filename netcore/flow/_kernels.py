@@ -503,6 +503,20 @@ def _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r):
         isc[LS_N] = n
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _join_links(f, stamp, ncl, NI, EI, LI):
+    """Append flow f's links that are not local yet to the local links; returns ncl."""
+    p0 = NI[f, POFF]
+    for e in range(p0, p0 + NI[f, PLEN]):
+        l = EI[e, ELINK]
+        if LI[LSTAMP, l] != stamp:
+            LI[LSTAMP, l] = stamp
+            LI[LLOC, l] = ncl
+            LI[CL, ncl] = l
+            ncl += 1
+    return ncl
+
+
 @njit(cache=True, _nrt=False)
 def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos,
                rhk, rhi, rpos, ls_t, ls_l, ls_r, chk, chi, cpos, tk, ti):
@@ -529,7 +543,6 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
         ncl += 1
     isc[N_SEED] = 0
     ncf = 0
-    nent = 0
     q = 0
     # Removal-only batch and no active flow anywhere at least as fast as the slowest removed
     # one: by the threshold argument nothing changes (all-to-all drains in this order), so
@@ -554,16 +567,7 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
                     NI[f, FSTAMP] = stamp
                     NI[ncf, CF] = f
                     ncf += 1
-                    p0 = NI[f, POFF]
-                    pl = NI[f, PLEN]
-                    nent += pl
-                    for e2 in range(p0, p0 + pl):
-                        l2 = EI[e2, ELINK]
-                        if LI[LSTAMP, l2] != stamp:
-                            LI[LSTAMP, l2] = stamp
-                            LI[LLOC, l2] = ncl
-                            LI[CL, ncl] = l2
-                            ncl += 1
+                    ncl = _join_links(f, stamp, ncl, NI, EI, LI)
             else:
                 frozen += SD[k, SW] * r
         LF[RES, q] = LF[CAP, l] - frozen
@@ -576,20 +580,6 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
     _apply(t, ncf, False, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos)
     isc[RECOMP] += 1
     _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def _join_links(f, stamp, ncl, NI, EI, LI):
-    """Append flow f's links that are not local yet to the local links; returns ncl."""
-    p0 = NI[f, POFF]
-    for e in range(p0, p0 + NI[f, PLEN]):
-        l = EI[e, ELINK]
-        if LI[LSTAMP, l] != stamp:
-            LI[LSTAMP, l] = stamp
-            LI[LLOC, l] = ncl
-            LI[CL, ncl] = l
-            ncl += 1
-    return ncl
 
 
 @njit(cache=True, _nrt=False, inline="always")
