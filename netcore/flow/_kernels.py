@@ -504,16 +504,22 @@ def _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _local_link(l, stamp, ncl, LI):
+    """Make link l local (the ncl-th) unless it is already; returns the new count."""
+    if LI[LSTAMP, l] != stamp:
+        LI[LSTAMP, l] = stamp
+        LI[LLOC, l] = ncl
+        LI[CL, ncl] = l
+        ncl += 1
+    return ncl
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _join_links(f, stamp, ncl, NI, EI, LI):
     """Append flow f's links that are not local yet to the local links; returns ncl."""
     p0 = NI[f, POFF]
     for e in range(p0, p0 + NI[f, PLEN]):
-        l = EI[e, ELINK]
-        if LI[LSTAMP, l] != stamp:
-            LI[LSTAMP, l] = stamp
-            LI[LLOC, l] = ncl
-            LI[CL, ncl] = l
-            ncl += 1
+        ncl = _local_link(EI[e, ELINK], stamp, ncl, LI)
     return ncl
 
 
@@ -638,12 +644,7 @@ def _recompute_local(t, theta, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, 
     stamp = isc[STAMP]
     ncl = 0
     for k in range(isc[N_SEED]):
-        l = LI[SEEDS, k]
-        if LI[LSTAMP, l] != stamp:
-            LI[LSTAMP, l] = stamp
-            LI[LLOC, l] = ncl
-            LI[CL, ncl] = l
-            ncl += 1
+        ncl = _local_link(LI[SEEDS, k], stamp, ncl, LI)
     nseed = ncl
     ncf = 0
     for q in range(nseed):
