@@ -55,7 +55,15 @@ DATA = Path(__file__).resolve().parent / "nccl_tests_data"
 RESULTS = Path(__file__).resolve().parent / "results"
 FABRIC = {"gpus_per_node": 8, "scaleup_gbps": 2960, "nic_gbps": 355,
           "reduce_gbps": {"scaleup": 2400}}
-CLI_TOPO = "two_tier:nodes={n},scaleup_gbps=2960,nic_gbps=355,reduce_gbps=scaleup:2400"
+
+
+def cli_topo(n) -> str:
+    """FABRIC as `netcosim collective --topo` takes it, for ``n`` nodes."""
+    return (f"two_tier:nodes={n},scaleup_gbps={FABRIC['scaleup_gbps']:g},"
+            f"nic_gbps={FABRIC['nic_gbps']:g},"
+            f"reduce_gbps=scaleup:{FABRIC['reduce_gbps']['scaleup']:g}")
+
+
 SIZES = [1 << k for k in range(20, 34)]  # 1 MiB .. 8 GiB
 LARGE = 64 << 20  # targets: within 10% from 64 MiB up, within 25% below
 TARGET_LARGE, TARGET_SMALL = 0.10, 0.25
@@ -213,7 +221,7 @@ def write(rows: list[dict], engine: str) -> None:
         "",
         f"`python -m validation.nccl_tests --engine {engine}`: every size of every table of "
         "`validation/nccl_tests_data/` (sources there and below) against `netcosim collective "
-        f"--topo {CLI_TOPO.format(n='N')} --op all_reduce --sizes 1MiB..8GiB --engine "
+        f"--topo {cli_topo('N')} --op all_reduce --sizes 1MiB..8GiB --engine "
         f"{engine}` (algorithm and protocol chosen per size). busbw in GB/s; error = "
         "model / measured - 1; measured = the better of out-of-place and in-place. Targets: "
         "within 10% from 64 MiB up, within 25% below. Calibration points (the 1-node table "

@@ -29,7 +29,8 @@ constexpr ps_t TIME_LIMIT = ps_t(1) << 62;
 // A lossless fabric (PFC, or the ideal transport's credits) with a cyclic buffer dependency can
 // deadlock: every port holding packets is paused or out of credit, forever, while DCQCN's
 // timers keep the event loop busy. After this much simulated time without a packet or node
-// event the loop checks for that state (Sim::frozen) and, when it holds, stops.
+// event the loop checks for that state (Sim::frozen) and, when it holds, strands what is
+// stuck (its connections close, so their timers stop and the loop ends).
 constexpr ps_t DEADLOCK_CHECK_PS = 1'000'000'000;  // 1 ms
 constexpr int64_t MAX_SEGMENTS = std::numeric_limits<int32_t>::max() - 1;
 

@@ -128,9 +128,10 @@ int64_t Sim::frozen() const {
         return 0;
     int64_t held = 0;
     for (const Link& L : links) {
-        if (!L.pipe.empty() && (!eager || (size_t)L.nq < L.pipe.size())) return 0;
-        const bool waiting = eager ? L.nq > 0 : !L.q.empty();
-        if (!waiting) continue;
+        // on the wire (eager ports, tcp/dctcp, keep their waiting packets in the pipe too,
+        // and nothing pauses them)
+        if (!L.pipe.empty()) return 0;
+        if (L.q.empty()) continue;
         if (!(L.paused || L.blocked)) return 0;
         ++held;
     }

@@ -589,11 +589,26 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _has_bottleneck(g, r, stamp, NI, EI, SI, SD, LF, LI):
-    """Whether flow g (outside the repaired set, rate r) still has a bottleneck: a saturated
-    link on which no flow is faster than g. Local links read the repaired load and largest
-    rate (``LF[RES]``, ``LF[WSUM]`` after the check pass); the others are unchanged and are
-    scanned. Returns 2 x the slots scanned, plus 1 when it has one."""
+def _load_max(l, stamp, NF, NI, SI, SD, LI):
+    """(load, largest rate) of link l with the flows of the repaired set (``FSTAMP ==
+    stamp``) at their new rates ``NF[f, NR]`` and every other flow at its current one."""
+    load = 0.0
+    mx = 0.0
+    for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
+        g = SI[k, SFLOW]
+        x = NF[g, NR] if NI[g, FSTAMP] == stamp else SD[k, SR]
+        load += SD[k, SW] * x
+        if x > mx:
+            mx = x
+    return load, mx
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _has_bottleneck(g, r, stamp, NF, NI, EI, SI, SD, LF, LI):
+    """(whether flow g, outside the repaired set at rate r, still has a bottleneck: a
+    saturated link on which no flow is faster than g; link slots scanned). Local links read
+    the repaired load and largest rate (``LF[RES]``, ``LF[WSUM]`` after the check pass); the
+    others carry no flow of the set and are scanned."""
     hi = r * (1.0 + TIE_EPS)
     scanned = 0
     p0 = NI[g, POFF]
@@ -604,17 +619,11 @@ def _has_bottleneck(g, r, stamp, NI, EI, SI, SD, LF, LI):
             load = LF[RES, j]
             mx = LF[WSUM, j]
         else:
-            load = 0.0
-            mx = 0.0
             scanned += LI[NACT, l]
-            for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
-                x = SD[k, SR]
-                load += SD[k, SW] * x
-                if x > mx:
-                    mx = x
+            load, mx = _load_max(l, stamp, NF, NI, SI, SD, LI)
         if load >= LF[CAP, l] * (1.0 - TIE_EPS) and mx <= hi:
-            return 2 * scanned + 1
-    return 2 * scanned
+            return True, scanned
+    return False, scanned
 
 
 @njit(cache=True, _nrt=False)
@@ -689,17 +698,7 @@ def _recompute_local(t, theta, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, 
         if npend == 0:
             # repaired load and largest rate of each local link (RES, WSUM are free now)
             for j in range(ncl):
-                l = LI[CL, j]
-                load = 0.0
-                mx = 0.0
-                for k in range(LI[LOFF, l], LI[LOFF, l] + LI[NACT, l]):
-                    g = SI[k, SFLOW]
-                    x = NF[g, NR] if NI[g, FSTAMP] == stamp else SD[k, SR]
-                    load += SD[k, SW] * x
-                    if x > mx:
-                        mx = x
-                LF[RES, j] = load
-                LF[WSUM, j] = mx
+                LF[RES, j], LF[WSUM, j] = _load_max(LI[CL, j], stamp, NF, NI, SI, SD, LI)
             # outside flows on a local link that lost saturation or gained a faster flow
             ok = -2 * stamp - 1
             for j in range(ncl):
@@ -713,9 +712,9 @@ def _recompute_local(t, theta, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, 
                     r = SD[k, SR]
                     if sat and mx <= r * (1.0 + TIE_EPS):
                         continue
-                    hb = _has_bottleneck(g, r, stamp, NI, EI, SI, SD, LF, LI)
-                    work += hb >> 1
-                    if hb & 1:
+                    has, scanned = _has_bottleneck(g, r, stamp, NF, NI, EI, SI, SD, LF, LI)
+                    work += scanned
+                    if has:
                         NI[g, FFRZ] = ok
                     else:
                         NI[g, FFRZ] = ok + 1

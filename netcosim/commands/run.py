@@ -77,7 +77,8 @@ def run(args) -> int:
               f"us: {summary['deadlocked_ports']} ports hold packets that PFC pauses (or "
               f"missing credits) keep from ever moving, in a cycle; the "
               f"{summary['unfinished']} transfers that had not finished are stranded "
-              f"(makespan: the last that did). Routing without cyclic buffer dependencies (dateline / up*-down*) or "
-              f"a lossy transport avoids it; docs/packet_engine.md, \"Deadlock\"",
+              f"(makespan: the last that did). Routing without cyclic buffer dependencies "
+              f"(dateline / up*-down*) or a lossy transport avoids it; docs/packet_engine.md, "
+              f"\"Deadlock\"",
               file=sys.stderr)
     return 0
