@@ -55,7 +55,18 @@ HOP_SAMPLE_WORK = 50_000_000
 
 
 def available_bytes() -> int:
-    """Memory the run may use: MemAvailable (Linux), else physical memory."""
+    """Memory the run may use: the least of MemAvailable (Linux, else physical memory), the
+    room left under this process's address-space limit (``ulimit -v``: a run past it dies of
+    MemoryError) and the room left in its cgroup (a container's memory limit: past it the
+    kernel kills the process, and MemAvailable reports the whole host)."""
+    have = _machine_bytes()
+    for room in (_rlimit_room(), _cgroup_room()):
+        if room is not None:
+            have = min(have, room)
+    return max(int(have), 0)
+
+
+def _machine_bytes() -> int:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -67,6 +78,85 @@ def available_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 1 << 62  # unknown: never refuse on a guess
+
+
+_UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a number near 2**63
+CGROUP_ROOT = "/sys/fs/cgroup"
+PROC_CGROUP = "/proc/self/cgroup"
+
+
+def _status_bytes(key: str) -> int | None:
+    """A ``kB`` figure of /proc/self/status (``VmSize``) in bytes, None when unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _rlimit_room() -> int | None:
+    """Address space left under RLIMIT_AS (``ulimit -v``), None when there is no limit."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0 or soft >= _UNLIMITED:
+        return None
+    used = _status_bytes("VmSize") or 0
+    return max(soft - used, 0)
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as fh:
+            raw = fh.read().strip()
+    except OSError:
+        return None
+    if not raw or raw == "max":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def _cgroup_room() -> int | None:
+    """Memory left in this process's cgroup (v2 ``memory.max`` - ``memory.current``, or v1
+    ``memory.limit_in_bytes`` - ``memory.usage_in_bytes``), None when there is no limit."""
+    base = CGROUP_ROOT
+    pairs = []
+    try:
+        with open(PROC_CGROUP, encoding="ascii") as fh:
+            for line in fh:
+                parts = line.rstrip("\n").split(":", 2)
+                if len(parts) != 3:
+                    continue
+                rel = parts[2].lstrip("/")
+                if parts[0] == "0" and parts[1] == "":
+                    d = os.path.join(base, rel)
+                    pairs.append((os.path.join(d, "memory.max"), os.path.join(d, "memory.current")))
+                elif "memory" in parts[1].split(","):
+                    d = os.path.join(base, "memory", rel)
+                    pairs.append((os.path.join(d, "memory.limit_in_bytes"),
+                                  os.path.join(d, "memory.usage_in_bytes")))
+    except OSError:
+        pass
+    # inside a container the process's own cgroup is mounted at the root
+    pairs += [(os.path.join(base, "memory.max"), os.path.join(base, "memory.current")),
+              (os.path.join(base, "memory", "memory.limit_in_bytes"),
+               os.path.join(base, "memory", "memory.usage_in_bytes"))]
+    rooms = []
+    for lim_path, use_path in pairs:
+        lim = _read_int(lim_path)
+        if lim is None or lim >= _UNLIMITED:
+            continue
+        rooms.append(max(lim - (_read_int(use_path) or 0), 0))
+    return min(rooms) if rooms else None
 
 
 def budget() -> tuple[int, str]:

@@ -1,0 +1,60 @@
+"""The memory guard's budget respects the process's own limits, not only the machine's.
+
+A run under ``ulimit -v`` or in a container with a memory limit used to be measured against
+the whole machine's MemAvailable: the guard let through a schedule that could not fit and the
+run died of MemoryError (exit 1) or was killed by the kernel, instead of the one-line
+refusal with exit 2."""
+import os
+import subprocess
+import sys
+
+from netcosim import memory_guard
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _child(code: str, limit_bytes: int | None) -> subprocess.CompletedProcess:
+    pre = None
+    if limit_bytes is not None:
+        def pre():
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop(memory_guard.BUDGET_ENV, None)
+    return subprocess.run([sys.executable, "-c", code], preexec_fn=pre, env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_available_bytes_within_address_space_limit():
+    limit = 3 << 30
+    r = _child("from netcosim import memory_guard as m; print(m.available_bytes())", limit)
+    assert r.returncode == 0, r.stderr
+    assert 0 < int(r.stdout.split()[-1]) <= limit
+
+
+def test_cli_refuses_what_the_address_space_limit_cannot_hold(tmp_path):
+    # 2,000 ranks, full form: ~16 M nodes, about 15 GiB by the guard's estimate; under a
+    # 3 GiB address-space limit this must be the guard's exit 2, not a MemoryError (exit 1)
+    out = tmp_path / "out"
+    code = ("import sys; from netcosim.cli import main; sys.exit(main(['run', "
+            "'examples/ring_allreduce_fat_tree.toml', '--set', 'topology.k=20', '--set', "
+            "'workload.network_detail=full', '--set', 'workload.bytes=1GiB', '--out', "
+            f"{str(out)!r}]))")
+    r = _child(code, 3 << 30)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "of memory" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_cgroup_limit_counts(tmp_path, monkeypatch):
+    (tmp_path / "proc").write_text("0::/job\n")
+    d = tmp_path / "cg" / "job"
+    d.mkdir(parents=True)
+    (d / "memory.max").write_text(str(6 << 30) + "\n")
+    (d / "memory.current").write_text(str(1 << 30) + "\n")
+    monkeypatch.setattr(memory_guard, "CGROUP_ROOT", str(tmp_path / "cg"))
+    monkeypatch.setattr(memory_guard, "PROC_CGROUP", str(tmp_path / "proc"))
+    assert memory_guard._cgroup_room() == 5 << 30
+    assert memory_guard.available_bytes() <= 5 << 30
+    (d / "memory.max").write_text("max\n")
+    assert memory_guard._cgroup_room() is None
