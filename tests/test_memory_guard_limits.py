@@ -58,3 +58,32 @@ def test_cgroup_limit_counts(tmp_path, monkeypatch):
     assert memory_guard.available_bytes() <= 5 << 30
     (d / "memory.max").write_text("max\n")
     assert memory_guard._cgroup_room() is None
+
+
+def test_full_collective_refused_before_the_protocol_estimate(tmp_path, monkeypatch, capsys):
+    """protocol = "auto" prices an all-to-all pair by pair (a minute and 5 GB at 4,096 ranks);
+    a schedule that cannot fit in any form is refused before that estimate runs."""
+    from collectives import protocols
+    from netcosim.cli import main
+
+    def no_estimate(*a, **k):
+        raise AssertionError("the protocol estimate ran before the memory guard")
+
+    monkeypatch.setattr(protocols, "best", no_estimate)
+    monkeypatch.setenv(memory_guard.BUDGET_ENV, "1GiB")
+    p = tmp_path / "a2a.toml"
+    p.write_text('[topology]\nkind = "fullflat"\nn_gpus = 1024\nswitch_radix = 512\n'
+                 '[workload]\nkind = "collective"\nop = "all_to_all"\nalgorithm = "direct"\n'
+                 'bytes = "1GiB"\n')
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    # one transfer per ordered pair: 1024 x 1023
+    assert len(err) == 1 and "1,047,552 transfers" in err[0], err
+
+
+def test_all_to_all_transfer_count_is_exact():
+    import collectives
+
+    for algo in ("direct", "pairwise"):
+        s = collectives.build("all_to_all", algo, list(range(24)), 1 << 20, protocol="simple")
+        assert memory_guard.collective_transfers("all_to_all", algo, 24) == s.n_transfers
