@@ -46,6 +46,10 @@ FLOW_TABLE_BYTES = 450
 # 1,000 random flows on a 20,000-host chain (6.7 M hops) took 730 MB more than 2 flows
 # (routing's CSR, the engine's per-link entries, the path column of flows.csv): 110 bytes
 BYTES_PER_HOP = 128
+# Chakra export: the protobuf messages of every rank, held until written (a send and a
+# receive per transfer). A double-binary-tree all-reduce on fat_tree k=16 / 24 / 40 (0.26 M /
+# 0.89 M / 4.1 M nodes) peaked at 0.78 / 2.56 / 11.6 GB: 2.85 KB per node, schedule included
+CHAKRA_BYTES_PER_NODE = 2048
 HOPS_INCLUDED = 6
 # flows whose hop counts are measured to estimate the mean: one breadth-first search each,
 # at most HOP_SAMPLE_WORK node visits in all (16 on a 3,000,000-node chain, about 5 s)
@@ -191,6 +195,14 @@ def check_transfers(n_transfers: int, where: str, what: str, hint: str,
     extra = f" and {delays:,} delay nodes" if delays else ""
     check_bytes(estimate_bytes(n_transfers + delays),
                 f"{where}: {what} is {n_transfers:,} transfers{extra},", hint)
+
+
+def check_chakra(n_nodes: int, where: str) -> None:
+    """InputError when a schedule of ``n_nodes`` nodes cannot be held as Chakra messages
+    (``netcosim export --chakra`` makes every rank's protobuf messages before writing)."""
+    check_bytes(BASE_BYTES + int(n_nodes) * (BYTES_PER_TRANSFER + CHAKRA_BYTES_PER_NODE),
+                f"{where}: the workload's {int(n_nodes):,} schedule nodes as Chakra messages "
+                f"need", "use fewer ranks or chunks")
 
 
 def check_file(path, size: int, data: bytes | None = None) -> None:
