@@ -91,13 +91,19 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
         return None
     if chunks > 1 and step_latency_s > 0:
         return None
+    steps = chunks * (g - 1) * (2 if op == "all_reduce" else 1)
+    if steps > np.iinfo(np.int32).max:  # before the (chunks, g) layout is allocated
+        from topo.errors import InputError
+
+        raise InputError(f"chunks = {chunks}: a ring over {g:,} ranks in {chunks:,} chunks is "
+                         f"{steps:,} steps per connection, more than the 2,147,483,647 a "
+                         f"schedule counts; use fewer chunks")
     num, den = (int(x) for x in wire)
     payload = chunked_layout(int(nbytes), int(chunks), g).reshape(chunks, g)
     blocks = payload
     if num != den:  # each ring transfer carries one block
         blocks = (blocks * den + num - 1) // num
     sent = _ring_sent(op, blocks)
-    steps = chunks * (g - 1) * (2 if op == "all_reduce" else 1)
     p = np.arange(g)
     min_s = float(_ring_sent(op, payload).max()) / rate_cap if rate_cap > 0 else 0.0
     return Stream(p, (p + 1) % g, int(sent.max()), steps,

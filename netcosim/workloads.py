@@ -410,8 +410,11 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     if detail == "auto" and op != "all_to_all_v" and \
             set(opts) <= {"chunks", "step_latency_s", "protocol"}:
         per_step = float(costs.latency(r, np.roll(r, -1)).max()) if costs.any_latency else 0.0
-        st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,
-                         (costs.num, costs.den), costs.launch_s, cap)
+        try:
+            st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,
+                             (costs.num, costs.den), costs.launch_s, cap)
+        except InputError as e:
+            raise _in(e, where) from None
         if st is not None:
             return stream_schedule(ranks, st, op_c)
     if chunks is None and op != "all_to_all_v":
