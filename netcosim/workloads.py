@@ -346,7 +346,8 @@ def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where)
         return  # reported with its field where the collective is built
     if network_detail(spec, where) == "auto" and (op_c, algo) in RING_STREAMS:
         return  # may run as one stream
-    count = collective_transfers(op_c, algo, len(ranks), opts.get("chunks") or 1)
+    count = collective_transfers(op_c, algo, len(ranks), opts.get("chunks") or 1,
+                                 opts.get("dims"), opts.get("group_size"))
     check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",
                     _guard_hint(op_c, algo, network_detail(spec, where)))
 
@@ -420,7 +421,8 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     if chunks is None and op != "all_to_all_v":
         chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
                                       opts.get("group_size"))
-    count = collective_transfers(op_c, algo, len(ranks), chunks)
+    count = collective_transfers(op_c, algo, len(ranks), chunks, opts.get("dims"),
+                                 opts.get("group_size"))
     # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
     delays = count * (int(costs.any_latency) + int(cap > 0))
     check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",
