@@ -169,7 +169,14 @@ class Schedule:
 
     @property
     def total_bytes(self) -> int:
-        return int(self.node_bytes().sum())
+        """Bytes of every transfer (size x members), exact: in int64 while the sum is safely
+        below 2**63, in Python integers beyond (a 4 EiB ring all-reduce over 16 ranks summed
+        to -9223372036854775808)."""
+        t = self.kind == TRANSFER
+        size, mem = self.size[t], self.members_per_node()[t]
+        if float(np.dot(size.astype(np.float64), mem.astype(np.float64))) < 2.0**62:
+            return int((size * mem).sum())
+        return sum(int(a) * int(b) for a, b in zip(size.tolist(), mem.tolist()))
 
     def routing_keys(self, nodes: np.ndarray) -> np.ndarray:
         """The hash key of each of ``nodes``: its connection key, or its id when it has none."""

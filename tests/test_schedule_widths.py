@@ -56,3 +56,35 @@ def test_ring_chunks_past_int32_steps_refused_before_allocating():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2, r.stderr[-1500:]
     assert "workload.chunks = 71582789" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_total_bytes_is_exact_beyond_int64():
+    s = _one(kind=np.array([TRANSFER, TRANSFER]), src=np.array([0, 1]), dst=np.array([1, 0]),
+             size=np.array([2**62, 2**62 + 1]), duration=np.zeros(2), start=np.zeros(2),
+             dep_ptr=np.array([0, 0, 0]))
+    assert s.total_bytes == 2**63 + 1
+
+
+def test_huge_ring_all_reduce_bytes_exact_or_refused(tmp_path, capsys):
+    """4 EiB over 16 ranks: the summary's bytes summed to -9223372036854775808; 6e18 bytes
+    wrapped inside the stream's block sums and was refused as 'bytes -7196744073709551616
+    must be >= 0'."""
+    import json
+
+    from netcosim.cli import main
+
+    args = ["run", "examples/ring_allreduce_fat_tree.toml", "--set", "topology.k=4", "--set",
+            "workload.protocol=simple"]
+    assert main([*args, "--set", f"workload.bytes={2**62}", "--out", str(tmp_path / "a")]) == 0
+    s = json.loads((tmp_path / "a" / "summary.json").read_text())
+    row = (tmp_path / "a" / "flows.csv").read_text().splitlines()
+    cols = row[0].split(",")
+    tr = [r.split(",") for r in row[1:] if r.split(",")[cols.index("members")] != "0"]
+    per = int(tr[0][cols.index("bytes")])
+    assert per == 2 * 15 * 2**62 // 16  # 2 (n-1)/n S, S divisible by n
+    assert s["bytes"] == 16 * per > 2**63
+    capsys.readouterr()
+    assert main([*args, "--set", "workload.bytes=6000000000000000000", "--out",
+                 str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "workload" in err and "int64" in err and "-" not in err.split("bytes =")[1][:3]
