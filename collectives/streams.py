@@ -91,13 +91,29 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
         return None
     if chunks > 1 and step_latency_s > 0:
         return None
+    steps = chunks * (g - 1) * (2 if op == "all_reduce" else 1)
+    if steps > np.iinfo(np.int32).max:  # before the (chunks, g) layout is allocated
+        from topo.errors import InputError
+
+        raise InputError(f"chunks = {chunks}: a ring over {g:,} ranks in {chunks:,} chunks is "
+                         f"{steps:,} steps per connection, more than the 2,147,483,647 a "
+                         f"schedule counts; use fewer chunks")
     num, den = (int(x) for x in wire)
+    # the busiest connection carries about (1 or 2) x nbytes x num / den: past int64 the
+    # block sums below wrap (a 6e18-byte all-reduce became "bytes -7196744073709551616")
+    busiest = ((2 if op == "all_reduce" else 1) * (nbytes * num + den - 1) // den * (g - 1) // g
+               + 2 * g * chunks)  # + rounding of blocks to whole bytes
+    if busiest >= 2**63:
+        from topo.errors import InputError
+
+        raise InputError(f"bytes = {nbytes}: a ring {op} over {g:,} ranks moves about "
+                         f"{busiest:,} bytes per connection, beyond the {2**63 - 1:,} an "
+                         f"int64 holds")
     payload = chunked_layout(int(nbytes), int(chunks), g).reshape(chunks, g)
     blocks = payload
     if num != den:  # each ring transfer carries one block
         blocks = (blocks * den + num - 1) // num
     sent = _ring_sent(op, blocks)
-    steps = chunks * (g - 1) * (2 if op == "all_reduce" else 1)
     p = np.arange(g)
     min_s = float(_ring_sent(op, payload).max()) / rate_cap if rate_cap > 0 else 0.0
     return Stream(p, (p + 1) % g, int(sent.max()), steps,

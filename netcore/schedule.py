@@ -69,8 +69,8 @@ class Schedule:
     def __post_init__(self):
         n = len(self.kind)
         self.kind = np.ascontiguousarray(self.kind, dtype=np.int8)
-        self.src = np.ascontiguousarray(self.src, dtype=np.int32)
-        self.dst = np.ascontiguousarray(self.dst, dtype=np.int32)
+        self.src = _narrow(self.src, np.int32, "src")
+        self.dst = _narrow(self.dst, np.int32, "dst")
         self.size = np.ascontiguousarray(self.size, dtype=np.int64)
         self.duration = np.ascontiguousarray(self.duration, dtype=np.float64)
         self.start = np.ascontiguousarray(self.start, dtype=np.float64)
@@ -81,11 +81,11 @@ class Schedule:
         if self.label is None:
             self.label = np.zeros(n, dtype=np.int16)
         self.tag = np.ascontiguousarray(self.tag, dtype=np.int64)
-        self.label = np.ascontiguousarray(self.label, dtype=np.int16)
+        self.label = _narrow(self.label, np.int16, "label")
         self.mset = (np.full(n, -1, dtype=np.int64) if self.mset is None else
                      np.ascontiguousarray(self.mset, dtype=np.int64))
         self.steps = (np.ones(n, dtype=np.int32) if self.steps is None else
-                      np.ascontiguousarray(self.steps, dtype=np.int32))
+                      _narrow(self.steps, np.int32, "steps"))
         self.conn = (np.full(n, -1, dtype=np.int64) if self.conn is None else
                      np.ascontiguousarray(self.conn, dtype=np.int64))
         for name in ("src", "dst", "size", "duration", "start", "tag", "label", "mset", "steps",
@@ -169,7 +169,14 @@ class Schedule:
 
     @property
     def total_bytes(self) -> int:
-        return int(self.node_bytes().sum())
+        """Bytes of every transfer (size x members), exact: in int64 while the sum is safely
+        below 2**63, in Python integers beyond (a 4 EiB ring all-reduce over 16 ranks summed
+        to -9223372036854775808)."""
+        t = self.kind == TRANSFER
+        size, mem = self.size[t], self.members_per_node()[t]
+        if float(np.dot(size.astype(np.float64), mem.astype(np.float64))) < 2.0**62:
+            return int((size * mem).sum())
+        return sum(int(a) * int(b) for a, b in zip(size.tolist(), mem.tolist()))
 
     def routing_keys(self, nodes: np.ndarray) -> np.ndarray:
         """The hash key of each of ``nodes``: its connection key, or its id when it has none."""
@@ -487,3 +494,17 @@ class ScheduleBuilder:
             extra={k: np.concatenate(v) for k, v in self._extra.items()},
             meta=dict(self.meta),
         )
+
+def _narrow(a, dtype, name: str) -> np.ndarray:
+    """``a`` as a contiguous ``dtype`` array; ScheduleError when a value does not fit (a cast
+    alone wraps silently: 2**31 + 5 serial steps became -2147483643)."""
+    arr = np.asarray(a)
+    if arr.dtype != dtype and arr.size and arr.dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < info.min or hi > info.max:
+            bad = hi if hi > info.max else lo
+            raise ScheduleError(f"{name} = {bad}: beyond the {info.min}..{info.max} a "
+                                f"schedule's {np.dtype(dtype).name} {name} column holds")
+    return np.ascontiguousarray(arr, dtype=dtype)
+

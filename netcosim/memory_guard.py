@@ -46,6 +46,10 @@ FLOW_TABLE_BYTES = 450
 # 1,000 random flows on a 20,000-host chain (6.7 M hops) took 730 MB more than 2 flows
 # (routing's CSR, the engine's per-link entries, the path column of flows.csv): 110 bytes
 BYTES_PER_HOP = 128
+# Chakra export: the protobuf messages of every rank, held until written (a send and a
+# receive per transfer). A double-binary-tree all-reduce on fat_tree k=16 / 24 / 40 (0.26 M /
+# 0.89 M / 4.1 M nodes) peaked at 0.78 / 2.56 / 11.6 GB: 2.85 KB per node, schedule included
+CHAKRA_BYTES_PER_NODE = 2048
 HOPS_INCLUDED = 6
 # flows whose hop counts are measured to estimate the mean: one breadth-first search each,
 # at most HOP_SAMPLE_WORK node visits in all (16 on a 3,000,000-node chain, about 5 s)
@@ -55,7 +59,18 @@ HOP_SAMPLE_WORK = 50_000_000
 
 
 def available_bytes() -> int:
-    """Memory the run may use: MemAvailable (Linux), else physical memory."""
+    """Memory the run may use: the least of MemAvailable (Linux, else physical memory), the
+    room left under this process's address-space limit (``ulimit -v``: a run past it dies of
+    MemoryError) and the room left in its cgroup (a container's memory limit: past it the
+    kernel kills the process, and MemAvailable reports the whole host)."""
+    have = _machine_bytes()
+    for room in (_rlimit_room(), _cgroup_room()):
+        if room is not None:
+            have = min(have, room)
+    return max(int(have), 0)
+
+
+def _machine_bytes() -> int:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -67,6 +82,85 @@ def available_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 1 << 62  # unknown: never refuse on a guess
+
+
+_UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a number near 2**63
+CGROUP_ROOT = "/sys/fs/cgroup"
+PROC_CGROUP = "/proc/self/cgroup"
+
+
+def _status_bytes(key: str) -> int | None:
+    """A ``kB`` figure of /proc/self/status (``VmSize``) in bytes, None when unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _rlimit_room() -> int | None:
+    """Address space left under RLIMIT_AS (``ulimit -v``), None when there is no limit."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0 or soft >= _UNLIMITED:
+        return None
+    used = _status_bytes("VmSize") or 0
+    return max(soft - used, 0)
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as fh:
+            raw = fh.read().strip()
+    except OSError:
+        return None
+    if not raw or raw == "max":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def _cgroup_room() -> int | None:
+    """Memory left in this process's cgroup (v2 ``memory.max`` - ``memory.current``, or v1
+    ``memory.limit_in_bytes`` - ``memory.usage_in_bytes``), None when there is no limit."""
+    base = CGROUP_ROOT
+    pairs = []
+    try:
+        with open(PROC_CGROUP, encoding="ascii") as fh:
+            for line in fh:
+                parts = line.rstrip("\n").split(":", 2)
+                if len(parts) != 3:
+                    continue
+                rel = parts[2].lstrip("/")
+                if parts[0] == "0" and parts[1] == "":
+                    d = os.path.join(base, rel)
+                    pairs.append((os.path.join(d, "memory.max"), os.path.join(d, "memory.current")))
+                elif "memory" in parts[1].split(","):
+                    d = os.path.join(base, "memory", rel)
+                    pairs.append((os.path.join(d, "memory.limit_in_bytes"),
+                                  os.path.join(d, "memory.usage_in_bytes")))
+    except OSError:
+        pass
+    # inside a container the process's own cgroup is mounted at the root
+    pairs += [(os.path.join(base, "memory.max"), os.path.join(base, "memory.current")),
+              (os.path.join(base, "memory", "memory.limit_in_bytes"),
+               os.path.join(base, "memory", "memory.usage_in_bytes"))]
+    rooms = []
+    for lim_path, use_path in pairs:
+        lim = _read_int(lim_path)
+        if lim is None or lim >= _UNLIMITED:
+            continue
+        rooms.append(max(lim - (_read_int(use_path) or 0), 0))
+    return min(rooms) if rooms else None
 
 
 def budget() -> tuple[int, str]:
@@ -101,6 +195,14 @@ def check_transfers(n_transfers: int, where: str, what: str, hint: str,
     extra = f" and {delays:,} delay nodes" if delays else ""
     check_bytes(estimate_bytes(n_transfers + delays),
                 f"{where}: {what} is {n_transfers:,} transfers{extra},", hint)
+
+
+def check_chakra(n_nodes: int, where: str) -> None:
+    """InputError when a schedule of ``n_nodes`` nodes cannot be held as Chakra messages
+    (``netcosim export --chakra`` makes every rank's protobuf messages before writing)."""
+    check_bytes(BASE_BYTES + int(n_nodes) * (BYTES_PER_TRANSFER + CHAKRA_BYTES_PER_NODE),
+                f"{where}: the workload's {int(n_nodes):,} schedule nodes as Chakra messages "
+                f"need", "use fewer ranks or chunks")
 
 
 def check_file(path, size: int, data: bytes | None = None) -> None:
@@ -170,6 +272,34 @@ def mean_hops(topology, flows: list) -> float:
     return total / len(src)
 
 
+def _shaped_transfers(op: str, algorithm: str, n: int, dims, group_size) -> int | None:
+    """Exact per-chunk transfer counts of the all-reduces whose count follows from a shape:
+    a torus all-reduce is a ring all-reduce along each dimension (2 (d - 1) n transfers per
+    dimension of size d); a hierarchical one is a reduce-scatter and an all-gather inside
+    groups of g plus a ring all-reduce across the n / g groups. None without the shape (the
+    caller's bound of 2 n (n - 1) stands: 536 M at 16,384 ranks, where a 32 x 32 x 16 torus
+    all-reduce has 2.5 M)."""
+    if op != "all_reduce":
+        return None
+    if algorithm == "torus" and dims is not None:
+        try:
+            d = [int(x) for x in dims]
+        except (TypeError, ValueError):
+            return None
+        if not d or min(d) < 1 or int(np.prod(d, dtype=np.int64)) != n:
+            return None
+        return sum(2 * (x - 1) * n for x in d)
+    if algorithm == "hierarchical" and group_size is not None:
+        try:
+            g = int(group_size)
+        except (TypeError, ValueError):
+            return None
+        if g < 1 or n % g:
+            return None
+        return 2 * (g - 1) * n + 2 * (n // g - 1) * n
+    return None
+
+
 def _gb(b: float) -> str:
     if b >= 1 << 40:
         return f"{b / (1 << 40):,.1f} TiB"
@@ -182,9 +312,11 @@ def _mb(b: float) -> str:
     return f"{b / 1e6:,.1f} MB" if b >= 1e5 else f"{int(b):,} bytes"
 
 
-def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1) -> int:
-    """Transfers of a collective's full schedule (upper bounds where the count depends on the
-    shape, e.g. a hierarchical algorithm's group size)."""
+def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1, dims=None,
+                         group_size=None) -> int:
+    """Transfers of a collective's full schedule (upper bounds where the count depends on a
+    shape that is not given: a torus all-reduce's ``dims``, a hierarchical all-reduce's
+    ``group_size``)."""
     import math
 
     n = int(n)
@@ -199,6 +331,9 @@ def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1) -> in
         per = 6 * n if algorithm != "nvls_tree" else 12 * n
         return per * (MAX_CHUNKS if chunks is None else max(1, int(chunks)))
     c = 1 if chunks is None else max(1, int(chunks))
+    shaped = _shaped_transfers(op, algorithm, n, dims, group_size)
+    if shaped is not None:
+        return shaped * c
     per_chunk = {
         ("all_reduce", "ring"): 2 * (n - 1) * n,
         ("all_reduce", "bidirectional_ring"): 4 * (n - 1) * n,
@@ -209,5 +344,7 @@ def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1) -> in
         ("broadcast", "ring"): n - 1, ("broadcast", "tree"): n - 1,
         ("reduce", "ring"): n - 1, ("reduce", "tree"): n - 1,
         ("send_recv", "direct"): 1,
+        # one transfer per ordered pair (collectives/all_to_all.py)
+        ("all_to_all", "direct"): n * (n - 1), ("all_to_all", "pairwise"): n * (n - 1),
     }.get((op, algorithm), 2 * n * (n - 1))  # direct, all-to-all, hierarchical, torus: <= 2n^2
     return per_chunk * c

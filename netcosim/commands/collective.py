@@ -145,11 +145,40 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
             p = protocols.best(topology, op, algorithm, r, s,
                                fabric=fab or Fabric.cached(topology, routing), **rest)[0]
         opts["protocol"] = p
-        row = run_one(topology, op, algorithm, r, s, engine=engine, routing=routing,
-                      fabric=fab, **opts)
+        if engine == "analytical":
+            row = run_one(topology, op, algorithm, r, s, engine=engine, routing=routing,
+                          fabric=fab, **opts)
+        else:
+            row = _simulated(topology, op, algorithm, r, s, engine, routing, opts)
         row["protocol"] = p
         rows.append(row)
     return rows
+
+
+def _simulated(topology, op, algorithm, ranks, nbytes, engine, routing, opts) -> dict:
+    """One point on the flow or packet engine, in the form `netcosim run` would use: on the
+    flow engine a ring all-reduce, reduce-scatter or all-gather runs as one stream
+    (network_detail = "auto", docs/scale.md); any other schedule is built transfer by transfer
+    only after the memory guard has checked it fits. Before, every point was built in full:
+    a ring over 16,000 ranks (512 M transfers) died of MemoryError or was killed."""
+    import collectives as co
+    from collectives.report import figures, run as run_one
+    from netcore.api import simulate
+    from netcosim.workloads import _collective_scalable
+
+    spec = {"network_detail": "auto" if engine == "flow" else "full"}
+    r = [int(x) for x in co._plan.check_ranks(ranks)]
+    sched = _collective_scalable(co, spec, op, algorithm, r, nbytes, dict(opts),
+                                 f"--engine {engine}", topology)
+    if sched is None:  # the full schedule fits
+        return run_one(topology, op, algorithm, ranks, nbytes, engine=engine, routing=routing,
+                       **opts)
+    res = simulate(topology, sched, routing=routing, engine=engine)
+    if res.n_stranded:
+        raise InputError(f"{res.n_stranded} transfers could not be delivered (faults cut "
+                         f"them off)")
+    return {**figures(op, len(r), nbytes, res.makespan), "engine": engine, "op": op,
+            "algorithm": algorithm, "protocol": opts.get("protocol")}
 
 
 def _image_types() -> set:

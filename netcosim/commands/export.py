@@ -43,6 +43,14 @@ def run(args) -> int:
         outpaths.check_dir(args.chakra, f"--chakra {args.chakra!r}")
     scenario = load_from_args(args)
     topology = scenario.build_topology()
+    schedule = None
+    if args.chakra:
+        # built, and checked to fit as Chakra messages, before anything is written: a refusal
+        # leaves no fabric file behind either
+        from netcosim.memory_guard import check_chakra
+
+        schedule = scenario.with_full_detail().build_schedule(topology)  # one op per transfer
+        check_chakra(schedule.n, f"--chakra {args.chakra!r}")
     if args.graphml:
         print(f"fabric -> {export.write_graphml(topology, args.graphml)} (GraphML)")
     if args.json:
@@ -50,7 +58,6 @@ def run(args) -> int:
     if args.chakra:
         from netcosim.interop.chakra_writer import write_schedule
 
-        schedule = scenario.with_full_detail().build_schedule(topology)  # one op per transfer
         paths = write_schedule(schedule, args.chakra, prefix=args.prefix,
                                n_ranks=topology.n_hosts, compress=args.gzip,
                                label=f"--chakra {args.chakra!r}")
