@@ -316,9 +316,13 @@ class Scenario:
             raise InputError(f"routing.policy = {policy!r}: expected one of "
                              f"{', '.join(routing_mod.POLICIES)}")
         try:
-            return routing_mod.Routing(topology, policy, seed=self.seed)
+            routing = routing_mod.Routing(topology, policy, seed=self.seed)
         except InputError as e:
             raise _prefixed(e, "routing", f"routing.policy = {policy!r}") from None
+        from netcosim.routing_notice import warn_planes
+
+        warn_planes(topology, policy)
+        return routing
 
     def build_faults(self, topology):
         from topo.faults import LinkFaults
