@@ -18,6 +18,7 @@ from compute.model import get_model
 from compute.parallel import ParallelConfig, validate
 from compute.report import summarize
 from compute.training import build_step, fault_args, parse_gpu_faults
+from netcore.schedule import TRANSFER
 from topo.errors import InputError
 
 KEYS = ("model", "gpu", "parallel", "placement", "tp_comm", "symmetry", "granularity",
@@ -89,6 +90,16 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
                               gpu_faults=gpu_faults, **located)
 
         sched = build_as("auto")
+        if detail != "full" and scenario_engine() in (None, "flow"):
+            # routing every member of the scalable form can outgrow memory on its own (a
+            # plan-chosen layout with CP 16 and PP 64 on 16,384 GPUs: 41 M members)
+            from netcosim.memory_guard import check_member_routes
+
+            tr = sched.kind == TRANSFER
+            check_member_routes(sched.n, int(sched.members_per_node()[tr].sum()), where,
+                                f"the training step on {n_gpus:,} GPUs",
+                                "use fewer GPUs, fewer pipeline stages or micro-batches, or a "
+                                "machine with more memory")
         if detail == "full":
             # the scalable form counts the transfers of the full one: refuse before building
             # what cannot fit (netcosim/memory_guard.py)

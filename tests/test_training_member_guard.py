@@ -1,0 +1,47 @@
+"""The memory guard of a training step's scalable form: after its schedule is built and before
+the flow engine routes every member of its member sets, a step whose routes cannot fit is
+refused (exit 2, the estimate in the message) instead of dying of MemoryError or an OOM kill."""
+from netcosim import memory_guard
+from tests.cli_helpers import cli, write
+
+STEP = """
+[topology]
+kind = "two_tier"
+nodes = 4
+gpus_per_node = 8
+[workload]
+kind = "training"
+gpu = "h100_sxm"
+model = "llama3-8b"
+[workload.parallel]
+tp = 8
+pp = 2
+dp = 2
+micro_batch = 1
+global_batch = 8
+"""
+
+
+def test_step_is_refused_when_its_member_routes_do_not_fit(tmp_path, capsys, monkeypatch):
+    path = write(tmp_path, STEP)
+    seen = {}
+    real = memory_guard.check_member_routes
+
+    def spy(n_nodes, n_members, *a, **k):
+        seen["need"] = (memory_guard.BASE_BYTES + n_nodes * memory_guard.SCHEDULE_NODE_BYTES +
+                        n_members * memory_guard.MEMBER_BYTES)
+        return real(n_nodes, n_members, *a, **k)
+
+    monkeypatch.setattr(memory_guard, "check_member_routes", spy)
+    rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "a")
+    assert rc == 0, err
+    need = seen["need"]
+    assert need > memory_guard.BASE_BYTES
+    monkeypatch.setenv(memory_guard.BUDGET_ENV, str(need - 1))
+    rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "b")
+    assert rc == 2, err
+    assert "member connections to route" in err and "Traceback" not in err
+    assert not (tmp_path / "b").exists()
+    monkeypatch.setenv(memory_guard.BUDGET_ENV, str(need))
+    rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "c")
+    assert rc == 0, err
