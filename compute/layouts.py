@@ -59,7 +59,7 @@ REASONS = {
     "dp": "dp differs from GPUs / (tp x cp x pp)",
     "heads": "tp does not divide the heads, KV heads or FFN",
     "seq": "cp (x tp with SP) does not divide the sequence",
-    "layers": "more pipeline positions than layers",
+    "layers": "more pipeline positions than layers, besides the first and the last",
     "experts": "ep does not divide the experts or dp",
     "batch": "global batch not divisible by micro_batch x dp",
     "interleave": "interleaving needs pp > 1 and micro-batches a multiple of pp",
@@ -189,8 +189,10 @@ def check_fixed(model: TransformerConfig, n_gpus: int, global_batch: int, fixed:
     if "vp" in f and f["vp"] > 1:
         if f.get("pp") == 1:
             bad("vp", "interleaving needs pp > 1")
-        if f["vp"] * max(f.get("pp", 2), 2) > m.layers:
-            bad("vp", f"pp x vp exceeds model.layers = {m.layers}")
+        # the rule of parallel.layer_split: a layer on every position but the first and the
+        # last (which may hold only the embedding or the output layer)
+        if f["vp"] * max(f.get("pp", 2), 2) - 2 > m.layers:
+            bad("vp", f"pp x vp - 2 exceeds model.layers = {m.layers}")
     if "ep" in f and f["ep"] > 1 and (not m.experts or m.experts % f["ep"]):
         bad("ep", f"does not divide model.experts = {m.experts}")
     if "micro_batch" in f and global_batch % f["micro_batch"]:
@@ -322,7 +324,7 @@ def _structural(m, gb, n, tp, cp, pp, vp, dp, ep, mbs, sp, tp_ok, fixed) -> str:
     if m.seq % cp or (sp and m.seq % (tp * cp)):
         return "seq"
     npos = pp * vp
-    if npos > m.layers:
+    if npos - 2 > m.layers:  # parallel.layer_split: the first and last may hold no layer
         return "layers"
     if ep > 1 and (not m.experts or m.experts % ep or dp % ep):
         return "experts"

@@ -45,3 +45,21 @@ def test_step_is_refused_when_its_member_routes_do_not_fit(tmp_path, capsys, mon
     monkeypatch.setenv(memory_guard.BUDGET_ENV, str(need))
     rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "c")
     assert rc == 0, err
+
+
+def test_plan_takes_the_pipeline_layouts_run_takes():
+    """Llama 3 405B (126 layers) on 16 stages x 8 virtual stages: run splits it 0, 1 x 126, 0
+    (compute/parallel.py); plan refused it as more positions than layers."""
+    import pytest
+
+    from compute import layouts
+    from compute.model import get_model
+    from compute.parallel import ParallelConfig, layer_split
+    from topo.errors import InputError
+
+    m = get_model("llama3-405b")
+    split = layer_split(m, ParallelConfig(tp=8, pp=16, vp=8, dp=128))
+    assert split[0] == split[-1] == 0 and sum(split) == 126
+    layouts.check_fixed(m, 16384, 2048, {"tp": 8, "pp": 16, "vp": 8})
+    with pytest.raises(InputError, match="parallel.vp = 9"):
+        layouts.check_fixed(m, 16384, 2048, {"tp": 8, "pp": 16, "vp": 9})
