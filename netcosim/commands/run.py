@@ -66,9 +66,13 @@ def run(args) -> int:
                                                          "output_tokens_per_s_per_gpu")
                     if isinstance(summary.get(k), (int, float)))
     rep = summary.get("transfers_represented", summary["transfers"])
-    flows = (f"{summary['transfers']} transfers" if rep == summary["transfers"] else
-             f"{summary['transfers']} flow{'s' if summary['transfers'] != 1 else ''} standing "
-             f"for {rep:,} transfers")
+    if summary["transfers"] is None:  # a serving run: communication priced from fabric curves
+        flows = "communication priced from curves measured on the fabric"
+    elif rep == summary["transfers"]:
+        flows = f"{summary['transfers']} transfers"
+    else:
+        flows = (f"{summary['transfers']} flow{'s' if summary['transfers'] != 1 else ''} "
+                 f"standing for {rep:,} transfers")
     print(f"{scenario.name}: makespan {summary['makespan_us']:.6g} us, "
           f"{flows}{stranded}{extra}; {prepared.engine} engine "
           f"{summary['wall_s']:.3g} s -> {out}")
