@@ -184,3 +184,55 @@ def test_support_check_options():
         check_policy(ok)
     with pytest.raises(NS3Unsupported, match="spray"):
         check_policy("spray")
+
+
+TIE_A2A = """
+name = "tie-a2a-k4"
+seed = 1
+[topology]
+kind = "fat_tree"
+k = 4
+link_gbps = 100
+latency_us = 1.0
+[routing]
+policy = "dmodk"
+[engine]
+kind = "packet"
+transport = "tcp"
+mtu = 9000
+buffer_packets = 100000
+[workload]
+kind = "collective"
+op = "all_to_all"
+algorithm = "direct"
+protocol = "simple"
+step_latency_us = 0
+bytes = 1600
+"""
+
+
+@pytest.mark.ns3
+@SKIP_NO_NS3
+def test_ns3_ties_give_ns3s_event_order(tmp_path):
+    """A symmetric all-to-all of one 100-byte segment per pair: frames meet at switch ports at
+    the same picosecond everywhere. With ns3_ties every transfer ends at ns-3's picosecond
+    (validation/results/tie_jitter.md: a port whose serialisation ends at the instant a frame
+    arrives is still busy for events numbered before its TransmitComplete)."""
+    from netcore.api import simulate
+    from netcosim.commands.ns3 import scenario_engine_options
+    from netcosim.scenario import load_scenario
+    from validation.ns3 import run_ns3
+    from validation.ns3.support import check_options
+    from validation.ns3_suite import _engine_options
+
+    p = tmp_path / "tie.toml"
+    p.write_text(TIE_A2A)
+    sc = load_scenario(p)
+    prep = sc.with_full_detail().prepare(check_engine=False)
+    args = (prep.topology, prep.schedule, prep.routing, prep.faults)
+    ref = run_ns3(*args, seed=sc.seed, **check_options(scenario_engine_options(sc)))
+    ties = simulate(*args, engine="packet", seed=sc.seed,
+                    **_engine_options(sc, "packet", {"ns3_ties": True}))
+    t = prep.schedule.kind == 0
+    assert np.isfinite(ref.end[t]).all() and t.sum() == 240
+    np.testing.assert_allclose(ties.end[t], ref.end[t], rtol=0, atol=1e-15)

@@ -192,6 +192,7 @@ public:
     std::vector<uint64_t> events_by_type = std::vector<uint64_t>(16, 0);
     size_t heap_max = 0;
     ps_t now = 0;
+    uint64_t cur_seq = 0;  // sequence number of the event being handled (ns3_ties)
     ps_t last_activity = 0;  // last packet or node event: the end of the run's useful work
     int64_t n_unfinished = 0;
     int64_t headroom_violations = 0;

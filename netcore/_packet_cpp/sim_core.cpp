@@ -81,6 +81,7 @@ int Sim::advance(ps_t limit, bool stop_on_done) {
         if (stop_on_done && !done_log.empty() && t > now) return 2;
         Event e = eq.pop();
         now = e.t;
+        cur_seq = e.seq;
         ++events;
         ++events_by_type[e.type];
         if (eq.size() > heap_max) heap_max = eq.size();
@@ -524,7 +525,11 @@ void Sim::schedule_tx(int32_t l, int32_t pid, bool fresh) {
 void Sim::try_start(int32_t l) {
     Link& L = links[l];
     if (L.q.empty() || L.paused || L.blocked || !L.up) return;
-    if (L.busy_until > now) {
+    // ns3_ties: ns-3's port is busy until its TransmitComplete runs; at that very picosecond,
+    // an event numbered before it (an arrival, typically) still finds the port busy, and the
+    // packet waits for TransmitComplete to start it (validation/results/tie_jitter.md)
+    if (L.busy_until > now ||
+        (cfg.ns3_ties && L.busy_until == now && L.txdone_seq > cur_seq)) {
         if (!L.txdone_pending) {
             if (cfg.ns3_ties) eq.push_seq(L.busy_until, L.txdone_seq, EV_TXDONE, l);
             else eq.push(L.busy_until, EV_TXDONE, l);
