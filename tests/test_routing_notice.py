@@ -5,7 +5,7 @@ import json
 import pytest
 
 from netcosim import routing_notice
-from tests.cli_helpers import cli, write
+from cli_helpers import cli, write
 from topo.builders import fullflat, two_tier
 
 RING = """

@@ -2,7 +2,7 @@
 the flow engine routes every member of its member sets, a step whose routes cannot fit is
 refused (exit 2, the estimate in the message) instead of dying of MemoryError or an OOM kill."""
 from netcosim import memory_guard
-from tests.cli_helpers import cli, write
+from cli_helpers import cli, write
 
 STEP = """
 [topology]
