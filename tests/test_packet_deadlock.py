@@ -127,3 +127,34 @@ def test_fuzz_every_unfinished_dcqcn_run_on_a_torus_is_a_reported_deadlock(seed,
         assert r.info["end_time_s"] < 0.5
     else:
         assert r.info["deadlock_at_s"] is None
+
+
+GIVE_UP = """
+[topology]
+kind = "fat_tree"
+k = 4
+[engine]
+kind = "packet"
+transport = "tcp"
+loss_rate = 0.95
+tcp_timers = "datacenter"
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 5, bytes = 100000}, {src = 1, dst = 6, bytes = 100000}]
+"""
+
+
+def test_tcp_that_gives_up_is_counted_and_named(tmp_path, capsys):
+    """Connections that exhaust their retries strand their transfers although a path exists:
+    summary.json counts them (tcp_gave_up) and netcosim run says why they are stranded."""
+    import json
+
+    rc, _, err = cli(capsys, "run", write(tmp_path, GIVE_UP), "--out", tmp_path / "o")
+    assert rc == 0, err
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["tcp_gave_up"] >= 1 and s["stranded"] >= s["tcp_gave_up"]
+    assert f"warning: {s['tcp_gave_up']} TCP connections gave up" in err
+    rc, _, err = cli(capsys, "run", write(tmp_path, GIVE_UP.replace("0.95", "0.0"), "ok.toml"),
+                     "--out", tmp_path / "p")
+    s = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert rc == 0 and s["tcp_gave_up"] == 0 and s["stranded"] == 0 and "gave up" not in err

@@ -131,6 +131,7 @@ PYBIND11_MODULE(_packet, m) {
         .def_readonly("headroom_violations", &Sim::headroom_violations)
         .def_readonly("deadlock_at", &Sim::deadlock_at)
         .def_readonly("deadlock_ports", &Sim::deadlock_ports)
+        .def_readonly("tcp_gave_up", &Sim::tcp_gave_up)
         .def("pool_capacity", &Sim::pool_capacity)
         .def_readonly("heap_max", &Sim::heap_max)
         .def("events_by_type", [](const Sim& s) { return out(s.events_by_type); })

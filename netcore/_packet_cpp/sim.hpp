@@ -198,6 +198,7 @@ public:
     int64_t headroom_violations = 0;
     ps_t deadlock_at = -1;        // the first deadlock detected: its last packet event
     int64_t deadlock_ports = 0;   // ports holding packets that nothing can ever restart
+    int64_t tcp_gave_up = 0;      // connections TCP abandoned after syn_retries / data_retries
     size_t pool_capacity() const { return pool.capacity(); }
 
 private:

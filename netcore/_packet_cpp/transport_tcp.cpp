@@ -285,14 +285,14 @@ void Sim::tcp_on_ack(int32_t pid) {
 void Sim::tcp_rto(int32_t c) {
     Conn& C = conns[c];
     if (C.state == 0) {
-        if (++C.syn_tries > cfg.syn_retries) { strand_conn(c); return; }
+        if (++C.syn_tries > cfg.syn_retries) { ++tcp_gave_up; strand_conn(c); return; }
         C.rto_deadline = NEVER;
         tcp_send_syn(c);
         return;
     }
     if (C.snd_una >= C.snd_nxt) { C.rto_deadline = NEVER; return; }
     // guard: give up after data_retries timeouts in a row without progress (ns-3 DataRetries)
-    if (++C.backoff > cfg.data_retries) { strand_conn(c); return; }
+    if (++C.backoff > cfg.data_retries) { ++tcp_gave_up; strand_conn(c); return; }
     const int64_t flight = (int64_t)(C.high_tx - C.snd_una) * C.mss;
     C.ssthresh = std::max<int64_t>(2 * (int64_t)C.mss, flight / 2);
     C.cwnd = C.mss;

@@ -212,6 +212,9 @@ def _collect(sim, topology, schedule, opts, wall, route_s, reroutes) -> Result:
         # finished then is stranded (docs/packet_engine.md, "Deadlock")
         "deadlock_at_s": float(sim.deadlock_at) / PS if sim.deadlock_at >= 0 else None,
         "deadlocked_ports": int(sim.deadlock_ports),
+        # TCP connections abandoned after engine.syn_retries / data_retries: their transfers
+        # (and what waits on them) are stranded although a path exists
+        "tcp_gave_up": int(sim.tcp_gave_up),
     }
     if opts["sample_queues_us"] > 0:
         t = sim.sample_times()

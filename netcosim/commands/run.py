@@ -85,4 +85,10 @@ def run(args) -> int:
               f"(dateline / up*-down*) or a lossy transport avoids it; docs/packet_engine.md, "
               f"\"Deadlock\"",
               file=sys.stderr)
+    if summary.get("tcp_gave_up"):
+        print(f"warning: {summary['tcp_gave_up']} TCP connections gave up after their "
+              f"retries (engine.syn_retries / engine.data_retries, timers "
+              f"engine.tcp_timers); their transfers and everything waiting on them are "
+              f"counted as stranded although a path exists (makespan: the last transfer that "
+              f"finished)", file=sys.stderr)
     return 0
