@@ -85,8 +85,6 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
     the cap binds on every step or on none). With several chunks and a step
     latency the full ring overlaps a step's latency with the sender's other chunks
     (collectives/_plan.py), which one stream cannot say: None then (the full form)."""
-    from collectives._plan import chunked_layout
-
     if (op, algorithm) not in RING_STREAMS or g < 2 or nbytes <= 0:
         return None
     if chunks > 1 and step_latency_s > 0:
@@ -109,15 +107,35 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
         raise InputError(f"bytes = {nbytes}: a ring {op} over {g:,} ranks moves about "
                          f"{busiest:,} bytes per connection, beyond the {2**63 - 1:,} an "
                          f"int64 holds")
-    payload = chunked_layout(int(nbytes), int(chunks), g).reshape(chunks, g)
-    blocks = payload
-    if num != den:  # each ring transfer carries one block
-        blocks = (blocks * den + num - 1) // num
-    sent = _ring_sent(op, blocks)
+    sent = ring_sent(op, int(nbytes), int(chunks), g, num, den)
     p = np.arange(g)
-    min_s = float(_ring_sent(op, payload).max()) / rate_cap if rate_cap > 0 else 0.0
+    min_s = (float(ring_sent(op, int(nbytes), int(chunks), g, 1, 1).max()) / rate_cap
+             if rate_cap > 0 else 0.0)
     return Stream(p, (p + 1) % g, int(sent.max()), steps,
                   steps * float(step_latency_s) + float(launch_s), min_s)
+
+
+def ring_sent(op: str, nbytes: int, chunks: int, g: int, num: int = 1,
+              den: int = 1) -> np.ndarray:
+    """``_ring_sent`` of ``chunked_layout(nbytes, chunks, g)`` with each block's wire bytes
+    ceil(block x den / num), in O(g) memory: the layout has at most two chunk sizes (the first
+    ``nbytes % chunks`` chunks one byte larger), and a chunk of t bytes gives member p the block
+    t // g + (p < t % g), so the sums over chunks are sums over the two sizes, counted (20,000
+    chunks over 65,536 ranks made 1.3 G-entry arrays before)."""
+    q, r = divmod(int(nbytes), int(chunks))
+    p = np.arange(g)
+    rs = np.zeros(g, dtype=np.int64)
+    ag = np.zeros(g, dtype=np.int64)
+    for t, count in ((q, chunks - r), (q + 1, r)):
+        if count == 0:
+            continue
+        blk = t // g + (p < t % g)
+        if num != den:
+            blk = (blk * den + num - 1) // num
+        total = int(blk.sum())
+        rs += count * (total - blk)
+        ag += count * (total - np.roll(blk, -1))
+    return {"reduce_scatter": rs, "all_gather": ag, "all_reduce": rs + ag}[op]
 
 
 def _ring_sent(op: str, blocks: np.ndarray) -> np.ndarray:

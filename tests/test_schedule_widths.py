@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from netcore.schedule import TRANSFER, Schedule, ScheduleError
 
@@ -88,3 +90,32 @@ def test_huge_ring_all_reduce_bytes_exact_or_refused(tmp_path, capsys):
                  str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
     assert "workload" in err and "int64" in err and "-" not in err.split("bytes =")[1][:3]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 10**12), st.integers(1, 300), st.integers(2, 70),
+       st.sampled_from([(1, 1), (15, 16), (1, 2), (7, 8)]),
+       st.sampled_from(["all_reduce", "reduce_scatter", "all_gather"]))
+def test_ring_sent_closed_form_equals_the_block_layout(nbytes, chunks, g, wire, op):
+    """The O(g) sums of ring_stream equal the sums over the (chunks, g) block layout they
+    replace, wire rounding per block included."""
+    from collectives._plan import chunked_layout
+    from collectives.streams import _ring_sent, ring_sent
+
+    num, den = wire
+    blocks = chunked_layout(nbytes, chunks, g).reshape(chunks, g)
+    if num != den:
+        blocks = (blocks * den + num - 1) // num
+    assert np.array_equal(ring_sent(op, nbytes, chunks, g, num, den), _ring_sent(op, blocks))
+
+
+def test_ring_stream_with_many_chunks_needs_no_chunk_by_rank_arrays():
+    """10,000 chunks over 65,536 ranks: 655 M blocks (5 GB per copy), which the closed form
+    never builds; the busiest connection sends 2(g-1)/g of the bytes, rounded up per block."""
+    from collectives.streams import ring_stream
+
+    g, S, C = 65536, 1 << 40, 10_000
+    st_ = ring_stream("all_reduce", "ring", g, S, C)
+    assert st_.steps == C * (g - 1) * 2
+    exact = 2 * (g - 1) * S / g
+    assert exact <= st_.nbytes <= exact + 2 * C
