@@ -17,6 +17,7 @@ import numpy as np
 
 from netcore.schedule import DELAY, TRANSFER, Schedule
 from topo.arrays import unique
+from topo.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,7 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
     if chunks > 1 and step_latency_s > 0:
         return None
     steps = chunks * (g - 1) * (2 if op == "all_reduce" else 1)
-    if steps > np.iinfo(np.int32).max:  # before the (chunks, g) layout is allocated
-        from topo.errors import InputError
-
+    if steps > np.iinfo(np.int32).max:  # a schedule's steps column is int32
         raise InputError(f"chunks = {chunks}: a ring over {g:,} ranks in {chunks:,} chunks is "
                          f"{steps:,} steps per connection, more than the 2,147,483,647 a "
                          f"schedule counts; use fewer chunks")
@@ -102,8 +101,6 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
     busiest = ((2 if op == "all_reduce" else 1) * (nbytes * num + den - 1) // den * (g - 1) // g
                + 2 * g * chunks)  # + rounding of blocks to whole bytes
     if busiest >= 2**63:
-        from topo.errors import InputError
-
         raise InputError(f"bytes = {nbytes}: a ring {op} over {g:,} ranks moves about "
                          f"{busiest:,} bytes per connection, beyond the {2**63 - 1:,} an "
                          f"int64 holds")
@@ -117,8 +114,10 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
 
 def ring_sent(op: str, nbytes: int, chunks: int, g: int, num: int = 1,
               den: int = 1) -> np.ndarray:
-    """``_ring_sent`` of ``chunked_layout(nbytes, chunks, g)`` with each block's wire bytes
-    ceil(block x den / num), in O(g) memory: the layout has at most two chunk sizes (the first
+    """Bytes each ring member sends over the collective, for the block sizes
+    ``chunked_layout(nbytes, chunks, g)`` with each block's wire bytes ceil(block x den / num):
+    member p sends every shard but its own in reduce-scatter, every shard but p+1's in
+    all-gather (collectives/_ring.py), chunk by chunk. In O(g) memory: the layout has at most two chunk sizes (the first
     ``nbytes % chunks`` chunks one byte larger), and a chunk of t bytes gives member p the block
     t // g + (p < t % g), so the sums over chunks are sums over the two sizes, counted (20,000
     chunks over 65,536 ranks made 1.3 G-entry arrays before)."""
@@ -135,16 +134,6 @@ def ring_sent(op: str, nbytes: int, chunks: int, g: int, num: int = 1,
         total = int(blk.sum())
         rs += count * (total - blk)
         ag += count * (total - np.roll(blk, -1))
-    return {"reduce_scatter": rs, "all_gather": ag, "all_reduce": rs + ag}[op]
-
-
-def _ring_sent(op: str, blocks: np.ndarray) -> np.ndarray:
-    """Bytes each ring member sends over the collective, from the (chunks, g) block sizes:
-    member p sends every shard but its own in reduce-scatter, every shard but p+1's in
-    all-gather (collectives/_ring.py), chunk by chunk."""
-    chunk_total = blocks.sum(axis=1, keepdims=True)
-    rs = (chunk_total - blocks).sum(axis=0)
-    ag = (chunk_total - np.roll(blocks, -1, axis=1)).sum(axis=0)
     return {"reduce_scatter": rs, "all_gather": ag, "all_reduce": rs + ag}[op]
 
 

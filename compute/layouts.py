@@ -37,7 +37,8 @@ from compute.hardware import GPUSpec, get_gpu
 from compute.layers import COMM_LOCAL, COMM_NET, COMPUTE, LayerModel
 from compute.memory import activation_bytes_per_layer, params_per_stage
 from compute.model import TransformerConfig, get_model
-from compute.parallel import RECOMPUTE, ParallelConfig, layer_split, place, rank_grid, validate
+from compute.parallel import (RECOMPUTE, ParallelConfig, layer_split, place, rank_grid,
+                              too_few_layers, validate)
 from topo.errors import InputError
 
 # the dimensions the search chooses (dp follows from the GPU count)
@@ -189,9 +190,7 @@ def check_fixed(model: TransformerConfig, n_gpus: int, global_batch: int, fixed:
     if "vp" in f and f["vp"] > 1:
         if f.get("pp") == 1:
             bad("vp", "interleaving needs pp > 1")
-        # the rule of parallel.layer_split: a layer on every position but the first and the
-        # last (which may hold only the embedding or the output layer)
-        if f["vp"] * max(f.get("pp", 2), 2) - 2 > m.layers:
+        if too_few_layers(m.layers, f["vp"] * max(f.get("pp", 2), 2)):
             bad("vp", f"pp x vp - 2 exceeds model.layers = {m.layers}")
     if "ep" in f and f["ep"] > 1 and (not m.experts or m.experts % f["ep"]):
         bad("ep", f"does not divide model.experts = {m.experts}")
@@ -324,7 +323,7 @@ def _structural(m, gb, n, tp, cp, pp, vp, dp, ep, mbs, sp, tp_ok, fixed) -> str:
     if m.seq % cp or (sp and m.seq % (tp * cp)):
         return "seq"
     npos = pp * vp
-    if npos - 2 > m.layers:  # parallel.layer_split: the first and last may hold no layer
+    if too_few_layers(m.layers, npos):  # parallel.layer_split's rule
         return "layers"
     if ep > 1 and (not m.experts or m.experts % ep or dp % ep):
         return "experts"

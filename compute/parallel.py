@@ -155,6 +155,12 @@ def validate(model: TransformerConfig, par: ParallelConfig, n_gpus: int | None =
     return replace(par, dp=dp)
 
 
+def too_few_layers(layers: int, positions: int) -> bool:
+    """Whether ``layers`` transformer layers cannot give one to every pipeline position but
+    the first and the last (which may hold only the embedding or the output layer)."""
+    return layers < positions - 2
+
+
 def layer_split(model: TransformerConfig, par: ParallelConfig) -> tuple[int, ...]:
     """Transformer layers of every pipeline position (pp x vp entries, position c * pp + s);
     ``parallel.stage_layers`` when given, else the default split (module docstring)."""
@@ -172,10 +178,10 @@ def layer_split(model: TransformerConfig, par: ParallelConfig) -> tuple[int, ...
             raise InputError(f"parallel.stage_layers: the entries sum to {sum(sl)}, but "
                              f"model.layers = {L}")
         return tuple(int(n) for n in sl)
-    base, extra = divmod(L, npos)
-    if base == 0 and extra < npos - 2:
+    if too_few_layers(L, npos):
         raise InputError(f"parallel: {where}, but model.layers = {L}: too few layers for one on "
                          f"every position but the first and the last")
+    base, extra = divmod(L, npos)
     split = [base] * npos
     for i in (list(range(1, npos - 1)) + [0, npos - 1])[:extra]:
         split[i] += 1

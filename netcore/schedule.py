@@ -495,6 +495,7 @@ class ScheduleBuilder:
             meta=dict(self.meta),
         )
 
+
 def _narrow(a, dtype, name: str) -> np.ndarray:
     """``a`` as a contiguous ``dtype`` array; ScheduleError when a value does not fit (a cast
     alone wraps silently: 2**31 + 5 serial steps became -2147483643)."""
@@ -507,4 +508,3 @@ def _narrow(a, dtype, name: str) -> np.ndarray:
             raise ScheduleError(f"{name} = {bad}: beyond the {info.min}..{info.max} a "
                                 f"schedule's {np.dtype(dtype).name} {name} column holds")
     return np.ascontiguousarray(arr, dtype=dtype)
-

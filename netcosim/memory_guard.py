@@ -363,5 +363,5 @@ def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1, dims=
         ("send_recv", "direct"): 1,
         # one transfer per ordered pair (collectives/all_to_all.py)
         ("all_to_all", "direct"): n * (n - 1), ("all_to_all", "pairwise"): n * (n - 1),
-    }.get((op, algorithm), 2 * n * (n - 1))  # direct, all-to-all, hierarchical, torus: <= 2n^2
+    }.get((op, algorithm), 2 * n * (n - 1))  # the rest, unshaped: <= 2n^2
     return per_chunk * c

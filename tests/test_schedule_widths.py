@@ -100,13 +100,19 @@ def test_ring_sent_closed_form_equals_the_block_layout(nbytes, chunks, g, wire, 
     """The O(g) sums of ring_stream equal the sums over the (chunks, g) block layout they
     replace, wire rounding per block included."""
     from collectives._plan import chunked_layout
-    from collectives.streams import _ring_sent, ring_sent
+    from collectives.streams import ring_sent
 
     num, den = wire
     blocks = chunked_layout(nbytes, chunks, g).reshape(chunks, g)
     if num != den:
         blocks = (blocks * den + num - 1) // num
-    assert np.array_equal(ring_sent(op, nbytes, chunks, g, num, den), _ring_sent(op, blocks))
+    # member p sends every shard but its own (reduce-scatter), every shard but p+1's
+    # (all-gather), chunk by chunk: the sums ring_stream made over the whole layout before
+    chunk_total = blocks.sum(axis=1, keepdims=True)
+    rs = (chunk_total - blocks).sum(axis=0)
+    ag = (chunk_total - np.roll(blocks, -1, axis=1)).sum(axis=0)
+    want = {"reduce_scatter": rs, "all_gather": ag, "all_reduce": rs + ag}[op]
+    assert np.array_equal(ring_sent(op, nbytes, chunks, g, num, den), want)
 
 
 def test_ring_stream_with_many_chunks_needs_no_chunk_by_rank_arrays():
