@@ -10,6 +10,7 @@ import numpy as np
 from collectives._plan import (Plan, check_chunks, check_latency, check_nbytes, check_ranks,
                                chunked_layout)
 from collectives._ring import ring_phases
+from collectives.rail import ring_layout, rings_of
 from collectives._trees import depths, double_binary_trees
 from topo.errors import InputError
 
@@ -43,11 +44,14 @@ def _setup(ranks, nbytes, chunks, step_latency_s, parts_per_chunk, algorithm, op
 def ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
                     fabric=None):
     """Ring: reduce-scatter then all-gather around ``ranks`` in list order, 2(n-1) steps of
-    S/n bytes per rank. Bandwidth-optimal: each rank sends 2(n-1)/n * S."""
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: n, "ring",
+    S/n bytes per rank. Bandwidth-optimal: each rank sends 2(n-1)/n * S. On whole nodes of a
+    two_tier ``fabric``: one ring per rail, each with 1/g of the buffer, as NCCL lays its ring
+    channels through every NIC (collectives/rail.py)."""
+    R = rings_of(fabric, ranks)
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: R * n, "ring",
                            protocol=protocol, fabric=fabric)
-    lo = (np.arange(C)[None, None, :] * n + np.arange(n)[None, :, None])
-    ring_phases(plan, np.arange(n)[None, :], lo, 1, rs=True, ag=True)
+    members, lo = ring_layout(fabric, ranks, C)
+    ring_phases(plan, members, lo, 1, rs=True, ag=True)
     return plan.build()
 
 

@@ -300,12 +300,17 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
 
         return nvls_tree.estimate(fab, ranks, int(S), chunks, step_latency_s,
                                   options.get("group_size"), proto, options.get("trees"))
+    if algorithm == "ring" and op in ("all_reduce", "reduce_scatter", "all_gather"):
+        from collectives.rail import rail_rings
+
+        options = dict(options, rails=rail_rings(topology, ranks))
     if chunks is None:
         C = _default_chunks(op, algorithm, int(S), n, options, proto)
     elif op == "all_to_all_v":
         C = check_int(chunks, "chunks")
     else:  # the builders' check: every block of every chunk keeps a byte
-        C = check_chunks(chunks, int(S), protocols.blocks_per_chunk(
+        rings = 1 if options.get("rails") is None else options["rails"].shape[0]
+        C = check_chunks(chunks, int(S), rings * protocols.blocks_per_chunk(
             op, algorithm, n, options.get("group_size")), f"{algorithm} {op} over {n} ranks")
     return _rounds(op, algorithm, n, S, M, C, options, R2, R1) + costs.launch_s
 
@@ -325,6 +330,12 @@ def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
 
     i = np.arange(n)
     nxt = (i + 1) % n
+    rails = options.get("rails")
+    if algorithm == "ring" and rails is not None:
+        # one ring per rail (collectives/rail.py): every step, each ring moves its 1/g share
+        g = rails.shape[0]
+        i, nxt = rails.reshape(-1), np.roll(rails, -1, axis=1).reshape(-1)
+        S = S / g
     if op == "all_reduce":
         if algorithm == "ring":
             return _serial([R2(i, nxt, S / n / C)] * (2 * (n - 1)), C)

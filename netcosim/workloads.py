@@ -304,7 +304,7 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         if order is not None and "ranks" not in spec and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
     _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where)
-    _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where)
+    _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where, topology)
     opts["protocol"] = _protocol(collectives, topology, op, algorithm, ranks, nbytes, opts,
                                  protocol, where)
     sched = _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where,
@@ -329,12 +329,14 @@ def build_collective(topology, spec: dict, where: str, seed: int):
     return _collective_meta(sched, op, algorithm, nbytes, ranks, "full", opts["protocol"])
 
 
-def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where):
+def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where,
+                           topology=None):
     """Refuse a full schedule that cannot fit even in its smallest form (one chunk, no delay
     nodes) before the protocol is chosen: ``protocol = "auto"`` prices the collective on the
     fabric first, rank pair by rank pair for an all-to-all (about a minute and 5 GB at 4,096
     ranks), only for the memory guard to refuse the schedule afterwards. The exact check,
     with the chosen protocol's chunks and delays, still follows (_collective_scalable)."""
+    from collectives import rail
     from collectives.streams import RING_STREAMS
     from netcosim.memory_guard import check_transfers, collective_transfers
 
@@ -348,6 +350,8 @@ def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where)
         return  # may run as one stream
     count = collective_transfers(op_c, algo, len(ranks), opts.get("chunks") or 1,
                                  opts.get("dims"), opts.get("group_size"))
+    if algo == "ring":  # one ring per rail on whole two_tier nodes (collectives/rail.py)
+        count *= rail.rings_of(topology, ranks)
     check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",
                     _guard_hint(op_c, algo, network_detail(spec, where)))
 
@@ -394,7 +398,8 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     """The collective in stream form when ``network_detail`` allows it and the algorithm has
     one (ring all-reduce, reduce-scatter, all-gather); None for the full schedule, which is
     then checked against the memory there is before it is built."""
-    from collectives.streams import ring_stream, stream_schedule
+    from collectives import rail
+    from collectives.streams import RING_STREAMS, ring_stream, stream_schedule
     from netcosim.memory_guard import check_transfers, collective_transfers
 
     detail = network_detail(spec, where)
@@ -410,19 +415,31 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     cap = costs.rate_cap(r)
     if detail == "auto" and op != "all_to_all_v" and \
             set(opts) <= {"chunks", "step_latency_s", "protocol"}:
-        per_step = float(costs.latency(r, np.roll(r, -1)).max()) if costs.any_latency else 0.0
-        try:
-            st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,
-                             (costs.num, costs.den), costs.launch_s, cap)
-        except InputError as e:
-            raise _in(e, where) from None
-        if st is not None:
-            return stream_schedule(ranks, st, op_c)
+        rails = rail.rail_rings(topology, r) if (op_c, algo) in RING_STREAMS else None
+        if rails is not None:  # one ring per rail, each its own stream (one chunk only)
+            hops = (r[rails], r[np.roll(rails, -1, axis=1)])
+            per_step = float(costs.latency(*hops).max()) if costs.any_latency else 0.0
+            sched = None if (chunks or 1) > 1 else rail.stream_schedule(
+                r, rails, op_c, nbytes, per_step, (costs.num, costs.den), costs.launch_s, cap)
+            if sched is not None:
+                return sched
+        else:
+            per_step = float(costs.latency(r, np.roll(r, -1)).max()) if costs.any_latency \
+                else 0.0
+            try:
+                st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,
+                                 (costs.num, costs.den), costs.launch_s, cap)
+            except InputError as e:
+                raise _in(e, where) from None
+            if st is not None:
+                return stream_schedule(ranks, st, op_c)
     if chunks is None and op != "all_to_all_v":
         chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
                                       opts.get("group_size"))
     count = collective_transfers(op_c, algo, len(ranks), chunks, opts.get("dims"),
                                  opts.get("group_size"))
+    if algo == "ring":  # one ring per rail on whole two_tier nodes (collectives/rail.py)
+        count *= rail.rings_of(topology, r)
     # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
     delays = count * (int(costs.any_latency) + int(cap > 0))
     check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",

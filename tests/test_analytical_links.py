@@ -37,9 +37,12 @@ def test_estimate_sees_links_a_round_shares(fabric, algo, tol):
 def test_estimate_routes_each_connection_as_the_engine_does():
     """Two cross-node ring edges on one rail leaf: with two spines, ECMP puts both
     connections on one spine uplink or on two; the estimate hashes them as the engine does, so
-    it finds the same (here: shared) uplink and the ring at half the NIC rate."""
+    it finds the same (here: shared) uplink and the ring at half the NIC rate. (Host 8 is
+    left out: on whole nodes a ring is one ring per rail, collectives/rail.py, and no two
+    connections share a leaf's uplink.)"""
     t = build(*TWO_TIER)
     r = ordered_ranks(t, None)
+    r = r[r != 8]
     size = 64 << 20
     e = estimate(t, "all_reduce", "ring", r, size, protocol="simple")
     nic = 376e9 / 8

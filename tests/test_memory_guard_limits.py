@@ -79,7 +79,10 @@ def test_full_collective_refused_before_the_protocol_estimate(tmp_path, monkeypa
                  '[workload]\nkind = "collective"\nop = "all_to_all"\nalgorithm = "direct"\n'
                  'bytes = "1GiB"\n')
     assert main(["validate", str(p)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    # the fullflat routing warning is printed once per process: whether it shows here
+    # depends on which tests ran before, so only the refusal is counted
+    err = [line for line in capsys.readouterr().err.strip().splitlines()
+           if not line.startswith("warning:")]
     # one transfer per ordered pair: 1024 x 1023
     assert len(err) == 1 and "1,047,552 transfers" in err[0], err
 

@@ -1,0 +1,112 @@
+"""Rings on whole two_tier nodes run one ring per rail (collectives/rail.py), as NCCL lays its
+ring channels through every NIC. Before, one ring left each node through one GPU and so one
+NIC: a 1 GiB reduce-scatter over 4 nodes of 8 GPUs reached 21.9 GB/s of bus bandwidth where
+the node's eight NICs carry about 330."""
+import numpy as np
+import pytest
+
+import collectives as co
+from collectives.choose import ordered_ranks
+from collectives.rail import rail_rings, rings_of
+from collectives.report import run as run_one
+from netcore.api import simulate
+from topo.builders import build
+
+
+def _two_tier(nodes, g=8):
+    return build("two_tier", {"nodes": nodes, "gpus_per_node": g, "scaleup_gbps": 2960,
+                              "nic_gbps": 355})
+
+
+@pytest.mark.parametrize("nodes, g", [(2, 8), (4, 8), (3, 4), (5, 2)])
+def test_every_ring_visits_every_rank_and_every_nic_once_each_way(nodes, g):
+    t = _two_tier(nodes, g)
+    r = ordered_ranks(t)
+    rails = rail_rings(t, r)
+    assert rails.shape == (g, nodes * g)
+    assert (np.sort(rails, axis=1) == np.arange(nodes * g)).all()  # each ring a permutation
+    src, dst = r[rails], r[np.roll(rails, -1, axis=1)]
+    node = np.asarray(t.host_group)
+    cross = node[src] != node[dst]
+    # every GPU's NIC sends once and receives once across the g rings
+    assert (np.bincount(src[cross], minlength=t.n_hosts) == 1).all()
+    assert (np.bincount(dst[cross], minlength=t.n_hosts) == 1).all()
+    # crossings stay on one rail (local index), but for an odd node count's closing hop
+    local = lambda h: h % g  # noqa: E731
+    off_rail = (local(src[cross]) != local(dst[cross])).sum()
+    assert off_rail == (0 if nodes % 2 == 0 else g)
+
+
+def test_only_whole_two_tier_nodes_get_rail_rings():
+    t = _two_tier(2)
+    r = ordered_ranks(t)
+    assert rings_of(t, r) == 8
+    assert rings_of(t, r[r != 8]) == 1  # part of a node
+    assert rings_of(t, r[:8]) == 1  # one node: its NVLink ring needs no rails
+    assert rings_of(t, np.r_[r[::2], r[1::2]]) == 1  # a node's ranks not together
+    assert rings_of(build("fat_tree", {"k": 4}), np.arange(16)) == 1
+    assert rings_of(None, r) == 1
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather"])
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_rail_ring_schedules_compute_their_collective(op, chunks):
+    t = _two_tier(3, 4)
+    r = ordered_ranks(t)
+    s = co.build(op, "ring", r, 12_345, fabric=t, chunks=chunks, protocol="ll128")
+    co.check(s)
+    # g rings of n ranks: g times the transfers of one ring
+    steps = (2 if op == "all_reduce" else 1) * (len(r) - 1)
+    assert s.n_transfers == 4 * chunks * steps * len(r)
+
+
+@pytest.mark.parametrize("op", ["reduce_scatter", "all_reduce"])
+def test_rail_rings_use_every_nic(op):
+    """4 nodes of 8: the rings carry close to what the node's eight NICs can (bus bandwidth
+    g x the NIC rate, 8 x 44.4 GB/s), where one ring per node boundary was bound by one NIC."""
+    t = _two_tier(4)
+    r = ordered_ranks(t)
+    S = 1 << 30
+    rail = run_one(t, op, "ring", r, S, engine="flow", protocol="simple")["busbw_GBps"]
+    one = run_one(t, op, "ring", r[r != 8], S, engine="flow",
+                  protocol="simple")["busbw_GBps"]
+    nics = 8 * 355 / 8
+    assert rail > 5 * one
+    assert 0.8 * nics < rail <= nics
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather"])
+def test_estimate_and_stream_form_equal_the_full_rail_rings(op):
+    """The alpha-beta estimate routes the g rings as the engine does, and the stream form (g
+    streams side by side, what `netcosim run` and `netcosim collective --engine flow` use)
+    gives the full schedule's time."""
+    from collectives.analytical import estimate
+    from netcosim.workloads import _collective_scalable
+
+    t = _two_tier(4)
+    r = ordered_ranks(t)
+    S = 64 << 20
+    full = co.build(op, "ring", r, S, fabric=t, protocol="ll128").with_connections()
+    a = simulate(t, full, "ecmp", engine="flow").makespan
+    sched = _collective_scalable(co, {"network_detail": "auto"}, op, "ring",
+                                 [int(x) for x in r], S, {"protocol": "ll128"}, "workload", t)
+    assert sched is not None and sched.n_transfers == 8  # one stream per rail ring
+    b = simulate(t, sched, "ecmp", engine="flow").makespan
+    assert b == pytest.approx(a, rel=1e-6)
+    e = estimate(t, op, "ring", r, S, protocol="ll128")
+    assert e == pytest.approx(a, rel=0.03)
+
+
+def test_guard_counts_every_rail_ring(monkeypatch):
+    """A full rail-ring schedule has g times one ring's transfers; the memory guard counts
+    them all (network_detail = "full")."""
+    from netcosim import memory_guard
+    from netcosim.workloads import _collective_scalable
+    from topo.errors import InputError
+
+    t = _two_tier(4)
+    r = [int(x) for x in ordered_ranks(t)]
+    monkeypatch.setenv(memory_guard.BUDGET_ENV, "1MiB")
+    with pytest.raises(InputError, match=f"{8 * 2 * 31 * 32:,} transfers"):
+        _collective_scalable(co, {"network_detail": "full"}, "all_reduce", "ring", r,
+                             1 << 20, {"protocol": "simple"}, "workload", t)
