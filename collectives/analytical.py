@@ -230,7 +230,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     instead of the protocol's."""
     import collectives as co
     from collectives import protocols
-    from collectives._plan import check_chunks, check_int, check_latency, check_ranks
+    from collectives._plan import (check_chunks, check_int, check_latency, check_ranks,
+                                   check_root)
 
     op, algorithm = co.resolve(op, algorithm)
     ranks = check_ranks(ranks)
@@ -300,10 +301,17 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
 
         return nvls_tree.estimate(fab, ranks, int(S), chunks, step_latency_s,
                                   options.get("group_size"), proto, options.get("trees"))
-    if algorithm == "ring" and op in ("all_reduce", "reduce_scatter", "all_gather"):
-        from collectives.rail import rail_rings
+    if algorithm == "ring" and op in ("all_reduce", "reduce_scatter", "all_gather",
+                                      "broadcast", "reduce"):
+        # one ring (or chain) per rail on whole two_tier nodes, as the builders lay them
+        from collectives.rail import rail_chains, rail_rings
 
-        options = dict(options, rails=rail_rings(topology, ranks))
+        if op in ("broadcast", "reduce"):
+            root = check_root(options.get("root", 0), n)
+            rails = rail_chains(topology, ranks, root, towards_root=op == "reduce")
+        else:
+            rails = rail_rings(topology, ranks)
+        options = dict(options, rails=rails)
     if chunks is None:
         C = _default_chunks(op, algorithm, int(S), n, options, proto)
     elif op == "all_to_all_v":
@@ -319,7 +327,9 @@ def _default_chunks(op, algorithm, S, n, options, proto) -> int:
     """The builders' default chunk count (their block layout and transfer count per chunk)."""
     from collectives import protocols
 
-    return protocols.chunks_for(op, algorithm, S, n, proto, options.get("group_size"))
+    rails = options.get("rails")
+    return protocols.chunks_for(op, algorithm, S, n, proto, options.get("group_size"),
+                                1 if rails is None else rails.shape[0])
 
 
 def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
@@ -331,7 +341,8 @@ def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
     i = np.arange(n)
     nxt = (i + 1) % n
     rails = options.get("rails")
-    if algorithm == "ring" and rails is not None:
+    if algorithm == "ring" and rails is not None and op in ("all_reduce", "reduce_scatter",
+                                                            "all_gather"):
         # one ring per rail (collectives/rail.py): every step, each ring moves its 1/g share
         g = rails.shape[0]
         i, nxt = rails.reshape(-1), np.roll(rails, -1, axis=1).reshape(-1)
@@ -423,6 +434,18 @@ def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
             # a chunk crosses the chain's hops one after another (fill: each hop alone); in
             # steady state every hop carries a chunk at once (beat: that round). Broadcast:
             # root -> root+1 -> ...; reduce: root+1 -> root+2 -> ... -> root (the builders')
+            if rails is not None:
+                # one chain per rail, each with 1/g of a chunk; the chains fill side by side,
+                # each crossing nodes at its own hops: the slowest chain's fill, its hops
+                # priced alone. That leaves out the chains' sharing of a GPU's next-GPU
+                # connection while they fill (7 of 8 take it): 3-6% low against the flow
+                # engine at 1 MiB and 1 GiB on 2-4 nodes of 8, up to 20% low at 64 MiB
+                # (docs/collectives.md); pricing every hop with all its chains' bytes is as
+                # far the other way (+50%)
+                g = rails.shape[0]
+                fill = max(R1(m[:-1], m[1:], S / C / g) for m in rails)
+                beat = R2(rails[:, :-1], rails[:, 1:], S / C / g)[0] if C > 1 else 0.0
+                return fill + (C - 1) * beat
             m = (root + i + (0 if op == "broadcast" else 1)) % n
             fill = R1(m[:-1], m[1:], S / C)
             beat = R2(m[:-1], m[1:], S / C)[0] if C > 1 else 0.0

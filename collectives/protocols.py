@@ -274,12 +274,14 @@ def blocks_per_chunk(op: str, algorithm: str, n: int, group_size=None) -> int:
 
 
 def chunks_for(op: str, algorithm: str, nbytes: int, n: int, protocol=None,
-               group_size=None) -> int:
-    """The default chunk count the builder of ``algorithm`` uses for ``nbytes`` over n ranks."""
+               group_size=None, rings: int = 1) -> int:
+    """The default chunk count the builder of ``algorithm`` uses for ``nbytes`` over n ranks.
+    ``rings``: rings or chains side by side (one per rail on whole two_tier nodes,
+    collectives/rail.py), each cutting every chunk and carrying its own transfers."""
     g = int(group_size or n)
-    return default_chunks(op, algorithm, nbytes, blocks_per_chunk(op, algorithm, n, g),
-                          protocol, transfers_per_chunk(op, algorithm, n, g), max(1, n // g),
-                          g if algorithm == "nvls_tree" else n)
+    return default_chunks(op, algorithm, nbytes, rings * blocks_per_chunk(op, algorithm, n, g),
+                          protocol, rings * transfers_per_chunk(op, algorithm, n, g),
+                          max(1, n // g), g if algorithm == "nvls_tree" else n)
 
 
 # --------------------------------------------------------------------------- latencies

@@ -99,3 +99,17 @@ def rings_of(fabric, ranks) -> int:
     """How many rings ``ring_layout`` lays: g on whole two_tier nodes, else 1."""
     rails = rail_rings(fabric, ranks)
     return 1 if rails is None else rails.shape[0]
+
+
+def rail_chains(fabric, ranks, root: int, towards_root: bool) -> np.ndarray | None:
+    """(g, n) positions into ``ranks``: the rail rings opened at the root, as the chains of a
+    pipelined broadcast (root first) or reduce (root last, ``towards_root``); None where
+    ``rail_rings`` finds no rails. NCCL's ring broadcast and reduce run one chain per ring
+    channel, so the buffer crosses every NIC of a node, not one."""
+    rails = rail_rings(fabric, ranks)
+    if rails is None:
+        return None
+    at = np.argmax(rails == root, axis=1)  # the root's place in each ring
+    shift = at + (1 if towards_root else 0)
+    idx = (shift[:, None] + np.arange(rails.shape[1])[None, :]) % rails.shape[1]
+    return np.take_along_axis(rails, idx, axis=1)

@@ -10,20 +10,31 @@ import numpy as np
 from collectives._plan import check_root
 from collectives._trees import binomial_parent
 from collectives.all_reduce import _setup
+from collectives.rail import rail_chains
 
 
 def _chain(ranks, nbytes, chunks, step_latency_s, root, op, protocol, fabric):
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 1, "ring", op=op,
-                           protocol=protocol, fabric=fabric, per_chunk=lambda n: n - 1)
+    from collectives._plan import check_ranks
+
+    n = len(check_ranks(ranks))
     root = check_root(root, n)
     bcast = op == "broadcast"
-    # broadcast: root first; reduce: root last, so data flows towards it
-    members = (root + np.arange(n) + (0 if bcast else 1)) % n
+    # on whole two_tier nodes one chain per rail, each with 1/g of every chunk (block c*R + r)
+    chains = rail_chains(fabric, ranks, root, towards_root=not bcast)
+    R = 1 if chains is None else chains.shape[0]
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, R, "ring", op=op,
+                           protocol=protocol, fabric=fabric, per_chunk=lambda n: R * (n - 1))
+    if chains is None:
+        # broadcast: root first; reduce: root last, so data flows towards it
+        chains = ((root + np.arange(n) + (0 if bcast else 1)) % n)[None, :]
     h = np.arange(n - 1)
-    ids = plan.transfers(members[h][None, :], members[h + 1][None, :],
-                         np.arange(C)[:, None], reduce=not bcast,
-                         label="chain_broadcast" if bcast else "chain_reduce", tag=h[None, :])
-    plan.deps(ids[:, 1:], ids[:, :-1])  # hop h forwards what hop h-1 delivered
+    # ids[c, r, h]: hop h of chain r carrying chunk c
+    ids = plan.transfers(chains[:, h][None], chains[:, h + 1][None],
+                         np.arange(C)[:, None, None] * R + np.arange(R)[None, :, None],
+                         reduce=not bcast,
+                         label="chain_broadcast" if bcast else "chain_reduce",
+                         tag=h[None, None, :])
+    plan.deps(ids[:, :, 1:], ids[:, :, :-1])  # hop h forwards what hop h-1 delivered
     plan.order(ids[1:], ids[:-1])  # one chunk after another on each hop
     plan.meta["root"] = root
     return plan.build()
@@ -31,7 +42,8 @@ def _chain(ranks, nbytes, chunks, step_latency_s, root, op, protocol, fabric):
 
 def ring_broadcast(ranks, nbytes, chunks=None, step_latency_s=None, root=0, protocol=None,
                    fabric=None):
-    """Pipelined chain root -> root+1 -> ... (NCCL's ring broadcast): (n-1+C-1) chunk times."""
+    """Pipelined chain root -> root+1 -> ... (NCCL's ring broadcast): (n-1+C-1) chunk times.
+    On whole two_tier nodes, one chain per rail (collectives/rail.py)."""
     return _chain(ranks, nbytes, chunks, step_latency_s, root, "broadcast", protocol, fabric)
 
 

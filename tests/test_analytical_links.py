@@ -107,6 +107,8 @@ def test_estimate_cases_a_fuzz_found(fabric, routing, op, algo, size):
     only its share of it."""
     t = build(*fabric)
     r = ordered_ranks(t, None)
+    if fabric is SMALL_TWO_TIER:
+        r = r[r != 5]  # one chain: whole nodes take one chain per rail (collectives/rail.py)
     e = estimate(t, op, algo, r, size, routing=routing, protocol="simple")
     f = run_one(t, op, algo, r, size, engine="flow", routing=routing, protocol="simple")
     assert e == pytest.approx(f["time_s"], rel=0.02)
