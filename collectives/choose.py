@@ -7,7 +7,8 @@ The rule (docs/collectives.md has the reasoning and sources):
    hosts sorted by ``host_group`` (leaf switch on fat-tree / leaf-spine, node on two_tier),
    so a ring crosses each leaf's uplinks only twice (NCCL's topology-aware rings do this).
 2. two_tier (scale-up domains + scale-out), when the ranks are whole equal groups of more than
-   one: hierarchical all-reduce and rail-aligned hierarchical all-to-all.
+   one: all-reduce by the least estimate of the hierarchical one and one ring per rail
+   (collectives/rail.py); rail-aligned hierarchical all-to-all.
 3. torus with all hosts: dimension-order all-reduce.
 4. Otherwise all-reduce picks ring or double binary tree by the alpha-beta estimate (as NCCL's
    tuner picks the algorithm of least predicted time): the tree's log-depth latency wins for
@@ -117,8 +118,8 @@ def _in_network(topology, base: Choice, nbytes) -> Choice:
             cands.append((algo, {"trees": trees(topology, base.ranks, algo)}))
         except InputError:
             continue  # the fabric cannot do it for these ranks
-    g = base.options.get("group_size")
-    if base.op == "all_reduce" and base.algorithm == "hierarchical" and g:
+    g = base.options.get("group_size") or _group_size(topology, base.ranks)
+    if base.op == "all_reduce" and g:
         try:
             trs = nvls_tree._domain_trees(base.ranks, g, len(base.ranks) // g, topology, None)
             cands.append(("nvls_tree", {"group_size": g, "trees": trs}))
@@ -137,6 +138,17 @@ def _in_network(topology, base: Choice, nbytes) -> Choice:
             best.nbytes = nbytes
             best_t = t
     return best
+
+
+def _group_size(topology, ranks):
+    """Ranks per scale-up group when ``ranks`` are two or more whole equal two_tier groups of
+    more than one (rule 2), else None."""
+    if getattr(topology, "kind", None) != "two_tier":
+        return None
+    groups = np.asarray(topology.host_group)[np.asarray(ranks, dtype=np.int64)]
+    sizes = np.bincount(groups)[unique(groups)]
+    g = int(sizes[0])
+    return g if len(sizes) > 1 and (sizes == g).all() and g > 1 else None
 
 
 def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
@@ -170,8 +182,11 @@ def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
     if op in ("reduce_scatter", "all_gather"):
         return pick(op, [("ring", {})], "ring in fabric order")
     if op == "all_reduce" and grouped:
-        return pick(op, [("hierarchical", {"group_size": g})],
-                    f"two_tier: {g} ranks per scale-up group")
+        # NCCL's ring (one per rail, collectives/rail.py) overlaps its NVLink and NIC steps
+        # and wins large buffers; the hierarchical all-reduce's fewer steps win small ones
+        return pick(op, [("hierarchical", {"group_size": g}), ("ring", {})],
+                    f"two_tier: {g} ranks per scale-up group; least estimate of hierarchical "
+                    f"and one ring per rail")
     if op == "all_reduce" and topology.kind == "torus" and whole and n > 2:
         return pick(op, [("torus", {"dims": tuple(int(d) for d in topology.params["dims"])})],
                     "torus: one ring per dimension")
