@@ -295,9 +295,8 @@ def phased_schedule(ranks, phases: list[Phase], label: str) -> Schedule:
     labels = [label]
     set_ptr, set_src, set_dst = [np.zeros(1, np.int64)], [], []
     n_nodes = n_sets = n_mem = 0
-    last = np.full(n, -1, dtype=np.int64)  # per rank: the global ring that last held it
-    ring_exit: list[np.ndarray] = []  # per global ring: its nodes later rings wait for
-    ring_base = 0
+    last = np.full(n, -1, dtype=np.int64)  # per rank: the last ring (over all phases) it is in
+    end_t, end_c = [], []  # per ring so far: its transfer, its cap delay (or -1)
 
     def lab(name):
         if name not in labels:
@@ -320,49 +319,45 @@ def phased_schedule(ranks, phases: list[Phase], label: str) -> Schedule:
         n_nodes += k
         return ids
 
+    def edges(child, parent):
+        ok = parent >= 0
+        ch.append(child[ok])
+        pa.append(parent[ok])
+
     for ph in phases:
         R, m = ph.src.shape
         first = ranks[ph.src[:, 0]]
         none = np.full(R, -1, dtype=np.int64)
-        entry = []  # (R,) node ids that wait for the rings before
-        inner = []  # parents come before their children
-        if (ph.delay_s > 0).any():
-            did = add(DELAY, first, none, 0, ph.delay_s, lab("step_latency"), -1, 1, -1)
-            entry.append(did)
-            inner.append(did)
+        # ids in dependency order: the step latency, the transfer, its cap
+        lat = (add(DELAY, first, none, 0, ph.delay_s, lab("step_latency"), -1, 1, -1)
+               if (ph.delay_s > 0).any() else None)
         tid = add(TRANSFER, first, ranks[ph.dst[:, 0]], ph.nbytes, 0.0, lab(ph.label),
                   n_sets + np.arange(R), ph.steps, ph.short)
-        if not inner:
-            entry.append(tid)
-        exits = [tid]
-        if (ph.min_s > 0).any():
-            cid = add(DELAY, first, none, 0, ph.min_s, lab("throughput_cap"), -1, 1, -1)
-            exits.append(cid)
-            if not inner:
-                entry.append(cid)
-        for d in inner:  # the transfer and its cap start after the ring's step latency
-            for x in exits:
-                ch.append(x)
-                pa.append(d)
-        # rings of earlier phases sharing a rank with ring r: (r, earlier ring) pairs
+        cap = (add(DELAY, first, none, 0, ph.min_s, lab("throughput_cap"), -1, 1, -1)
+               if (ph.min_s > 0).any() else none)
+        if lat is not None:  # the transfer and its cap start after the ring's step latency
+            edges(tid, lat)
+            edges(cap, np.where(cap >= 0, lat, -1))
+            entry = [lat]
+        else:
+            entry = [tid, cap]
+        # the rings of earlier phases that share a rank with ring r: (r, earlier ring) pairs,
+        # and r's entry nodes wait for their transfers and caps
+        base = n_sets  # rings so far (one member set each)
         ring_of = np.repeat(np.arange(R), m)
         prev = last[ph.src.ravel()]
         ok = prev >= 0
         if ok.any():
-            pairs = unique(ring_of[ok] * (ring_base + 1) + prev[ok])
-            r_, p_ = pairs // (ring_base + 1), pairs % (ring_base + 1)
-            ex = np.stack(ring_exit)  # (exits, rings so far)
+            pairs = unique(ring_of[ok] * base + prev[ok])
+            r_, p_ = pairs // base, pairs % base
+            done_t, done_c = np.concatenate(end_t), np.concatenate(end_c)
             for e in entry:
-                for x in ex:
-                    keep = x[p_] >= 0
-                    ch.append(e[r_[keep]])
-                    pa.append(x[p_[keep]])
-        last[ph.src.ravel()] = ring_base + ring_of
-        last[ph.dst.ravel()] = ring_base + ring_of
-        cap = exits[1] if len(exits) > 1 else none
-        ring_exit = [np.concatenate([a, b]) for a, b in
-                     zip(ring_exit or [np.zeros(0, np.int64)] * 2, (tid, cap))]
-        ring_base += R
+                for done in (done_t, done_c):
+                    keep = e[r_] >= 0
+                    edges(e[r_[keep]], done[p_[keep]])
+        last[ph.src.ravel()] = base + ring_of
+        end_t.append(tid)
+        end_c.append(cap)
         set_ptr.append(n_mem + m * np.arange(1, R + 1))
         set_src.append(ranks[ph.src.ravel()])
         set_dst.append(ranks[ph.dst.ravel()])
