@@ -43,3 +43,19 @@ def test_summary_bytes_auto_equal_full(tmp_path):
     assert got["auto"]["network_detail_used"] == "auto"
     assert got["auto"]["engine_flows"] < got["full"]["engine_flows"]
     assert got["auto"]["bytes"] == got["full"]["bytes"]
+
+
+def test_training_step_bytes_auto_equal_full():
+    # a model whose gradient buckets do not split evenly over the data-parallel ring: the
+    # stamped streams counted 16 bytes more than the full step's transfers
+    from compute.training import build_step
+    from topo.builders import two_tier
+
+    model = dict(layers=4, hidden=520, heads=8, seq=512, vocab=1001)
+    fab = two_tier(nodes=6, gpus_per_node=4, nic_gbps=400)
+    par = dict(tp=2, pp=2, global_batch=12)
+    got = {d: build_step(model, par, "h100_sxm", fab, granularity="coarse", network_detail=d)
+           for d in ("full", "auto")}
+    assert got["auto"].n_transfers < got["full"].n_transfers
+    assert got["auto"].n_member_transfers == got["full"].n_transfers
+    assert got["auto"].total_bytes == got["full"].total_bytes
