@@ -32,7 +32,7 @@ from compute.model import get_model
 from compute.parallel import ParallelConfig, layer_split, place, rank_grid, validate
 from collectives.streams import stream_of
 from netcore.members import SetBuilder
-from netcore.schedule import DELAY, TRANSFER, Schedule, connection_keys
+from netcore.schedule import BYTES_SHORT, DELAY, TRANSFER, Schedule, connection_keys
 from netcore.schedule import COMPUTE as K_COMPUTE
 from topo.errors import InputError
 from topo.arrays import union1d, unique
@@ -44,7 +44,7 @@ GRANULARITIES = ("op", "segment", "coarse")
 class _Acc:
     """Columnar node store; Python work per batch of nodes, never per node."""
     COLS = ("kind", "src", "dst", "size", "duration", "tag", "label", "rank", "ckind", "stream",
-            "flops", "mult", "tp_s", "mset", "steps")
+            "flops", "mult", "tp_s", "mset", "steps", "short")
 
     def __init__(self):
         self.cols = {k: [] for k in self.COLS}
@@ -59,7 +59,7 @@ class _Acc:
         return self.labels.index(name)
 
     DEFAULTS = {"dst": -1, "tag": -1, "size": 0, "duration": 0.0, "flops": 0.0, "mult": 1.0,
-                "tp_s": 0.0, "stream": 0, "mset": -1, "steps": 1}
+                "tp_s": 0.0, "stream": 0, "mset": -1, "steps": 1, "short": 0}
 
     def add(self, k: int, **c) -> np.ndarray:
         # called once per stamped stream (hundreds of thousands of times in a large MoE
@@ -99,6 +99,8 @@ class _Acc:
         extra = {"rank": col["rank"].astype(np.int64), "ckind": col["ckind"].astype(np.int8),
                  "stream": col["stream"].astype(np.int8), "flops": col["flops"].astype(np.float64),
                  "mult": col["mult"].astype(np.float64), "tp_s": col["tp_s"].astype(np.float64)}
+        if len(col["short"]) and col["short"].any():  # streams whose members carry unequal bytes
+            extra[BYTES_SHORT] = col["short"].astype(np.int64)
         # every transfer of a step is collective traffic on a persistent connection: routing
         # hashes the connection (netcore.schedule.connection_keys), in both detail levels
         conn = np.where(col["kind"] == TRANSFER, connection_keys(col["src"], col["dst"]), -1)
@@ -666,7 +668,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         node = acc.add(k, kind=TRANSFER, src=first, dst=hosts[:, st.dst[0]], size=st.nbytes,
                        tag=tag, label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
                        rank=groups[:, st.src[0]], ckind=ckind, stream=1, mset=sid,
-                       steps=st.steps)
+                       steps=st.steps, short=st.short)
         acc.edges(node[:, None], after)
         acc.edges(done, node[:, None])
 

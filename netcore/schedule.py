@@ -20,7 +20,10 @@ Scalable representation (``network_detail = "auto"``, docs/scale.md): a transfer
 *member set* of identical transfers moving in lock step (``mset[i] >= 0`` indexes ``sets``, a
 ``netcore.members.MemberSets``), and may stand for ``steps[i]`` transfers in series on the same
 connections (a collective's ring steps as one stream): the engine pays its path latency that many
-times. ``src``/``dst`` of such a node are its first member's.
+times. ``src``/``dst`` of such a node are its first member's. Its ``size`` is what its busiest
+member carries; where members carry a byte or two less (shards rounded to whole bytes),
+``extra[BYTES_SHORT]`` holds how much less all members carry together, so ``total_bytes`` stays
+the bytes of the transfers it stands for.
 """
 from __future__ import annotations
 
@@ -36,6 +39,9 @@ TRANSFER = 0
 COMPUTE = 1
 DELAY = 2
 KIND_NAMES = ("transfer", "compute", "delay")
+# extra column: bytes a transfer's members (over all its steps) carry less than size x members
+# (a stream's size is its busiest connection's); absent or negative: none less
+BYTES_SHORT = "bytes_short"
 
 
 class ScheduleError(InputError):
@@ -164,8 +170,12 @@ class Schedule:
         return int(self.multiplicity().sum())
 
     def node_bytes(self) -> np.ndarray:
-        """Bytes every node moves over the fabric in all (size x members)."""
-        return np.where(self.kind == TRANSFER, self.size * self.members_per_node(), 0)
+        """Bytes every node moves over the fabric in all (size x members, less
+        ``extra[BYTES_SHORT]``)."""
+        out = np.where(self.kind == TRANSFER, self.size * self.members_per_node(), 0)
+        short = self.extra.get(BYTES_SHORT)
+        return out if short is None else out - np.where(self.kind == TRANSFER,
+                                                        np.maximum(short, 0), 0)
 
     @property
     def total_bytes(self) -> int:
@@ -174,9 +184,11 @@ class Schedule:
         to -9223372036854775808)."""
         t = self.kind == TRANSFER
         size, mem = self.size[t], self.members_per_node()[t]
+        short = self.extra.get(BYTES_SHORT)
+        less = int(np.maximum(short[t], 0).sum()) if short is not None else 0
         if float(np.dot(size.astype(np.float64), mem.astype(np.float64))) < 2.0**62:
-            return int((size * mem).sum())
-        return sum(int(a) * int(b) for a, b in zip(size.tolist(), mem.tolist()))
+            return int((size * mem).sum()) - less
+        return sum(int(a) * int(b) for a, b in zip(size.tolist(), mem.tolist())) - less
 
     def routing_keys(self, nodes: np.ndarray) -> np.ndarray:
         """The hash key of each of ``nodes``: its connection key, or its id when it has none."""

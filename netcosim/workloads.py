@@ -337,7 +337,7 @@ def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where,
     ranks), only for the memory guard to refuse the schedule afterwards. The exact check,
     with the chosen protocol's chunks and delays, still follows (_collective_scalable)."""
     from collectives import rail
-    from collectives.streams import RING_STREAMS
+    from collectives.streams import PHASED_STREAMS, RING_STREAMS
     from netcosim.memory_guard import check_transfers, collective_transfers
 
     if op == "all_to_all_v":
@@ -348,6 +348,9 @@ def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where,
         return  # reported with its field where the collective is built
     if network_detail(spec, where) == "auto" and (op_c, algo) in RING_STREAMS:
         return  # may run as one stream
+    if network_detail(spec, where) == "auto" and (op_c, algo) in PHASED_STREAMS and \
+            opts.get("chunks") in (None, 1):
+        return  # may run as phases of streams (one chunk: their default)
     count = collective_transfers(op_c, algo, len(ranks), opts.get("chunks") or 1,
                                  opts.get("dims"), opts.get("group_size"))
     if algo == "ring":  # one ring per rail on whole two_tier nodes (collectives/rail.py)
@@ -358,9 +361,13 @@ def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where,
 
 def _guard_hint(op_c: str, algo: str, detail: str) -> str:
     """What to change when a collective's full schedule cannot fit."""
-    from collectives.streams import RING_STREAMS
+    from collectives.streams import PHASED_STREAMS, RING_STREAMS
 
     streamable = (op_c, "ring") in RING_STREAMS
+    if (op_c, algo) in PHASED_STREAMS:  # phases of streams with one chunk
+        return ("use fewer ranks, or chunks = 1 with network_detail = \"auto\" (phases of "
+                "streams)" + (" (the packet engine runs every transfer)" if detail == "auto"
+                              else ""))
     return ("use fewer ranks or chunks" +
             (", or algorithm = \"ring\" with network_detail = \"auto\" (one stream)"
              if streamable and (algo != "ring" or detail == "full") else "") +
@@ -396,10 +403,13 @@ def _collective_meta(sched, op, algorithm, nbytes, ranks, detail: str, protocol=
 def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where,
                          topology=None):
     """The collective in stream form when ``network_detail`` allows it and the algorithm has
-    one (ring all-reduce, reduce-scatter, all-gather); None for the full schedule, which is
-    then checked against the memory there is before it is built."""
+    one (ring all-reduce, reduce-scatter, all-gather, one ring per rail on whole two_tier
+    nodes; hierarchical and torus all-reduce with one chunk, as phases of streams); None for
+    the full schedule, which is then checked against the memory there is before it is
+    built."""
     from collectives import rail
-    from collectives.streams import RING_STREAMS, ring_stream, stream_schedule
+    from collectives.streams import (RING_STREAMS, composed_phases, phased_schedule,
+                                     ring_stream, stream_schedule)
     from netcosim.memory_guard import check_transfers, collective_transfers
 
     detail = network_detail(spec, where)
@@ -433,6 +443,19 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
                 raise _in(e, where) from None
             if st is not None:
                 return stream_schedule(ranks, st, op_c)
+    if detail == "auto" and op_c == "all_reduce" and chunks in (None, 1) and \
+            set(opts) <= {"chunks", "step_latency_s", "protocol", "group_size", "dims"}:
+        # one chunk (these algorithms' default): a rank sends its whole phase before the
+        # next, so the phases run in sequence, each as concurrent ring streams; with more
+        # chunks the phases pipeline and the full form runs
+        phases = composed_phases(algo, r, nbytes, costs, opts.get("group_size"),
+                                 opts.get("dims"))
+        if phases is not None:
+            sched = phased_schedule(ranks, phases, op_c)
+            for key in ("group_size", "dims"):
+                if opts.get(key) is not None:
+                    sched.meta[key] = opts[key]
+            return sched
     if chunks is None and op != "all_to_all_v":
         chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
                                       opts.get("group_size"))

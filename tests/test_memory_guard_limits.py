@@ -123,6 +123,8 @@ def test_torus_all_reduce_that_fits_is_not_refused(tmp_path, monkeypatch, capsys
     from netcosim.cli import main
 
     monkeypatch.setenv(memory_guard.BUDGET_ENV, "2GiB")
+    # the full form: with one chunk "auto" runs phases of streams (no guard on the count)
     assert main(["validate", "examples/torus_allreduce.toml", "--set",
-                 "topology.dims=[16, 16, 8]", "--set", "workload.protocol=simple"]) == 0
+                 "topology.dims=[16, 16, 8]", "--set", "workload.protocol=simple", "--set",
+                 "workload.network_detail=full"]) == 0
     assert "151552 transfers" in capsys.readouterr().out

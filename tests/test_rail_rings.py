@@ -157,3 +157,16 @@ def test_choose_weighs_the_rail_ring_against_hierarchical_and_nvls_tree():
     nv = build("two_tier", {"nodes": 2, "gpus_per_node": 8, "scaleup_gbps": 2960,
                             "nic_gbps": 355, "reduce_gbps": {"scaleup": 2400}})
     assert choose(nv, "all_reduce", 8 << 30).algorithm == "nvls_tree"
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather"])
+@pytest.mark.parametrize("size", [1_000_003, 12_345_678])
+def test_rail_stream_form_counts_the_full_schedules_bytes(op, size):
+    from netcosim.workloads import _collective_scalable
+
+    t = build("two_tier", {"nodes": 3, "gpus_per_node": 4})
+    r = [int(x) for x in ordered_ranks(t)]
+    full = co.build(op, "ring", r, size, fabric=t, protocol="ll128")
+    st = _collective_scalable(co, {"network_detail": "auto"}, op, "ring", r, size,
+                              {"protocol": "ll128"}, "workload", t)
+    assert st.n_transfers == 4 and st.total_bytes == full.total_bytes

@@ -343,7 +343,10 @@ def test_hierarchical_takes_group_size_from_the_fabric():
     # 2 nodes x 4 GPUs: group_size 4 inferred; intra RS + AG (2 x 3 steps) and inter RS + AG
     # (2 x 1 step), each step one transfer per rank
     assert s.meta["group_size"] == 4
-    assert s.n_transfers == (2 * 3 + 2 * 1) * 8
+    assert s.n_member_transfers == (2 * 3 + 2 * 1) * 8
+    # as phases of ring streams (network_detail "auto", one chunk): a flow per node in each
+    # intra phase, one per rail across
+    assert s.n_transfers == 2 + 4 + 2
     d["workload"]["ranks"] = [0, 4, 1, 5, 2, 6, 3, 7]  # interleaved: no grouping to infer
     with pytest.raises(InputError, match="group_size"):
         prepare(d)

@@ -62,6 +62,28 @@ def _collective(name, op, k, policy, nbytes=1 << 30):
     return name, out
 
 
+def _composed(name, algo, fab, policy, protocol, nbytes=1 << 30, **opts):
+    """A hierarchical or torus all-reduce, full against its phases of ring streams."""
+    from collectives import protocols
+    from collectives.streams import composed_phases, phased_schedule
+
+    ranks = list(range(fab.n_hosts))
+    out = {}
+    t0 = time.perf_counter()
+    full = collectives.build("all_reduce", algo, ranks, nbytes, protocol=protocol, fabric=fab,
+                             **opts).with_connections()
+    r = simulate(fab, full, policy, engine="flow")
+    out["full"] = (r.makespan, r.link_bytes, full.n_transfers, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    costs = protocols.costs(protocol, None, fab, algo)
+    st = phased_schedule(ranks, composed_phases(algo, ranks, nbytes, costs,
+                                                opts.get("group_size"), opts.get("dims")),
+                         "all_reduce")
+    r = simulate(fab, st, policy, engine="flow")
+    out["auto"] = (r.makespan, r.link_bytes, st.n_transfers, time.perf_counter() - t0)
+    return name, out
+
+
 def cases(quick: bool):
     sizes = (512,) if quick else (512, 1024, 2048)
     for fabric in ("two_tier", "fullflat"):
@@ -93,6 +115,15 @@ def cases(quick: bool):
                             par, fab, deg)
     yield lambda: _training(f"GPT-3 175B, {fab.n_hosts} GPUs, busiest spine link down at 0.6 s",
                             "gpt3-175b", par, fab, down)
+    for g in ((128,) if quick else (128, 1024)):
+        yield lambda g=g: _composed(f"hierarchical all_reduce 1 GiB, {g} GPUs, two_tier, "
+                                    f"LL128, ecmp", "hierarchical", _fabric("two_tier", g),
+                                    "ecmp", "ll128", group_size=8)
+    for dims in (((4, 4, 4),) if quick else ((4, 4, 4), (8, 8, 8))):
+        yield lambda dims=dims: _composed(
+            f"torus all_reduce 1 GiB, torus {'x'.join(map(str, dims))}, Simple, dor", "torus",
+            tb.build("torus", {"dims": list(dims), "link_gbps": 400, "latency_us": 0.5}),
+            "dor", "simple", dims=dims)
     for k in ((8,) if quick else (8, 16)):
         for policy in ("ecmp", "dmodk"):
             for op in ("all_reduce", "reduce_scatter", "all_gather"):
