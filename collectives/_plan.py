@@ -167,7 +167,7 @@ class Plan:
         self._cum = np.concatenate([[0], np.cumsum(self.block_bytes)])
         self._cols: dict[str, list] = {k: [] for k in ("kind", "src", "dst", "size", "tag",
                                                        "label", "lo", "n", "s", "n2", "s2",
-                                                       "red", "dur")}
+                                                       "red", "dur", "lat")}
         self._child: list[np.ndarray] = []
         self._parent: list[np.ndarray] = []
         self._ochild: list[np.ndarray] = []
@@ -189,12 +189,17 @@ class Plan:
         return self.labels.index(label)
 
     def transfers(self, src, dst, lo, *, reduce: bool, label: str, tag=-1, n=1, s=1, n2=1,
-                  s2=0) -> np.ndarray:
+                  s2=0, step_s=None) -> np.ndarray:
         """A batch of transfers from rank index ``src`` to ``dst`` (arrays broadcast together)
-        carrying blocks ``{lo + i*s + k*s2}``. Returns node ids shaped like the broadcast."""
+        carrying blocks ``{lo + i*s + k*s2}``. Returns node ids shaped like the broadcast.
+        ``step_s``: the protocol step latency of each transfer, where the builder prices it
+        itself (rings: their connections' mean, _ring.py); None: the protocol's own for the
+        transfer's endpoints."""
         src, dst, lo, tag, n, s, n2, s2 = np.broadcast_arrays(
             *(np.asarray(x, dtype=np.int64) for x in (src, dst, lo, tag, n, s, n2, s2)))
         ids = self._alloc(src.shape)
+        lat = np.full(src.shape, np.nan) if step_s is None else \
+            np.broadcast_to(np.asarray(step_s, dtype=np.float64), src.shape)
         flat = lambda a: np.ascontiguousarray(a).reshape(-1)  # noqa: E731
         lo_, n_, s_, n2_, s2_ = (flat(a) for a in (lo, n, s, n2, s2))
         c = self._cols
@@ -213,6 +218,7 @@ class Plan:
         c["s2"].append(s2_)
         c["red"].append(np.full(k, 1 if reduce else 0, dtype=np.int8))
         c["dur"].append(np.zeros(k))
+        c["lat"].append(flat(lat))
         return ids
 
     def reduces(self, at, lo, duration, *, label: str = "switch_reduce", tag=-1, n=1,
@@ -239,6 +245,7 @@ class Plan:
         c["s2"].append(np.zeros(k, dtype=np.int64))
         c["red"].append(np.full(k, SWITCH_REDUCE, dtype=np.int8))
         c["dur"].append(flat(dur).astype(np.float64))
+        c["lat"].append(np.full(k, np.nan))
         return ids
 
     def joins(self, rank, label: str = "join") -> np.ndarray:
@@ -257,6 +264,7 @@ class Plan:
         for key, v in (("lo", -1), ("n", 1), ("s", 1), ("n2", 1), ("s2", 0), ("red", -1)):
             c[key].append(np.full(k, v, dtype=np.int8 if key == "red" else np.int64))
         c["dur"].append(np.zeros(k))
+        c["lat"].append(np.full(k, np.nan))
         return ids
 
     def _sizes(self, lo, n, s, n2, s2) -> np.ndarray:
@@ -340,6 +348,9 @@ class Plan:
         M = N + int(before.sum()) + int(after.sum())
         lat = np.asarray(costs.latency(c["src"][before], c["dst"][before]), dtype=np.float64) \
             if with_delay else np.zeros(0)
+        if with_delay and costs.fixed_step_s is None:
+            own = c["lat"][before]  # a builder's own pricing (rings: their connections' mean)
+            lat = np.where(np.isnan(own), lat, own)
         # a data edge's child is its transfer's step-latency delay where it has one
         data_child = new_id[child] - before[child]
         order_child = new_id[ochild]

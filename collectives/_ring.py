@@ -44,6 +44,9 @@ def ring_phases(plan: Plan, members: np.ndarray, lo: np.ndarray, cnt, *, rs: boo
     if m == 1:
         return {"last_recv": last_recv, "last_send": last_send}
     K = m - 1
+    step_s = ring_step_latency(plan, members)
+    if step_s is not None:
+        step_s = np.broadcast_to(step_s[None, :, None, None], (K, R, m, C))
     k = np.arange(K)[:, None, None, None]
     r = np.arange(R)[None, :, None, None]
     p = np.arange(m)[None, None, :, None]
@@ -61,7 +64,7 @@ def ring_phases(plan: Plan, members: np.ndarray, lo: np.ndarray, cnt, *, rs: boo
         ids = plan.transfers(src, dst, lo[rr, shard, cc], n=cnt[rr, shard, cc],
                              reduce=phase == "rs",
                              label=labels[0] if phase == "rs" else labels[1],
-                             tag=tag + np.broadcast_to(k, (K, R, m, C)))
+                             tag=tag + np.broadcast_to(k, (K, R, m, C)), step_s=step_s)
         tag += K
         # data: step 0 needs the sender's own shard (ready); step k the previous receive
         if phase == "rs" or not rs:
@@ -79,3 +82,23 @@ def ring_phases(plan: Plan, members: np.ndarray, lo: np.ndarray, cnt, *, rs: boo
         # member p's final receive of each chunk (the sender is p-1, at the last step)
         last_recv = np.roll(ids[-1], 1, axis=1).copy()
     return {"last_recv": last_recv, "last_send": last_send}
+
+
+def ring_step_latency(plan: Plan, members: np.ndarray) -> np.ndarray | None:
+    """Per ring (R,), the protocol step latency each of its steps pays: the mean over the
+    ring's connections. A one-chunk ring moves in lock step (collectives/_plan.py), so pricing
+    every step at its own connection's latency would make every step cost the slowest one; in
+    NCCL a step's data crosses one connection after another around the ring, and its tuner
+    charges the ring the sum over its steps of each step's own latency (src/graph/tuning.cc:
+    nInterSteps x the network figure + the rest x the NVLink one), which is the steps x the
+    connections' mean. Differs from every connection's own figure only where a ring's
+    connections differ (a ring over several two_tier nodes). None: the protocol's own (no
+    protocol, a user's fixed step latency, or several chunks, which are not in lock step)."""
+    costs = plan.costs
+    if costs.protocol is None or costs.fixed_step_s is not None or not costs.any_latency or \
+            plan.chunks > 1:
+        return None  # several chunks: a rank streams them, each step at its own latency
+    nodes = plan.nodes[members]
+    lat = np.asarray(costs.latency(nodes.reshape(-1), np.roll(nodes, -1, axis=1).reshape(-1)),
+                     dtype=np.float64).reshape(members.shape)
+    return lat.mean(axis=1)

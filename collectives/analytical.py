@@ -312,6 +312,17 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         else:
             rails = rail_rings(topology, ranks)
         options = dict(options, rails=rails)
+    if algorithm in ("ring", "bidirectional_ring") and op in ("all_reduce", "reduce_scatter",
+                                                             "all_gather") \
+            and costs.any_latency and costs.fixed_step_s is None:
+        # a ring's steps pay its connections' mean step latency, as the builders price them
+        # (collectives._ring.ring_step_latency)
+        rings = options.get("rails")
+        if rings is None:
+            rings = np.arange(n)[None, :]
+        hs = ranks[rings]
+        options = dict(options, ring_step_s=float(np.mean(costs.latency(
+            hs.reshape(-1), np.roll(hs, -1, axis=1).reshape(-1)))))
     if chunks is None:
         C = _default_chunks(op, algorithm, int(S), n, options, proto)
     elif op == "all_to_all_v":
@@ -341,6 +352,13 @@ def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
     i = np.arange(n)
     nxt = (i + 1) % n
     rails = options.get("rails")
+    mean_L = options.get("ring_step_s") if C == 1 else None
+    if mean_L is not None:
+        # one chunk: a ring's steps each pay its connections' mean step latency (the builders')
+        R2_own = R2
+
+        def R2(s, d, b):  # noqa: F811
+            return R2_own(s, d, b)[0], mean_L
     if algorithm == "ring" and rails is not None and op in ("all_reduce", "reduce_scatter",
                                                             "all_gather"):
         # one ring per rail (collectives/rail.py): every step, each ring moves its 1/g share

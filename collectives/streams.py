@@ -84,7 +84,8 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
     template (which has g(g-1) transfers per phase); None for other algorithms.
 
     ``wire``: a protocol's (payload, wire) byte ratio, applied per transfer as the builders
-    do; ``step_latency_s``: the per-step latency (the largest of the ring's connections);
+    do; ``step_latency_s``: the per-step latency (the mean of the ring's connections', as
+    collectives._ring.ring_step_latency prices a ring's steps);
     ``launch_s``: the protocol's launch latency, paid once; ``rate_cap``: a protocol's
     throughput cap in payload bytes/s (protocols.Costs.rate_cap; 0: none), which the stream
     meets as the full ring does, its busiest connection's payload / cap at least (exact when
@@ -382,8 +383,8 @@ def composed_phases(algorithm: str, ranks, nbytes: int, costs, group_size=None,
                     dims=None) -> list[Phase] | None:
     """The one-chunk hierarchical or torus all-reduce over host ids ``ranks`` as phases of ring
     streams, with ``costs`` (collectives.protocols.Costs) applied as the builders apply them:
-    wire bytes per transfer, each ring's step latency (the largest of its connections: one
-    chunk moves a ring in lock step), the launch once before the first phase, the LL
+    wire bytes per transfer, each ring's step latency (the mean of its connections', as
+    collectives._ring.ring_step_latency prices it), the launch once before the first phase, the LL
     throughput cap. None for other algorithms."""
     import math
 
@@ -411,7 +412,9 @@ def composed_phases(algorithm: str, ranks, nbytes: int, costs, group_size=None,
         return None
     out = []
     for i, ph in enumerate(phases):
-        per = (costs.latency(ranks[ph.src], ranks[ph.dst]).max(axis=1) if costs.any_latency
+        # each ring's step latency as the builders price it: its connections' mean
+        # (collectives._ring.ring_step_latency; a user's fixed latency is the same everywhere)
+        per = (costs.latency(ranks[ph.src], ranks[ph.dst]).mean(axis=1) if costs.any_latency
                else 0.0)
         out.append(with_latency(ph, per, costs.launch_s if i == 0 else 0.0))
     return out

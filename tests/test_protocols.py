@@ -88,15 +88,24 @@ def test_step_latency_follows_the_data_not_every_chunk():
 
 
 def test_latencies_inside_a_node_are_nvlinks():
+    # several chunks: every step at its own connection's latency (the ranks stream them)
     fab = build("two_tier", {"nodes": 2})
-    s = co.build("all_reduce", "ring", range(16), 1 << 20, protocol="simple", fabric=fab)
+    s = co.build("all_reduce", "ring", range(16), 1 << 20, protocol="simple", fabric=fab,
+                 chunks=2)
     d = np.flatnonzero((s.kind == DELAY) & (s.label == s.labels.index("step_latency")))
     t = d + 1  # a transfer sits right after its delay
     assert (s.kind[t] == TRANSFER).all()
     same = (s.src[t] // 8) == (s.dst[t] // 8)
-    assert np.allclose(s.duration[d][same], protocols.FAMILY_LATENCY["ring"]["simple"][0])
-    assert np.allclose(s.duration[d][~same], protocols.FAMILY_LATENCY["ring"]["simple"][1])
+    nv, net = protocols.FAMILY_LATENCY["ring"]["simple"][:2]
+    assert np.allclose(s.duration[d][same], nv)
+    assert np.allclose(s.duration[d][~same], net)
     assert same.any() and (~same).any()
+    # one chunk (lock step): every step at the mean of the ring's connections, the sum over
+    # a round being NCCL's (src/graph/tuning.cc: network steps x net + the rest x NVLink)
+    one = co.build("all_reduce", "ring", range(16), 1 << 20, protocol="simple", fabric=fab)
+    d1 = np.flatnonzero((one.kind == DELAY) & (one.label == one.labels.index("step_latency")))
+    # each of the 8 rail rings (collectives/rail.py) crosses between the nodes twice
+    assert np.allclose(one.duration[d1], (14 * nv + 2 * net) / 16)
     launches = s.label == s.labels.index("launch_latency")
     assert launches.sum() == 16 and np.allclose(s.duration[launches], 8.4e-6)
 
