@@ -321,7 +321,7 @@ class Scenario:
             raise _prefixed(e, "routing", f"routing.policy = {policy!r}") from None
         from netcosim.routing_notice import warn_planes
 
-        warn_planes(topology, policy)
+        warn_planes(topology, policy, self.engine_kind)
         return routing
 
     def build_faults(self, topology):

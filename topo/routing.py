@@ -22,6 +22,18 @@ not forward; on a torus the hosts are the routers). Policies (docs/routing.md ha
   half is cut by faults (or no node may be an intermediate) the flow takes its direct ecmp path.
 * ``adaptive``: at flow level the same weights as ``spray``; the packet engine makes the real
   per-hop least-loaded choice itself from :meth:`Routing.distances`.
+
+Plane striping (``fullflat`` with ``planes >= 2``): a single-path policy (``shortest``,
+``ecmp``, ``dmodk``, ``valiant``) routes every flow once in each plane, the policy's own choice
+over that plane's links only (valiant: an intermediate among that plane's switches), and splits
+it evenly over the planes that reach the destination: weight 1/k on each of the k per-plane
+paths, listed plane after plane, each in hop order. This is how NCCL drives one NIC per plane
+(channels) and how NVLink-style fabrics stripe a transfer; one plane per connection would give a
+GPU talking to one peer 1/planes of its bandwidth. A plane cut for a pair by faults drops out
+and its share moves to the surviving planes. ``latency`` is the mean over the used planes
+(path-weighted, as for spray), ``hops`` the longest used plane path. ``stripe=False`` routes
+the fabric as one graph instead (the packet engine, which sends a connection's packets over one
+path, asks for that: :meth:`Routing.unstriped`).
 """
 from __future__ import annotations
 
@@ -36,6 +48,8 @@ from topo.errors import InputError
 from topo.arrays import unique
 
 POLICIES = ("shortest", "ecmp", "dmodk", "dor", "spray", "valiant", "adaptive")
+# single-path policies that a multi-plane fabric stripes over its planes (module docstring)
+STRIPED = ("shortest", "ecmp", "dmodk", "valiant")
 # Distance rows kept per Routing object (all alive masks together). 512 MiB holds the full
 # table of a fat_tree(k=32) (8,192 destinations x 9,472 nodes x 4 bytes = 310 MB).
 DEFAULT_CACHE_BYTES = 512 << 20
@@ -52,8 +66,9 @@ class Paths:
     """Links of n flows as CSR: flow i uses ``link[ptr[i]:ptr[i+1]]`` with ``weight[...]``.
 
     Single-path policies list links in hop order with weight 1.0; ``spray``/``adaptive`` list
-    the shortest-path DAG level by level (the weights of each level sum to 1). Unreachable
-    flows have ``reachable`` False, an empty range, ``hops`` -1 and ``latency`` 0.
+    the shortest-path DAG level by level (the weights of each level sum to 1); a plane-striped
+    flow (module docstring) lists its k per-plane paths one after another, weight 1/k each.
+    Unreachable flows have ``reachable`` False, an empty range, ``hops`` -1 and ``latency`` 0.
     ``hops`` is the number of links a packet crosses (the shortest hop count for
     spray/adaptive); ``latency`` the propagation latency in seconds (path-count-weighted mean
     for spray/adaptive).
@@ -154,7 +169,8 @@ class _Table:
 
 
 class Routing:
-    def __init__(self, topology, policy="ecmp", seed=0, *, cache_bytes=DEFAULT_CACHE_BYTES):
+    def __init__(self, topology, policy="ecmp", seed=0, *, cache_bytes=DEFAULT_CACHE_BYTES,
+                 stripe=True):
         if policy not in POLICIES:
             raise RoutingError(f"routing.policy = {policy!r}: expected one of {', '.join(POLICIES)}")
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
@@ -179,6 +195,31 @@ class Routing:
         self._host_on_switches = None  # per host: hangs on switches only (anchored routing)
         if policy == "dor":
             self._dor_setup()
+        # plane striping (module docstring): one uint8 link mask per plane, None when off
+        self._plane_masks = None
+        self._unstriped = None
+        if stripe and policy in STRIPED:
+            from topo.builders.fullflat import dlink_planes
+
+            planes = dlink_planes(topology)
+            if planes is not None:
+                self._plane_masks = [(planes == p).view(np.uint8)
+                                     for p in range(int(planes.max()) + 1)]
+
+    @property
+    def striped(self) -> bool:
+        """Whether :meth:`paths` splits every flow over the fabric's planes."""
+        return self._plane_masks is not None
+
+    def unstriped(self) -> "Routing":
+        """This routing (same policy, seed and cache budget) without plane striping: one path
+        per flow over the whole fabric (the policy's choice of plane). Self when not striped."""
+        if not self.striped:
+            return self
+        if self._unstriped is None:
+            self._unstriped = Routing(self.topology, self.policy, self.seed,
+                                      cache_bytes=self.cache_bytes, stripe=False)
+        return self._unstriped
 
     # ------------------------------------------------------------------ public API
     def paths(self, src, dst, flow_id=None, alive=None) -> Paths:
@@ -195,6 +236,11 @@ class Routing:
                                    f"shape {fid.shape} of {fid.dtype}")
             fid = np.ascontiguousarray(fid, dtype=np.int64)
         key, alive8 = self._alive(alive)
+        if self._plane_masks is not None:
+            return self._striped(src, dst, fid, key, alive8)
+        return self._policy(src, dst, fid, key, alive8)
+
+    def _policy(self, src, dst, fid, key, alive8, plane=None) -> Paths:
         p = self.policy
         if p in ("shortest", "ecmp", "dmodk"):
             mode = {"shortest": _k.SHORTEST, "ecmp": _k.ECMP, "dmodk": _k.DMODK}[p]
@@ -203,7 +249,29 @@ class Routing:
             return self._spray(src, dst, key, alive8)
         if p == "dor":
             return self._dor(src, dst, fid, key, alive8)
-        return self._valiant(src, dst, fid, key, alive8)
+        return self._valiant(src, dst, fid, key, alive8, plane)
+
+    def _striped(self, src, dst, fid, key, alive8) -> Paths:
+        """Every flow routed in each plane (the alive mask cut to that plane's links: hosts do
+        not forward, so a path cannot leave its plane) and split evenly over the planes that
+        reach its destination. Each plane's distance rows are cached under their own key."""
+        per = [self._policy(src, dst, fid, (key, p), alive8 & m, plane=p)
+               for p, m in enumerate(self._plane_masks)]
+        reach = np.stack([q.reachable for q in per])  # (planes, flows)
+        cnt = np.stack([np.diff(q.ptr) for q in per]) * reach  # a cut plane adds no links
+        k = reach.sum(axis=0)
+        n = len(src)
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(cnt.sum(axis=0), out=ptr[1:])
+        start = ptr[:-1] + np.cumsum(cnt, axis=0) - cnt  # plane p's first link, per flow
+        link = np.empty(ptr[-1], dtype=np.int32)
+        for p, q in enumerate(per):
+            link[spans(start[p], cnt[p])] = q.link[spans(q.ptr[:-1], cnt[p])]
+        share = 1.0 / np.maximum(k, 1)
+        weight = np.repeat(share, np.diff(ptr))
+        lat = np.where(reach, np.stack([q.latency for q in per]), 0.0).sum(axis=0) * share
+        hops = np.where(reach, np.stack([q.hops for q in per]), -1).max(axis=0)
+        return Paths(ptr, link, weight, k > 0, lat, hops.astype(np.int32))
 
     def distances(self, dsts, alive=None) -> np.ndarray:
         """int32 (len(dsts), n_nodes): hops from every node to each destination, -1 unreachable."""
@@ -498,9 +566,12 @@ class Routing:
         good = np.flatnonzero(~bad)
         return _merge(n, [(good, p.take(good)), (idx, alt)])
 
-    def _valiant(self, src, dst, fid, key, alive8) -> Paths:
+    def _valiant(self, src, dst, fid, key, alive8, plane=None) -> Paths:
         t = self.topology
-        if t.n_switches > 0:
+        if plane is not None:  # striped: an intermediate among this plane's switches
+            count = t.n_switches // len(self._plane_masks)
+            lo = t.n_hosts + plane * count
+        elif t.n_switches > 0:
             lo, count = t.n_hosts, t.n_switches
         elif t.hosts_forward:
             lo, count = 0, t.n_hosts

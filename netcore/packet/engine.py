@@ -80,11 +80,18 @@ def _config(opts: dict, per_hop: bool, adaptive: bool):
     return c
 
 
+def single_path(routing):
+    """The routing the core follows: a connection's packets take one path, in hop order, so a
+    plane-striped routing (topo.routing, fullflat) is asked for its unstriped paths (one plane
+    per connection, the policy's choice) rather than its per-plane paths back to back."""
+    return routing.unstriped() if getattr(routing, "striped", False) else routing
+
+
 class _Router:
     """Gives the core paths (per flow) or hop distances (per packet) for a given alive mask."""
 
     def __init__(self, topology, schedule: Schedule, routing, per_hop: bool):
-        self.routing = routing
+        self.routing = single_path(routing)
         self.per_hop = per_hop
         self.src = schedule.src
         self.keys = schedule.routing_keys(np.arange(schedule.n))  # ECMP hash key per node

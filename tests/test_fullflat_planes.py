@@ -1,0 +1,196 @@
+"""Single-path policies on fullflat stripe over the planes (topo/routing.py, "Plane striping"):
+each (src, dst) is routed once per plane by the policy's own rule, weight 1/planes per plane;
+a plane cut by faults hands its share to the others; other fabrics route as before."""
+import json
+
+import numpy as np
+import pytest
+
+from cli_helpers import cli, write
+from netcore import Schedule, simulate
+from netcosim import routing_notice
+from topo.builders import fat_tree, fullflat, two_tier
+from topo.builders.fullflat import dlink_planes
+from topo.faults import DOWN, LinkFaults
+from topo.routing import STRIPED, Routing
+
+FF = fullflat(16, planes=4, switch_radix=16, gpu_gbps=400, latency_us=1.0)  # 100 Gbps a plane
+FF2 = fullflat(40, planes=2, switch_radix=16)  # leaf/spine planes: 5 leaves, 8 spines each
+PLANE_BPS = 100e9 / 8
+
+
+def all_pairs(n):
+    s, d = np.divmod(np.arange(n * n), n)
+    keep = s != d
+    return s[keep], d[keep]
+
+
+def per_plane(t, p, i):
+    """Flow i's links grouped by plane, each in the order listed."""
+    links = p.link[p.ptr[i]:p.ptr[i + 1]]
+    planes = dlink_planes(t)[links]
+    return {int(q): links[planes == q] for q in np.unique(planes)}
+
+
+def is_walk(t, links, src, dst):
+    a, b = t.dlink_src[links], t.dlink_dst[links]
+    return a[0] == src and b[-1] == dst and (b[:-1] == a[1:]).all()
+
+
+@pytest.mark.parametrize("policy", STRIPED)
+def test_every_pair_uses_every_plane_at_one_over_planes(policy):
+    for t in (FF, FF2):
+        planes = t.params["planes"]
+        s, d = all_pairs(t.n_hosts)
+        p = Routing(t, policy, seed=5).paths(s, d)
+        assert p.reachable.all()
+        assert (p.weight == 1.0 / planes).all()
+        for i in range(len(s)):
+            got = per_plane(t, p, i)
+            assert sorted(got) == list(range(planes))
+            for links in got.values():
+                assert is_walk(t, links, s[i], d[i])
+                if t is FF:  # single-switch planes: every path is GPU -> switch -> GPU
+                    assert len(links) == 2
+        if policy != "valiant":
+            assert set(p.hops.tolist()) <= {2, 4}
+            # the weights of a flow add up to its hop count (each plane path: hops links)
+            tot = np.add.reduceat(p.weight, p.ptr[:-1])
+            assert np.allclose(tot, p.hops)
+
+
+def test_the_plane_choice_is_the_policy_s_own():
+    """In a leaf/spine plane, dmodk's spine depends on the destination only, ecmp's on a
+    per-flow hash: striping keeps each rule inside every plane."""
+    s = np.zeros(39, dtype=np.int64)
+    d = np.arange(1, 40)
+    far = FF2.host_group[d] != FF2.host_group[0]
+    spines = {}
+    for policy in ("dmodk", "ecmp"):
+        p = Routing(FF2, policy, seed=1).paths(s[far], d[far], flow_id=np.arange(far.sum()))
+        # the spine of each plane path is the node after its second link
+        picks = np.array([[int(FF2.dlink_dst[lk[1]]) for lk in per_plane(FF2, p, i).values()]
+                          for i in range(int(far.sum()))])
+        spines[policy] = picks
+    # dmodk: spine index dst mod 8 (relative to the plane's first spine)
+    base = FF2.n_hosts + np.arange(2) * 13 + 5
+    assert ((spines["dmodk"] - base) == (d[far] % 8)[:, None]).all()
+    # ecmp: the hash spreads flows with the same destination class over spines
+    assert len(np.unique(spines["ecmp"][:, 0])) > 4
+
+
+def test_deterministic():
+    s, d = all_pairs(16)
+    for policy in STRIPED:
+        a = Routing(FF, policy, seed=7).paths(s, d, flow_id=s * 31 + d)
+        b = Routing(FF, policy, seed=7).paths(s, d, flow_id=s * 31 + d)
+        for f in ("ptr", "link", "weight", "reachable", "latency", "hops"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), (policy, f)
+
+
+def test_a_cut_plane_hands_its_share_to_the_others():
+    cut = FF.dlink_id(0, FF.n_hosts + 1)  # GPU 0 into plane 1 (a single switch)
+    alive = np.ones(FF.n_dlinks, bool)
+    alive[[cut, cut ^ 1]] = False
+    r = Routing(FF, "ecmp")
+    p = r.paths([0, 5, 3], [5, 0, 5], alive=alive)
+    assert p.reachable.all()
+    for i in (0, 1):  # to and from GPU 0: planes 0, 2, 3 at a third each
+        assert sorted(per_plane(FF, p, i)) == [0, 2, 3]
+        assert np.allclose(p.weight[p.ptr[i]:p.ptr[i + 1]], 1 / 3)
+    assert sorted(per_plane(FF, p, 2)) == [0, 1, 2, 3]  # a pair the cut does not touch
+    assert (p.weight[p.ptr[2]:p.ptr[3]] == 0.25).all()
+    # every plane cut: unreachable, nothing listed
+    for q in range(4):
+        lk = FF.dlink_id(0, FF.n_hosts + q)
+        alive[[lk, lk ^ 1]] = False
+    p = r.paths([0], [5], alive=alive)
+    assert not p.reachable[0] and p.ptr[-1] == 0 and p.hops[0] == -1
+
+
+def test_flow_engine_moves_the_share_when_a_plane_link_fails():
+    """0 -> 5 at 4 planes x 12.5 GB/s; at tf GPU 0's plane-1 link fails: after the reroute
+    delay the rest goes at 3 planes; nothing is stranded and plane 1 carried only what it had
+    sent before tf."""
+    S, tf, delay = 10_000_000, 0.1e-3, 5e-6
+    cut = FF.dlink_id(0, FF.n_hosts + 1)
+    faults = LinkFaults(np.array([tf, tf]), np.array([cut, cut ^ 1]), np.array([DOWN, DOWN]),
+                        np.array([0.0, 0.0]))
+    r = simulate(FF, Schedule.from_transfers([0], [5], [S]), "ecmp", faults,
+                 reroute_delay_us=delay * 1e6)
+    assert r.finished.all() and not r.stranded.any()
+    left = S - 4 * PLANE_BPS * tf
+    assert r.end[0] == pytest.approx(tf + delay + left / (3 * PLANE_BPS) + 2e-6, rel=1e-9)
+    assert r.link_bytes[cut] == pytest.approx(PLANE_BPS * tf, rel=1e-9)
+    for q in (0, 2, 3):
+        assert r.link_bytes[FF.dlink_id(0, FF.n_hosts + q)] == \
+            pytest.approx(PLANE_BPS * tf + left / 3, rel=1e-9)
+
+
+def test_other_fabrics_route_as_before():
+    ft = fat_tree(4)
+    s, d = all_pairs(ft.n_hosts)
+    for t in (ft, two_tier(2), fullflat(16, planes=1, switch_radix=16)):
+        for policy in STRIPED:
+            r = Routing(t, policy, seed=3)
+            assert not r.striped and r.unstriped() is r
+            a = r.paths(s[s < t.n_hosts], d[s < t.n_hosts]) if t is ft else \
+                r.paths(*all_pairs(t.n_hosts))
+            assert (a.weight == 1.0).all()
+            assert (np.diff(a.ptr) == a.hops).all()  # one path each, in hop order
+    # spray on fullflat is the spray it was: all shortest paths, no striping of its own
+    r = Routing(FF, "spray")
+    assert not r.striped
+    b = Routing(FF, "ecmp", stripe=False).paths(*all_pairs(16))
+    assert (b.weight == 1.0).all() and (np.diff(b.ptr) == 2).all()
+
+
+def test_unstriped_is_the_old_single_plane_routing():
+    s, d = all_pairs(16)
+    a = Routing(FF, "ecmp", seed=2).unstriped().paths(s, d)
+    b = Routing(FF, "ecmp", seed=2, stripe=False).paths(s, d)
+    assert np.array_equal(a.link, b.link) and (a.weight == 1.0).all()
+    assert len(np.unique(dlink_planes(FF)[a.link])) == 4  # the hash spreads flows over planes
+    assert (np.diff(a.ptr) == 2).all()
+
+
+def test_packet_engine_keeps_one_plane_per_connection():
+    """The packet engine sends a connection's packets along one path: it takes the
+    unstriped route (each transfer on one plane, the policy's choice), bit for bit."""
+    t = fullflat(4, planes=2, switch_radix=4, gpu_gbps=200)
+    sched = Schedule.from_transfers([0, 1, 2], [1, 2, 3], [200_000, 100_000, 300_000])
+    a = simulate(t, sched, Routing(t, "ecmp"), engine="packet", transport="ideal")
+    b = simulate(t, sched, Routing(t, "ecmp", stripe=False), engine="packet", transport="ideal")
+    assert np.array_equal(a.end, b.end) and np.array_equal(a.link_bytes, b.link_bytes)
+    assert routing_notice.plane_notice(t, "ecmp", "packet") is not None
+    assert routing_notice.plane_notice(t, "ecmp", "flow") is None
+
+
+RING = """
+[topology]
+kind = "fullflat"
+n_gpus = 16
+planes = 4
+switch_radix = 16
+gpu_gbps = 1600
+[routing]
+policy = "{policy}"
+[workload]
+kind = "collective"
+op = "all_reduce"
+algorithm = "ring"
+bytes = "256MiB"
+"""
+
+
+def test_ring_all_reduce_single_path_matches_spray_on_the_flow_engine(tmp_path, capsys):
+    busbw = {}
+    for policy in ("ecmp", "dmodk", "spray"):
+        out = tmp_path / policy
+        rc, _, err = cli(capsys, "run", write(tmp_path, RING.format(policy=policy),
+                                              f"{policy}.toml"), "--out", out)
+        assert rc == 0, err
+        assert "warning" not in err  # the flow engine uses every plane
+        busbw[policy] = json.loads((out / "summary.json").read_text())["busbw_GBps"]
+    for policy in ("ecmp", "dmodk"):
+        assert busbw[policy] == pytest.approx(busbw["spray"], rel=0.03)
