@@ -2,7 +2,6 @@
 policy on one plane (a ring all-reduce then gets 1/planes of each GPU's bandwidth); the flow
 engine and the analytical estimate stripe over the planes (tests/test_fullflat_planes.py).
 The CLI says so on stderr for the packet engine only, and runs."""
-import json
 
 import pytest
 
