@@ -154,16 +154,76 @@ def test_unstriped_is_the_old_single_plane_routing():
     assert (np.diff(a.ptr) == 2).all()
 
 
-def test_packet_engine_keeps_one_plane_per_connection():
-    """The packet engine sends a connection's packets along one path: it takes the
-    unstriped route (each transfer on one plane, the policy's choice), bit for bit."""
-    t = fullflat(4, planes=2, switch_radix=4, gpu_gbps=200)
-    sched = Schedule.from_transfers([0, 1, 2], [1, 2, 3], [200_000, 100_000, 300_000])
-    a = simulate(t, sched, Routing(t, "ecmp"), engine="packet", transport="ideal")
-    b = simulate(t, sched, Routing(t, "ecmp", stripe=False), engine="packet", transport="ideal")
+T4 = fullflat(4, planes=2, switch_radix=4, gpu_gbps=200)  # 12.5 GB/s a plane
+
+
+def test_packet_engine_splits_a_transfer_into_a_connection_per_plane():
+    """Each transfer becomes one connection per plane (netcore/packet/plane_split.py): a chain
+    of three runs in about the flow engine's time, half the unstriped one; the caller gets
+    its own three nodes back."""
+    sched = Schedule.from_transfers([0, 1, 2], [1, 2, 3], [2_000_000, 1_000_000, 3_000_000],
+                                    deps=[[], [0], [1]])
+    flow = simulate(T4, sched, "ecmp")
+    for transport in ("ideal", "dcqcn"):
+        a = simulate(T4, sched, Routing(T4, "ecmp"), engine="packet", transport=transport)
+        one = simulate(T4, sched, Routing(T4, "ecmp", stripe=False), engine="packet",
+                       transport=transport)
+        assert len(a.end) == 3 and not a.stranded.any() and a.info["plane_pieces"] == 3
+        assert a.end == pytest.approx(flow.end, rel=0.03)
+        assert one.end[-1] > 1.9 * a.end[-1]
+        # both planes carry half of every transfer out of GPU 0 (and the unstriped one plane)
+        up = [a.link_bytes[T4.dlink_id(0, T4.n_hosts + q)] for q in (0, 1)]
+        assert up[0] == pytest.approx(up[1], rel=0.01)
+        assert sorted(one.link_bytes[T4.dlink_id(0, T4.n_hosts + q)] > 0 for q in (0, 1)) == \
+            [False, True]
+
+
+def test_packet_engine_warm_connections_keep_one_plane():
+    sched = Schedule.from_transfers([0], [1], [1_000_000])
+    a = simulate(T4, sched, Routing(T4, "ecmp"), engine="packet", transport="ideal",
+                 warm_connections=True)
+    b = simulate(T4, sched, Routing(T4, "ecmp", stripe=False), engine="packet",
+                 transport="ideal", warm_connections=True)
     assert np.array_equal(a.end, b.end) and np.array_equal(a.link_bytes, b.link_bytes)
-    assert routing_notice.plane_notice(t, "ecmp", "packet") is not None
-    assert routing_notice.plane_notice(t, "ecmp", "flow") is None
+    assert "plane_pieces" not in a.info
+    assert routing_notice.plane_notice(T4, "ecmp", "packet", warm_connections=True)
+    assert routing_notice.plane_notice(T4, "ecmp", "packet") is None
+
+
+def test_packet_engine_moves_a_cut_plane_s_piece():
+    """GPU 0's plane-1 link fails mid-transfer: the plane-1 piece is re-routed over plane 0
+    and the transfer ends about when the flow engine says; nothing is stranded."""
+    S, tf = 4_000_000, 50e-6
+    cut = T4.dlink_id(0, T4.n_hosts + 1)
+    faults = LinkFaults(np.array([tf, tf]), np.array([cut, cut ^ 1]), np.array([DOWN, DOWN]),
+                        np.array([0.0, 0.0]))
+    sched = Schedule.from_transfers([0], [1], [S])
+    flow = simulate(T4, sched, "ecmp", faults, reroute_delay_us=5)
+    for transport in ("ideal", "dcqcn"):
+        r = simulate(T4, sched, "ecmp", faults, engine="packet", transport=transport,
+                     reroute_delay_us=5)
+        assert not r.stranded.any() and r.info["reroutes"] == 1
+        assert r.end[0] == pytest.approx(flow.end[0], rel=0.03)
+        # plane 1 carried (about) what left before tf; plane 0 the rest
+        assert r.link_bytes[cut] == pytest.approx(PLANE_BPS * tf, rel=0.05)
+        assert r.link_bytes[T4.dlink_id(0, T4.n_hosts)] > 0.8 * S
+
+
+def test_ring_all_reduce_on_the_packet_engine_uses_every_plane():
+    """A 32 MiB ring all-reduce over 16 GPUs on 4 planes (DCQCN): striped ecmp within a few %
+    of the flow engine (where ecmp and spray agree), the unstriped route 3x slower or worse."""
+    import collectives as co
+
+    t = fullflat(16, planes=4, switch_radix=16, gpu_gbps=1600)
+    sched = co.ring_all_reduce(list(range(16)), 32 << 20)
+    flow = np.nanmax(simulate(t, sched, "spray").end)
+    assert np.nanmax(simulate(t, sched, "ecmp").end) == pytest.approx(flow, rel=1e-9)
+    striped = np.nanmax(simulate(t, sched, Routing(t, "ecmp"), engine="packet",
+                                 transport="dcqcn").end)
+    one = np.nanmax(simulate(t, sched, Routing(t, "ecmp", stripe=False), engine="packet",
+                             transport="dcqcn").end)
+    assert striped == pytest.approx(flow, rel=0.03)
+    assert one > 3 * striped
 
 
 RING = """

@@ -223,6 +223,35 @@ class Routing:
 
     # ------------------------------------------------------------------ public API
     def paths(self, src, dst, flow_id=None, alive=None) -> Paths:
+        src, dst, fid = self._flows(src, dst, flow_id)
+        key, alive8 = self._alive(alive)
+        if self._plane_masks is not None:
+            return self._striped(src, dst, fid, key, alive8)
+        return self._policy(src, dst, fid, key, alive8)
+
+    @property
+    def planes(self) -> int:
+        """How many planes :meth:`paths` stripes over (0 when it does not)."""
+        return 0 if self._plane_masks is None else len(self._plane_masks)
+
+    def plane_paths(self, src, dst, plane, flow_id=None, alive=None) -> Paths:
+        """One path per flow inside plane ``plane`` only (a striped routing's share of that
+        plane, weight 1.0): the packet engine's per-plane connections. Unreachable where the
+        plane is cut for the pair (or an end is a switch of another plane)."""
+        if not 0 <= plane < self.planes:
+            raise RoutingError(f"plane = {plane!r}: this routing stripes over {self.planes} "
+                               f"planes")
+        src, dst, fid = self._flows(src, dst, flow_id)
+        key, alive8 = self._alive(alive)
+        return self._in_plane(src, dst, fid, key, alive8, plane)
+
+    def _in_plane(self, src, dst, fid, key, alive8, plane) -> Paths:
+        # the alive mask cut to the plane's links (hosts do not forward, so no path leaves
+        # the plane); the plane's distance rows are cached under a key of their own
+        return self._policy(src, dst, fid, (key, plane), alive8 & self._plane_masks[plane],
+                            plane=plane)
+
+    def _flows(self, src, dst, flow_id):
         src = self._nodes(src, "src")
         dst = self._nodes(dst, "dst")
         if len(src) != len(dst):
@@ -235,10 +264,7 @@ class Routing:
                 raise RoutingError(f"flow_id: expected {len(src)} integers (one per flow), got "
                                    f"shape {fid.shape} of {fid.dtype}")
             fid = np.ascontiguousarray(fid, dtype=np.int64)
-        key, alive8 = self._alive(alive)
-        if self._plane_masks is not None:
-            return self._striped(src, dst, fid, key, alive8)
-        return self._policy(src, dst, fid, key, alive8)
+        return src, dst, fid
 
     def _policy(self, src, dst, fid, key, alive8, plane=None) -> Paths:
         p = self.policy
@@ -252,11 +278,9 @@ class Routing:
         return self._valiant(src, dst, fid, key, alive8, plane)
 
     def _striped(self, src, dst, fid, key, alive8) -> Paths:
-        """Every flow routed in each plane (the alive mask cut to that plane's links: hosts do
-        not forward, so a path cannot leave its plane) and split evenly over the planes that
-        reach its destination. Each plane's distance rows are cached under their own key."""
-        per = [self._policy(src, dst, fid, (key, p), alive8 & m, plane=p)
-               for p, m in enumerate(self._plane_masks)]
+        """Every flow routed in each plane and split evenly over the planes that reach its
+        destination."""
+        per = [self._in_plane(src, dst, fid, key, alive8, p) for p in range(self.planes)]
         reach = np.stack([q.reachable for q in per])  # (planes, flows)
         cnt = np.stack([np.diff(q.ptr) for q in per]) * reach  # a cut plane adds no links
         k = reach.sum(axis=0)
