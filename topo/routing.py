@@ -32,8 +32,9 @@ paths, listed plane after plane, each in hop order. This is how NCCL drives one 
 GPU talking to one peer 1/planes of its bandwidth. A plane cut for a pair by faults drops out
 and its share moves to the surviving planes. ``latency`` is the mean over the used planes
 (path-weighted, as for spray), ``hops`` the longest used plane path. ``stripe=False`` routes
-the fabric as one graph instead (the packet engine, which sends a connection's packets over one
-path, asks for that: :meth:`Routing.unstriped`).
+the fabric as one graph instead (:meth:`Routing.unstriped`). The packet engine, whose
+connections send along one path, uses :meth:`Routing.plane_paths` for one connection per plane
+(netcore/packet/plane_split.py).
 """
 from __future__ import annotations
 
