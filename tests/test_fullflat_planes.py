@@ -1,6 +1,7 @@
 """Single-path policies on fullflat stripe over the planes (topo/routing.py, "Plane striping"):
 each (src, dst) is routed once per plane by the policy's own rule, weight 1/planes per plane;
 a plane cut by faults hands its share to the others; other fabrics route as before."""
+import importlib.util
 import json
 
 import numpy as np
@@ -254,3 +255,21 @@ def test_ring_all_reduce_single_path_matches_spray_on_the_flow_engine(tmp_path, 
         busbw[policy] = json.loads((out / "summary.json").read_text())["busbw_GBps"]
     for policy in ("ecmp", "dmodk"):
         assert busbw[policy] == pytest.approx(busbw["spray"], rel=0.03)
+
+
+@pytest.mark.ns3
+@pytest.mark.skipif(importlib.util.find_spec("ns") is None, reason="ns-3 not installed")
+def test_ns3_runs_the_same_per_plane_connections_as_the_packet_engine():
+    """validation/ns3/runner.py splits a striped schedule exactly as the packet engine does
+    (a connection per plane, routed in its plane): TCP in both ends at the same time."""
+    from validation.ns3 import run_ns3
+
+    sched = Schedule.from_transfers([0, 1, 2], [1, 2, 0], [2 << 20, 1 << 20, 3 << 20],
+                                    deps=[[], [0], []])
+    r = Routing(T4, "ecmp")
+    ns3 = run_ns3(T4, sched, r, mtu=9000, buffer_packets=1000)
+    pk = simulate(T4, sched, r, engine="packet", transport="tcp", mtu=9000, buffer_packets=1000)
+    assert len(ns3.end) == 3 and not ns3.stranded.any() and ns3.info["plane_pieces"] == 3
+    assert ns3.end == pytest.approx(pk.end, rel=0.01)
+    one = run_ns3(T4, sched, Routing(T4, "ecmp", stripe=False), mtu=9000, buffer_packets=1000)
+    assert one.makespan > 1.8 * ns3.makespan
