@@ -200,10 +200,14 @@ def test_packet_engine_moves_a_cut_plane_s_piece():
                         np.array([0.0, 0.0]))
     sched = Schedule.from_transfers([0], [1], [S])
     flow = simulate(T4, sched, "ecmp", faults, reroute_delay_us=5)
+    # both planes until tf, plane 0 alone after the reroute delay (+ 2 us of latency)
+    assert flow.end[0] == pytest.approx(tf + 5e-6 + (S - 2 * PLANE_BPS * tf) / PLANE_BPS + 2e-6,
+                                        rel=1e-9)
     for transport in ("ideal", "dcqcn"):
         r = simulate(T4, sched, "ecmp", faults, engine="packet", transport=transport,
                      reroute_delay_us=5)
         assert not r.stranded.any() and r.info["reroutes"] == 1
+        assert r.info["plane_pieces"] == 1
         assert r.end[0] == pytest.approx(flow.end[0], rel=0.03)
         # plane 1 carried (about) what left before tf; plane 0 the rest
         assert r.link_bytes[cut] == pytest.approx(PLANE_BPS * tf, rel=0.05)
