@@ -1,14 +1,13 @@
 """A warning for a routing choice that silently costs a fabric most of its bandwidth.
 
 On ``fullflat`` every GPU has one link into each of ``planes`` independent planes. A
-single-path policy (``shortest``, ``ecmp``, ``dmodk``, ``valiant``) puts each connection on one
-plane, so a GPU that talks to one peer at a time (a ring step, a pipeline send) gets
-1/``planes`` of its bandwidth while the other planes idle. NCCL instead drives every NIC of a
-GPU with channels of its own, and NVLink-style fabrics stripe every transfer over all links:
-``spray`` (or ``adaptive``) models that striping. Measured with ``netcosim run
-examples/fullflat_alltoall.toml --set workload.op=all_reduce --set workload.algorithm=ring
---set workload.bytes=4GiB``: 109.7 GB/s bus bandwidth under ``ecmp`` against 748.7 GB/s under
-``spray`` (docs/topologies.md, "fullflat").
+single-path policy (``shortest``, ``ecmp``, ``dmodk``, ``valiant``) is striped over the planes:
+``topo.routing`` routes each pair once per plane and the flow engine and the analytical
+estimate split the flow evenly over them; the packet engine splits each transfer into one
+connection per plane (netcore/packet/plane_split.py), as NCCL drives one NIC per plane with
+channels of its own. One case is left: with ``engine.warm_connections`` the packet engine keeps
+one connection per host pair, on one plane, so a GPU that talks to one peer at a time (a ring
+step, a pipeline send) gets 1/``planes`` of its bandwidth (docs/topologies.md, "fullflat").
 """
 from __future__ import annotations
 
@@ -18,21 +17,24 @@ SINGLE_PATH = ("shortest", "ecmp", "dmodk", "valiant")
 _shown: set[str] = set()
 
 
-def plane_notice(topology, policy: str) -> str | None:
-    """The warning for ``policy`` on ``topology``, or None when it does not apply."""
+def plane_notice(topology, policy: str, engine: str, warm_connections: bool = False) \
+        -> str | None:
+    """The warning for ``policy`` on ``topology`` run by ``engine`` (with warm connections or
+    not), or None when it does not apply."""
     planes = int((getattr(topology, "params", None) or {}).get("planes", 1) or 1)
-    if getattr(topology, "kind", None) != "fullflat" or planes < 2 or policy not in SINGLE_PATH:
+    if getattr(topology, "kind", None) != "fullflat" or planes < 2 or policy not in SINGLE_PATH \
+            or engine != "packet" or not warm_connections:
         return None
-    return (f"routing.policy = {policy!r} on fullflat puts each connection on one of its "
-            f"{planes} planes: a GPU sending to one peer at a time (ring steps, pipeline "
-            f"sends) gets 1/{planes} of its bandwidth. NCCL's channels and NVLink-style "
-            f"fabrics stripe a transfer over every plane; routing.policy = \"spray\" models "
-            f"that (docs/topologies.md, \"fullflat\")")
+    return (f"routing.policy = {policy!r} on fullflat with engine.warm_connections: the packet "
+            f"engine keeps one connection per host pair, on one of the {planes} planes, so a "
+            f"GPU sending to one peer at a time (ring steps, pipeline sends) gets 1/{planes} of "
+            f"its bandwidth (without warm connections a transfer gets a connection per plane; "
+            f"docs/topologies.md, \"fullflat\")")
 
 
-def warn_planes(topology, policy: str) -> None:
+def warn_planes(topology, policy: str, engine: str, warm_connections: bool = False) -> None:
     """Print the plane warning on stderr, once per process and message."""
-    text = plane_notice(topology, policy)
+    text = plane_notice(topology, policy, engine, warm_connections)
     if text is not None and text not in _shown:
         _shown.add(text)
         print(f"warning: {text}", file=sys.stderr)

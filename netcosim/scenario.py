@@ -321,7 +321,8 @@ class Scenario:
             raise _prefixed(e, "routing", f"routing.policy = {policy!r}") from None
         from netcosim.routing_notice import warn_planes
 
-        warn_planes(topology, policy)
+        warn_planes(topology, policy, self.engine_kind,
+                    self.engine.get("warm_connections") is True)
         return routing
 
     def build_faults(self, topology):

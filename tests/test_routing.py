@@ -13,6 +13,7 @@ from topo.topology import Topology
 
 from topo.builders import dragonfly, fat_tree, fullflat, leaf_spine, two_tier
 from topo.builders import torus as torus_builder
+from topo.builders.fullflat import dlink_planes
 
 
 def torus(dims):
@@ -98,17 +99,24 @@ def test_paths_valid_on_every_builder(policy):
     rng = np.random.default_rng(7)
     for t in fabrics:
         s, d = pairs(t.n_hosts, rng, 100)
-        p = Routing(t, policy, seed=1).paths(s, d)
+        r = Routing(t, policy, seed=1)
+        p = r.paths(s, d)
         assert p.reachable.all(), t
+        # fullflat: one walk per plane, listed plane after plane (tests/test_fullflat_planes.py)
+        plane = dlink_planes(t) if r.striped else None
         for i in range(len(s)):
             dist = ref_dist(t, int(d[i]))[s[i]]
             if policy == "spray":
                 assert p.hops[i] == dist
                 continue
-            nodes = walk_nodes(t, int(s[i]), int(d[i]), p.links_of(i))
-            assert all(x >= t.n_hosts for x in nodes[1:-1]) or t.hosts_forward
-            if policy != "valiant":
-                assert len(nodes) - 1 == dist
+            links = p.links_of(i)
+            walks = [links] if plane is None else \
+                [links[plane[links] == q] for q in range(r.planes)]
+            for w in walks:
+                nodes = walk_nodes(t, int(s[i]), int(d[i]), w)
+                assert all(x >= t.n_hosts for x in nodes[1:-1]) or t.hosts_forward
+                if policy != "valiant":
+                    assert len(nodes) - 1 == dist
 
 
 def test_shortest_takes_lowest_id_neighbour():

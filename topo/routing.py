@@ -22,6 +22,19 @@ not forward; on a torus the hosts are the routers). Policies (docs/routing.md ha
   half is cut by faults (or no node may be an intermediate) the flow takes its direct ecmp path.
 * ``adaptive``: at flow level the same weights as ``spray``; the packet engine makes the real
   per-hop least-loaded choice itself from :meth:`Routing.distances`.
+
+Plane striping (``fullflat`` with ``planes >= 2``): a single-path policy (``shortest``,
+``ecmp``, ``dmodk``, ``valiant``) routes every flow once in each plane, the policy's own choice
+over that plane's links only (valiant: an intermediate among that plane's switches), and splits
+it evenly over the planes that reach the destination: weight 1/k on each of the k per-plane
+paths, listed plane after plane, each in hop order. This is how NCCL drives one NIC per plane
+(channels) and how NVLink-style fabrics stripe a transfer; one plane per connection would give a
+GPU talking to one peer 1/planes of its bandwidth. A plane cut for a pair by faults drops out
+and its share moves to the surviving planes. ``latency`` is the mean over the used planes
+(path-weighted, as for spray), ``hops`` the longest used plane path. ``stripe=False`` routes
+the fabric as one graph instead (:meth:`Routing.unstriped`). The packet engine, whose
+connections send along one path, uses :meth:`Routing.plane_paths` for one connection per plane
+(netcore/packet/plane_split.py).
 """
 from __future__ import annotations
 
@@ -36,6 +49,8 @@ from topo.errors import InputError
 from topo.arrays import unique
 
 POLICIES = ("shortest", "ecmp", "dmodk", "dor", "spray", "valiant", "adaptive")
+# single-path policies that a multi-plane fabric stripes over its planes (module docstring)
+STRIPED = ("shortest", "ecmp", "dmodk", "valiant")
 # Distance rows kept per Routing object (all alive masks together). 512 MiB holds the full
 # table of a fat_tree(k=32) (8,192 destinations x 9,472 nodes x 4 bytes = 310 MB).
 DEFAULT_CACHE_BYTES = 512 << 20
@@ -52,8 +67,9 @@ class Paths:
     """Links of n flows as CSR: flow i uses ``link[ptr[i]:ptr[i+1]]`` with ``weight[...]``.
 
     Single-path policies list links in hop order with weight 1.0; ``spray``/``adaptive`` list
-    the shortest-path DAG level by level (the weights of each level sum to 1). Unreachable
-    flows have ``reachable`` False, an empty range, ``hops`` -1 and ``latency`` 0.
+    the shortest-path DAG level by level (the weights of each level sum to 1); a plane-striped
+    flow (module docstring) lists its k per-plane paths one after another, weight 1/k each.
+    Unreachable flows have ``reachable`` False, an empty range, ``hops`` -1 and ``latency`` 0.
     ``hops`` is the number of links a packet crosses (the shortest hop count for
     spray/adaptive); ``latency`` the propagation latency in seconds (path-count-weighted mean
     for spray/adaptive).
@@ -154,7 +170,8 @@ class _Table:
 
 
 class Routing:
-    def __init__(self, topology, policy="ecmp", seed=0, *, cache_bytes=DEFAULT_CACHE_BYTES):
+    def __init__(self, topology, policy="ecmp", seed=0, *, cache_bytes=DEFAULT_CACHE_BYTES,
+                 stripe=True):
         if policy not in POLICIES:
             raise RoutingError(f"routing.policy = {policy!r}: expected one of {', '.join(POLICIES)}")
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
@@ -179,9 +196,63 @@ class Routing:
         self._host_on_switches = None  # per host: hangs on switches only (anchored routing)
         if policy == "dor":
             self._dor_setup()
+        # plane striping (module docstring): one uint8 link mask per plane, None when off
+        self._plane_masks = None
+        self._unstriped = None
+        if stripe and policy in STRIPED:
+            from topo.builders.fullflat import dlink_planes
+
+            planes = dlink_planes(topology)
+            if planes is not None:
+                self._plane_masks = [(planes == p).view(np.uint8)
+                                     for p in range(int(planes.max()) + 1)]
+
+    @property
+    def striped(self) -> bool:
+        """Whether :meth:`paths` splits every flow over the fabric's planes."""
+        return self._plane_masks is not None
+
+    def unstriped(self) -> "Routing":
+        """This routing (same policy, seed and cache budget) without plane striping: one path
+        per flow over the whole fabric (the policy's choice of plane). Self when not striped."""
+        if not self.striped:
+            return self
+        if self._unstriped is None:
+            self._unstriped = Routing(self.topology, self.policy, self.seed,
+                                      cache_bytes=self.cache_bytes, stripe=False)
+        return self._unstriped
 
     # ------------------------------------------------------------------ public API
     def paths(self, src, dst, flow_id=None, alive=None) -> Paths:
+        src, dst, fid = self._flows(src, dst, flow_id)
+        key, alive8 = self._alive(alive)
+        if self._plane_masks is not None:
+            return self._striped(src, dst, fid, key, alive8)
+        return self._policy(src, dst, fid, key, alive8)
+
+    @property
+    def planes(self) -> int:
+        """How many planes :meth:`paths` stripes over (0 when it does not)."""
+        return 0 if self._plane_masks is None else len(self._plane_masks)
+
+    def plane_paths(self, src, dst, plane, flow_id=None, alive=None) -> Paths:
+        """One path per flow inside plane ``plane`` only (a striped routing's share of that
+        plane, weight 1.0): the packet engine's per-plane connections. Unreachable where the
+        plane is cut for the pair (or an end is a switch of another plane)."""
+        if not 0 <= plane < self.planes:
+            raise RoutingError(f"plane = {plane!r}: this routing stripes over {self.planes} "
+                               f"planes")
+        src, dst, fid = self._flows(src, dst, flow_id)
+        key, alive8 = self._alive(alive)
+        return self._in_plane(src, dst, fid, key, alive8, plane)
+
+    def _in_plane(self, src, dst, fid, key, alive8, plane) -> Paths:
+        # the alive mask cut to the plane's links (hosts do not forward, so no path leaves
+        # the plane); the plane's distance rows are cached under a key of their own
+        return self._policy(src, dst, fid, (key, plane), alive8 & self._plane_masks[plane],
+                            plane=plane)
+
+    def _flows(self, src, dst, flow_id):
         src = self._nodes(src, "src")
         dst = self._nodes(dst, "dst")
         if len(src) != len(dst):
@@ -194,7 +265,9 @@ class Routing:
                 raise RoutingError(f"flow_id: expected {len(src)} integers (one per flow), got "
                                    f"shape {fid.shape} of {fid.dtype}")
             fid = np.ascontiguousarray(fid, dtype=np.int64)
-        key, alive8 = self._alive(alive)
+        return src, dst, fid
+
+    def _policy(self, src, dst, fid, key, alive8, plane=None) -> Paths:
         p = self.policy
         if p in ("shortest", "ecmp", "dmodk"):
             mode = {"shortest": _k.SHORTEST, "ecmp": _k.ECMP, "dmodk": _k.DMODK}[p]
@@ -203,7 +276,27 @@ class Routing:
             return self._spray(src, dst, key, alive8)
         if p == "dor":
             return self._dor(src, dst, fid, key, alive8)
-        return self._valiant(src, dst, fid, key, alive8)
+        return self._valiant(src, dst, fid, key, alive8, plane)
+
+    def _striped(self, src, dst, fid, key, alive8) -> Paths:
+        """Every flow routed in each plane and split evenly over the planes that reach its
+        destination."""
+        per = [self._in_plane(src, dst, fid, key, alive8, p) for p in range(self.planes)]
+        reach = np.stack([q.reachable for q in per])  # (planes, flows)
+        cnt = np.stack([np.diff(q.ptr) for q in per]) * reach  # a cut plane adds no links
+        k = reach.sum(axis=0)
+        n = len(src)
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(cnt.sum(axis=0), out=ptr[1:])
+        start = ptr[:-1] + np.cumsum(cnt, axis=0) - cnt  # plane p's first link, per flow
+        link = np.empty(ptr[-1], dtype=np.int32)
+        for p, q in enumerate(per):
+            link[spans(start[p], cnt[p])] = q.link[spans(q.ptr[:-1], cnt[p])]
+        share = 1.0 / np.maximum(k, 1)
+        weight = np.repeat(share, np.diff(ptr))
+        lat = np.where(reach, np.stack([q.latency for q in per]), 0.0).sum(axis=0) * share
+        hops = np.where(reach, np.stack([q.hops for q in per]), -1).max(axis=0)
+        return Paths(ptr, link, weight, k > 0, lat, hops.astype(np.int32))
 
     def distances(self, dsts, alive=None) -> np.ndarray:
         """int32 (len(dsts), n_nodes): hops from every node to each destination, -1 unreachable."""
@@ -498,9 +591,12 @@ class Routing:
         good = np.flatnonzero(~bad)
         return _merge(n, [(good, p.take(good)), (idx, alt)])
 
-    def _valiant(self, src, dst, fid, key, alive8) -> Paths:
+    def _valiant(self, src, dst, fid, key, alive8, plane=None) -> Paths:
         t = self.topology
-        if t.n_switches > 0:
+        if plane is not None:  # striped: an intermediate among this plane's switches
+            count = t.n_switches // len(self._plane_masks)
+            lo = t.n_hosts + plane * count
+        elif t.n_switches > 0:
             lo, count = t.n_hosts, t.n_switches
         elif t.hosts_forward:
             lo, count = 0, t.n_hosts

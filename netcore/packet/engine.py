@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from netcore.packet import limits
+from netcore.packet import limits, plane_split
 from netcore.packet.options import L3L4_HEADER, check_options
 from netcore.result import Result
 from netcore.schedule import TRANSFER, Schedule
@@ -80,11 +80,22 @@ def _config(opts: dict, per_hop: bool, adaptive: bool):
     return c
 
 
-class _Router:
-    """Gives the core paths (per flow) or hop distances (per packet) for a given alive mask."""
+def single_path(routing):
+    """The routing the core follows: a connection's packets take one path, in hop order, so a
+    plane-striped routing (topo.routing, fullflat) is asked for its unstriped paths (one plane
+    per connection, the policy's choice) rather than its per-plane paths back to back.
+    ``run`` stripes by splitting transfers per plane instead (netcore/packet/plane_split.py)."""
+    return routing.unstriped() if getattr(routing, "striped", False) else routing
 
-    def __init__(self, topology, schedule: Schedule, routing, per_hop: bool):
-        self.routing = routing
+
+class _Router:
+    """Gives the core paths (per flow) or hop distances (per packet) for a given alive mask.
+    ``plane``: per node of a plane-split schedule, the plane its path stays in (-1: any)."""
+
+    def __init__(self, topology, schedule: Schedule, routing, per_hop: bool, plane=None):
+        self.striped = routing if plane is not None else None
+        self.plane = plane
+        self.routing = single_path(routing)
         self.per_hop = per_hop
         self.src = schedule.src
         self.keys = schedule.routing_keys(np.arange(schedule.n))  # ECMP hash key per node
@@ -112,8 +123,12 @@ class _Router:
             return
         if len(nodes) == 0:
             return
-        p = self.routing.paths(self.src[nodes], self.dst[nodes], flow_id=self.keys[nodes],
-                               alive=alive)
+        if self.striped is not None:
+            p = plane_split.paths(self.striped, self.src[nodes], self.dst[nodes],
+                                  self.keys[nodes], self.plane[nodes], alive)
+        else:
+            p = self.routing.paths(self.src[nodes], self.dst[nodes], flow_id=self.keys[nodes],
+                                   alive=alive)
         sim.set_paths(nodes, np.asarray(p.ptr, dtype=np.int64), np.asarray(p.link, dtype=np.int32),
                       np.asarray(p.reachable, dtype=np.uint8))
 
@@ -137,6 +152,14 @@ def _run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options
             raise InputError("engine.warm_connections = true: connections are kept per host "
                              "pair, and this schedule sends to or from switches (an in-network "
                              "collective); leave warm_connections off")
+    n0 = schedule.n
+    split = None
+    if getattr(routing, "planes", 0) >= 2 and not opts["warm_connections"]:
+        # one connection per plane (plane_split.py); warm connections are one per host pair,
+        # so with them each pair keeps one plane (routing_notice warns)
+        split = plane_split.split(schedule, topology.n_hosts, routing.planes)
+    if split is not None:
+        schedule, origin, plane = split
     limits.check(topology, schedule, faults, opts)  # what the core's integers can represent
     policy = getattr(routing, "policy", "ecmp")
     per_hop = policy in ("spray", "adaptive")
@@ -156,7 +179,8 @@ def _run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options
         faults.dlink.astype(np.int32) if nf else np.zeros(0, np.int32),
         faults.kind.astype(np.int8) if nf else np.zeros(0, np.int8),
         faults.factor if nf else np.zeros(0))
-    router = _Router(topology, schedule, routing, per_hop)
+    router = _Router(topology, schedule, routing, per_hop,
+                     plane=None if split is None else plane)
     router.push(sim, router.transfers, None)
     reroutes = 0
     t0 = time.perf_counter()
@@ -169,7 +193,8 @@ def _run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options
         reroutes += 1
     sim.finish()
     wall = time.perf_counter() - t0
-    return _collect(sim, topology, schedule, opts, wall, route_s, reroutes)
+    res = _collect(sim, topology, schedule, opts, wall, route_s, reroutes)
+    return res if split is None else plane_split.fold_back(res, origin, n0)
 
 
 def _collect(sim, topology, schedule, opts, wall, route_s, reroutes) -> Result:

@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from netcore.packet import limits
-from netcore.packet.engine import PS, _collect, _config
+from netcore.packet.engine import PS, _collect, _config, single_path
 from netcore.packet.options import check_options
 from netcore.incremental_input import check_new_transfers
 from topo.errors import InputError
@@ -50,7 +50,7 @@ class PacketIncremental:
         from netcore import _packet
 
         self.topology = topology
-        self.routing = routing
+        self.routing = single_path(routing)
         self.opts = check_options(options)
         limits.check_fabric(topology, self.opts)
         limits.check_faults(topology, faults)

@@ -117,9 +117,6 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
         router = Routing(topology, routing)
     except InputError as e:
         raise InputError(f"--routing = {routing!r}: {str(e).split(': ', 1)[-1]}") from None
-    from netcosim.routing_notice import warn_planes
-
-    warn_planes(topology, routing)
     fab = None
     if engine == "analytical":
         fab = Fabric.cached(topology, routing)

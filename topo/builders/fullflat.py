@@ -78,3 +78,23 @@ def fullflat(n_gpus, planes=8, switch_radix=64, gpu_gbps=7200.0, latency_us=1.0,
                     np.full(len(link_u), bw), np.full(len(link_u), lat),
                     np.concatenate(layer), LAYERS if not single else LAYERS[:1],
                     host_group=leaf_of.astype(np.int32), params=params, hosts_forward=False)
+
+
+def dlink_planes(topology) -> np.ndarray | None:
+    """int32 plane of every directed link of a ``fullflat`` fabric with 2+ planes, else None.
+
+    Read from the node layout above (GPUs, then each plane's switches in turn): every link
+    has a switch end, and a link's plane is that switch's. None as well when the fabric does
+    not follow the layout (switches not a multiple of ``planes``), so callers fall back to
+    routing it as an ordinary graph."""
+    params = getattr(topology, "params", None) or {}
+    planes = int(params.get("planes", 1) or 1)
+    if getattr(topology, "kind", None) != "fullflat" or planes < 2:
+        return None
+    nh, ns = topology.n_hosts, topology.n_switches
+    if ns == 0 or ns % planes:
+        return None
+    sw = np.maximum(topology.dlink_src, topology.dlink_dst).astype(np.int64)
+    if (sw < nh).any():  # a host-to-host link: not the layout
+        return None
+    return ((sw - nh) // (ns // planes)).astype(np.int32)

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from netcore.packet import plane_split
 from netcore.result import Result
 from netcore.schedule import TRANSFER, Schedule
 from topo.errors import InputError
@@ -49,15 +50,20 @@ def _epochs(topology, faults: LinkFaults):
     return out
 
 
-def _epoch_paths(routing, schedule: Schedule, alive, tidx):
-    """Per node CSR of directed links (empty for compute/delay), and reachability."""
+def _epoch_paths(routing, schedule: Schedule, alive, tidx, plane=None):
+    """Per node CSR of directed links (empty for compute/delay), and reachability. ``plane``:
+    per node of a plane-split schedule, the plane its path stays in (as the packet engine)."""
     n = schedule.n
     ptr = np.zeros(n + 1, dtype=np.int64)
     reach = np.ones(n, dtype=np.uint8)
     if tidx.size == 0:
         return ptr, np.zeros(0, dtype=np.int32), reach
-    p = routing.paths(schedule.src[tidx], schedule.dst[tidx], flow_id=schedule.routing_keys(tidx),
-                      alive=alive)
+    if plane is not None:
+        p = plane_split.paths(routing, schedule.src[tidx], schedule.dst[tidx],
+                              schedule.routing_keys(tidx), plane[tidx], alive)
+    else:
+        p = routing.paths(schedule.src[tidx], schedule.dst[tidx],
+                          flow_id=schedule.routing_keys(tidx), alive=alive)
     if p.weight.size and not np.all(p.weight == 1.0):
         raise NS3Unsupported(f"routing.policy = {routing.policy!r}: splits flows over several "
                              f"paths, which ns-3 static routes cannot reproduce")
@@ -95,6 +101,12 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     if faults is None:
         faults = LinkFaults.none()
     schedule.validate(topology.n_hosts)
+    # a routing striped over planes (fullflat): one connection per plane, as the packet engine
+    n0, plane = schedule.n, None
+    split = plane_split.split(schedule, topology.n_hosts, routing.planes) \
+        if getattr(routing, "planes", 0) >= 2 else None
+    if split is not None:
+        schedule, origin, plane = split
     tmask = schedule.kind == TRANSFER
     big = np.flatnonzero(tmask & (schedule.size > MAX_TRANSFER_BYTES))
     if big.size:
@@ -106,7 +118,7 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     ns, drv = binding.load()
     t_setup = time.perf_counter()
     epochs = _epochs(topology, faults)
-    paths = [_epoch_paths(routing, schedule, alive, tidx) for _, alive in epochs]
+    paths = [_epoch_paths(routing, schedule, alive, tidx, plane) for _, alive in epochs]
     t_build = time.perf_counter()
     seg = opts["mtu"] - HEADER_BYTES
     drv.Configure(seg, TCP["snd_buf"], TCP["rcv_buf"], TCP["del_ack_count"], TCP["sack"],
@@ -181,8 +193,12 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
         info["trace_cwnd"] = {"t": _vec(d.tcT, np.float64), "node": _vec(d.tcN, np.int32),
                               "cwnd": _vec(d.tcW, np.int64)}
     d.Destroy()
-    return Result(engine="ns3", start=start, end=end, stranded=stranded.astype(bool),
-                  link_bytes=link_bytes, link_busy=link_busy, events=int(d.events), wall_s=wall,
-                  link_extra={"drops": drops.astype(np.int64),
-                              "queue_max_packets": qmax.astype(np.int64)},
-                  info=info)
+    res = Result(engine="ns3", start=start, end=end, stranded=stranded.astype(bool),
+                 link_bytes=link_bytes, link_busy=link_busy, events=int(d.events), wall_s=wall,
+                 link_extra={"drops": drops.astype(np.int64),
+                             "queue_max_packets": qmax.astype(np.int64)},
+                 info=info)
+    if split is None:
+        return res
+    info["connected"] = info["connected"][:n0]  # a transfer's own (plane 0) connection
+    return plane_split.fold_back(res, origin, n0)

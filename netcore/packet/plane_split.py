@@ -1,0 +1,121 @@
+"""Plane striping on the packet engine: a transfer becomes one connection per plane.
+
+On a fabric a single-path policy stripes over (``Routing.planes``: fullflat), the flow engine
+splits each flow's rate evenly over its per-plane paths (``topo.routing``, "Plane striping").
+The packet engine's connections send their packets along one path, so it stripes the way NCCL
+does with one NIC per plane: every host-to-host transfer of at least ``planes`` bytes becomes
+``planes`` transfers of (nearly) equal bytes, piece j routed inside plane j
+(``Routing.plane_paths``), each its own connection with its own congestion control, as NCCL's
+channels run one queue pair per NIC. Per-packet round-robin over the plane paths inside one
+connection would instead reorder a TCP stream whenever the planes' queues differ, and give
+DCQCN one rate for links that congest independently.
+
+The pieces wait for the transfer's parents and its children wait for every piece; after the
+run a transfer started with its first piece and ended with its last (``fold_back``), so callers
+see their own schedule. Faults: a piece whose plane is cut for its pair is re-routed over the
+surviving planes (the policy's choice there, ``Routing.unstriped``); its bytes move, nothing
+is stranded while any plane connects the pair.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from netcore.schedule import TRANSFER, Schedule
+from topo.routing import _merge, spans
+
+
+def split(schedule: Schedule, n_hosts: int, planes: int):
+    """(schedule with every stripable transfer split into ``planes`` pieces, ``origin``: the
+    original node of every node, ``plane``: the plane of every node, -1 for nodes not split);
+    None when nothing is split."""
+    n = schedule.n
+    size = schedule.size
+    cut = np.flatnonzero((schedule.kind == TRANSFER) & (schedule.src < n_hosts) &
+                         (schedule.dst < n_hosts) & (schedule.src != schedule.dst) &
+                         (size >= planes))
+    if planes < 2 or not len(cut):
+        return None
+    k = planes - 1  # new nodes per split transfer: the transfer itself keeps plane 0
+    orig = np.repeat(cut, k)
+    c = len(orig)
+    piece_plane = np.tile(np.arange(1, planes, dtype=np.int64), len(cut))
+    origin = np.concatenate([np.arange(n), orig])
+    plane = np.full(n + c, -1, dtype=np.int64)
+    plane[cut] = 0
+    plane[n:] = piece_plane
+    # bytes: S // planes each, the first S % planes pieces one more
+    base, rem = size[cut] // planes, size[cut] % planes
+    new_size = size.copy()
+    new_size[cut] = base + (rem > 0)
+    piece_size = np.repeat(base, k) + (piece_plane < np.repeat(rem, k))
+
+    def grow(a):
+        return np.concatenate([a, a[orig]])
+
+    # edges: the pieces wait for their original's parents; its children wait for the pieces
+    n_par = np.diff(schedule.dep_ptr)
+    child = np.repeat(np.arange(n), n_par)
+    piece_id = n + np.arange(c)
+    deg = n_par[orig]
+    pc = np.repeat(piece_id, deg)
+    pp = schedule.dep_idx[spans(schedule.dep_ptr[orig], deg)]
+    cptr, cidx = schedule.children()
+    nch = np.diff(cptr)[orig]
+    cc = cidx[spans(cptr[orig], nch)]
+    cp = np.repeat(piece_id, nch)
+    ch = np.concatenate([child, pc, cc])
+    pa = np.concatenate([schedule.dep_idx, pp, cp])
+    o = np.lexsort((pa, ch))
+    ch, pa = ch[o], pa[o]
+    dep_ptr = np.zeros(n + c + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ch, minlength=n + c), out=dep_ptr[1:])
+    out = Schedule(kind=grow(schedule.kind), src=grow(schedule.src), dst=grow(schedule.dst),
+                   size=np.concatenate([new_size, piece_size]),
+                   duration=grow(schedule.duration), start=grow(schedule.start),
+                   dep_ptr=dep_ptr, dep_idx=pa, tag=grow(schedule.tag),
+                   label=grow(schedule.label), labels=list(schedule.labels),
+                   extra={key: grow(v) for key, v in schedule.extra.items()},
+                   meta=dict(schedule.meta), mset=grow(schedule.mset),
+                   steps=grow(schedule.steps), sets=schedule.sets, conn=grow(schedule.conn))
+    return out, origin, plane
+
+
+def paths(routing, src, dst, keys, plane, alive):
+    """Paths of transfers (the core's single paths): a piece inside its plane, or, where that
+    plane is cut for its pair and for nodes not split, the unstriped route."""
+    whole = routing.unstriped()
+    parts = []
+    rest = np.flatnonzero(plane < 0)
+    for p in range(routing.planes):
+        idx = np.flatnonzero(plane == p)
+        if not len(idx):
+            continue
+        got = routing.plane_paths(src[idx], dst[idx], p, flow_id=keys[idx], alive=alive)
+        ok = np.asarray(got.reachable, dtype=bool)
+        parts.append((idx[ok], got.take(ok)))
+        rest = np.concatenate([rest, idx[~ok]])
+    if len(rest):
+        parts.append((rest, whole.paths(src[rest], dst[rest], flow_id=keys[rest], alive=alive)))
+    return _merge(len(src), parts)
+
+
+def fold_back(res, origin: np.ndarray, n: int):
+    """Result of the split schedule -> result of the original: a transfer started with its
+    earliest piece and ended with its latest (unfinished if any piece is); counts summed."""
+    pieces = origin[n:]
+    start, end = res.start[:n].copy(), res.end[:n].copy()
+    np.fmin.at(start, pieces, res.start[n:])
+    late = res.end[n:]
+    np.maximum.at(end, pieces, np.where(np.isnan(late), np.inf, late))
+    end[np.isinf(end)] = np.nan
+    stranded = np.asarray(res.stranded[:n], dtype=bool).copy()
+    np.logical_or.at(stranded, pieces, np.asarray(res.stranded[n:], dtype=bool))
+    res.start, res.end, res.stranded = start, end, stranded
+    for key, v in list(res.node_extra.items()):
+        v = np.asarray(v)
+        if v.ndim == 1 and len(v) == len(origin):
+            w = v[:n].copy()
+            np.add.at(w, pieces, v[n:])
+            res.node_extra[key] = w
+    res.info["plane_pieces"] = int(len(pieces))
+    return res
