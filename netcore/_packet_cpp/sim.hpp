@@ -80,6 +80,7 @@ struct alignas(64) Link {
     uint64_t txdone_seq = 0;  // ns3_ties: number of the TX_DONE, taken at the start
     ps_t txdone_at = -1;    // time of the one live TX_DONE event (others are stale)
     int64_t reserved = 0;   // ideal: credits held by packets on their way here
+    bool wake_waiters = false;  // ideal: serve the waiters when this serialisation ends
     Ring waiters;           // ideal/dcqcn: upstream links (>=0) and connections (~conn) waiting
     int64_t ingress_bytes = 0;  // PFC: bytes that came over this link and wait at dst
     int64_t stat_drops = 0, stat_ecn = 0;

@@ -239,7 +239,10 @@ void Sim::dispatch(const Event& e) {
             Link& L = links[e.a];
             if (!L.txdone_pending || e.t != L.txdone_at) return;  // superseded
             L.txdone_pending = false;
+            const bool wake = L.wake_waiters;
+            L.wake_waiters = false;
             try_start(e.a);
+            if (wake && links[e.a].q.empty()) service_waiters(e.a);  // transport_rate.cpp
             return;
         }
         case EV_NODE_READY: node_ready(e.a); return;

@@ -41,6 +41,19 @@ void Sim::rate_wake(int32_t c, bool from_service) {
         } else {
             links[fl].waiters.push(~c);
             D.waiting = true;
+            // a host with several first links under per-packet routing (spray/adaptive on a
+            // GPU with one link per plane): the packet may have gone straight onto an idle
+            // link, whose empty queue starts nothing more and so never serves this waiter
+            // (every transfer stranded after a few packets). Serve it when the serialisation
+            // ends. One first link keeps a packet queued and is untouched.
+            Link& F = links[fl];
+            if (D.path_off < 0 && F.q.empty() && !F.txdone_pending &&
+                adj_ptr[D.src + 1] - adj_ptr[D.src] > 1) {
+                F.wake_waiters = true;
+                F.txdone_pending = true;
+                F.txdone_at = std::max(now, F.busy_until);
+                eq.push(F.txdone_at, EV_TXDONE, fl);
+            }
         }
     }
     if (!from_service) service_waiters(fl);
