@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from netcore.packet import limits
+from netcore.packet import limits, plane_split
 from netcore.packet.engine import PS, _collect, _config, single_path
 from netcore.packet.options import check_options
 from netcore.incremental_input import check_new_transfers
@@ -52,6 +52,12 @@ class PacketIncremental:
         self.topology = topology
         self.routing = single_path(routing)
         self.opts = check_options(options)
+        # a fabric a single-path policy stripes over (fullflat): every transfer of at least
+        # `planes` bytes becomes one connection per plane, as `run` splits it
+        # (plane_split.py); the caller sees its own transfers only
+        self._planes = int(getattr(routing, "planes", 0) or 0)
+        self._striped = routing if self._planes >= 2 and \
+            not self.opts["warm_connections"] else None
         limits.check_fabric(topology, self.opts)
         limits.check_faults(topology, faults)
         policy = getattr(routing, "policy", "ecmp")
@@ -74,6 +80,9 @@ class PacketIncremental:
         self._src = np.zeros(0, np.int32)
         self._dst = np.zeros(0, np.int32)
         self._flow = np.zeros(0, np.int64)
+        self._plane = np.zeros(0, np.int64)  # per core transfer: its plane, -1 not split
+        self._owner = np.zeros(0, np.int64)  # per core transfer: the caller's transfer id
+        self._left = np.zeros(0, np.int64)  # per caller's transfer: pieces not done yet
         self._alive = None  # None until a link fails: routing over the full fabric
         self._reroutes = 0
         self._route_s = 0.0
@@ -92,11 +101,14 @@ class PacketIncremental:
         self._sim.set_distances(self._rows, dist.ravel(), len(self._hosts))
         self._dist = dist
 
-    def _paths(self, src, dst, flow, alive):
+    def _paths(self, src, dst, flow, alive, plane=None):
         if self.per_hop:
             reach = self._dist[self._rows[dst], src] >= 0
             return np.zeros(len(src) + 1, np.int64), np.zeros(0, np.int32), reach
-        p = self.routing.paths(src, dst, flow_id=flow, alive=alive)
+        if self._striped is not None:
+            p = plane_split.paths(self._striped, src, dst, flow, plane, alive)
+        else:
+            p = self.routing.paths(src, dst, flow_id=flow, alive=alive)
         return (np.asarray(p.ptr, np.int64), np.asarray(p.link, np.int32),
                 np.asarray(p.reachable, bool))
 
@@ -108,7 +120,7 @@ class PacketIncremental:
             self._set_distances(alive)
         nodes = self._sim.dead_transfers().astype(np.int32)
         ptr, links, reach = self._paths(self._src[nodes], self._dst[nodes], self._flow[nodes],
-                                        alive)
+                                        alive, self._plane[nodes])
         if self.per_hop:
             ptr = np.zeros(len(nodes) + 1, np.int64)
         self._sim.set_paths(nodes, ptr, links, reach.astype(np.uint8))
@@ -121,8 +133,11 @@ class PacketIncremental:
         return float(self._sim.now) / PS
 
     def pending(self) -> int:
-        """Transfers added and neither finished nor stranded."""
-        return int(self._sim.pending())
+        """Transfers added and neither finished nor stranded (with plane pieces: transfers with
+        a piece still running)."""
+        if self._striped is None or not self._sim.pending():
+            return int(self._sim.pending())
+        return int(min(self._sim.pending(), np.count_nonzero(self._left)))
 
     def add_transfers(self, src, dst, size, start_s=None, flow_ids=None) -> np.ndarray:
         """Adds transfers src[i] -> dst[i] of size[i] bytes that become ready at start_s
@@ -141,18 +156,34 @@ class PacketIncremental:
                               np.arange(n), self.opts)
         # picoseconds; a start at now() must stay exactly now (no rounding below it)
         st = np.maximum(np.rint(start * PS).astype(np.int64), now)
-        first = len(self._src)
-        ids = np.arange(first, first + n, dtype=np.int64)
+        first_user = len(self._left)
+        ids = np.arange(first_user, first_user + n, dtype=np.int64)
         flow = ids if flow_ids is None else np.broadcast_to(
             np.asarray(flow_ids, np.int64), (n,)).copy()
+        size = np.asarray(size, np.int64)
+        owner, plane, left = ids, np.full(n, -1, np.int64), np.ones(n, np.int64)
+        if self._striped is not None:
+            # the transfers keep plane 0 and their pieces follow them, as `run` orders them
+            cut = (src != dst) & (size >= self._planes)
+            size, orig, pplane, psize = plane_split.pieces_of(size, self._planes, cut)
+            plane = np.where(cut, 0, -1)
+            left = np.where(cut, self._planes, 1)
+            src, dst = np.concatenate([src, src[orig]]), np.concatenate([dst, dst[orig]])
+            size, st = np.concatenate([size, psize]), np.concatenate([st, st[orig]])
+            flow, owner = np.concatenate([flow, flow[orig]]), np.concatenate([ids, ids[orig]])
+            plane = np.concatenate([plane, pplane])
+        first = len(self._src)
         src32, dst32 = src.astype(np.int32), dst.astype(np.int32)
-        ptr, links, reach = self._paths(src32, dst32, flow, self._alive)
-        got = _core(self._sim.add_transfers, src32, dst32, size.astype(np.int64), st, ptr,
-                    links, reach.astype(np.uint8))
+        ptr, links, reach = self._paths(src32, dst32, flow, self._alive, plane)
+        got = _core(self._sim.add_transfers, src32, dst32, size, st, ptr, links,
+                    reach.astype(np.uint8))
         assert got == first
         self._src = np.concatenate([self._src, src32])
         self._dst = np.concatenate([self._dst, dst32])
         self._flow = np.concatenate([self._flow, flow])
+        self._plane = np.concatenate([self._plane, plane])
+        self._owner = np.concatenate([self._owner, owner])
+        self._left = np.concatenate([self._left, left])
         return ids
 
     def advance(self, t_limit: float | None = None):
@@ -175,11 +206,26 @@ class PacketIncremental:
                     self._reroute()
                     continue
                 if code == 2:
-                    return float(self._sim.now) / PS, self._sim.take_done().astype(np.int64)
+                    done = self._finished(self._sim.take_done().astype(np.int64))
+                    if len(done):
+                        return float(self._sim.now) / PS, done
+                    continue  # only pieces of unfinished transfers: on to the next time
+
                 t = self.now() if t_limit is None else float(t_limit)
                 return t, np.zeros(0, np.int64)
         finally:
             self._wall += time.perf_counter() - t0
+
+    def _finished(self, core_ids: np.ndarray) -> np.ndarray:
+        """The caller's transfers whose last piece is among ``core_ids`` (in that order)."""
+        owners = self._owner[core_ids]
+        np.subtract.at(self._left, owners, 1)
+        last = self._left[owners] == 0
+        # a transfer once, at its last piece
+        _, first = np.unique(owners[last][::-1], return_index=True)
+        keep = np.zeros(int(last.sum()), dtype=bool)
+        keep[int(last.sum()) - 1 - first] = True
+        return owners[last][keep]
 
     def result(self):
         """The `Result` over every transfer added (statistics closed at the last activity).
@@ -190,5 +236,8 @@ class PacketIncremental:
             self._reroute()
         self._wall += time.perf_counter() - t0
         self._sim.finish()
-        return _collect(self._sim, self.topology, None, self.opts, self._wall, self._route_s,
-                        self._reroutes)
+        res = _collect(self._sim, self.topology, None, self.opts, self._wall, self._route_s,
+                       self._reroutes)
+        if self._striped is None:
+            return res
+        return plane_split.fold_by_owner(res, self._owner, len(self._left))

@@ -35,19 +35,16 @@ def split(schedule: Schedule, n_hosts: int, planes: int):
                          (size >= planes))
     if planes < 2 or not len(cut):
         return None
-    k = planes - 1  # new nodes per split transfer: the transfer itself keeps plane 0
-    orig = np.repeat(cut, k)
+    # the transfer itself keeps plane 0; bytes: S // planes each, the first S % planes
+    # pieces one more
+    mask = np.zeros(n, dtype=bool)
+    mask[cut] = True
+    new_size, orig, piece_plane, piece_size = pieces_of(size, planes, mask)
     c = len(orig)
-    piece_plane = np.tile(np.arange(1, planes, dtype=np.int64), len(cut))
     origin = np.concatenate([np.arange(n), orig])
     plane = np.full(n + c, -1, dtype=np.int64)
     plane[cut] = 0
     plane[n:] = piece_plane
-    # bytes: S // planes each, the first S % planes pieces one more
-    base, rem = size[cut] // planes, size[cut] % planes
-    new_size = size.copy()
-    new_size[cut] = base + (rem > 0)
-    piece_size = np.repeat(base, k) + (piece_plane < np.repeat(rem, k))
 
     def grow(a):
         return np.concatenate([a, a[orig]])
@@ -118,4 +115,43 @@ def fold_back(res, origin: np.ndarray, n: int):
             np.add.at(w, pieces, v[n:])
             res.node_extra[key] = w
     res.info["plane_pieces"] = int(len(pieces))
+    return res
+
+
+def pieces_of(size: np.ndarray, planes: int, cut: np.ndarray):
+    """For transfers of ``size`` bytes split where ``cut``: (the bytes the transfer itself
+    keeps, as plane 0; index of the transfer of every further piece; its plane; its bytes),
+    the same cut as ``split``."""
+    size = np.asarray(size, dtype=np.int64)
+    idx = np.flatnonzero(cut)
+    k = planes - 1
+    base, rem = size[idx] // planes, size[idx] % planes
+    keep = size.copy()
+    keep[idx] = base + (rem > 0)
+    orig = np.repeat(idx, k)
+    piece_plane = np.tile(np.arange(1, planes, dtype=np.int64), len(idx))
+    piece_size = np.repeat(base, k) + (piece_plane < np.repeat(rem, k))
+    return keep, orig, piece_plane, piece_size
+
+
+def fold_by_owner(res, owner: np.ndarray, n: int):
+    """Result over pieces -> result over ``n`` transfers, piece i belonging to ``owner[i]``
+    (incremental runs, whose pieces follow each call's transfers): a transfer started with its
+    earliest piece and ended with its latest (unfinished if any piece is); counts summed."""
+    start = np.full(n, np.inf)
+    np.fmin.at(start, owner, np.where(np.isnan(res.start), np.inf, res.start))
+    end = np.full(n, -np.inf)
+    np.maximum.at(end, owner, np.where(np.isnan(res.end), np.inf, res.end))
+    start[np.isinf(start)] = np.nan
+    end[np.isinf(end)] = np.nan
+    stranded = np.zeros(n, dtype=bool)
+    np.logical_or.at(stranded, owner, np.asarray(res.stranded, dtype=bool))
+    res.start, res.end, res.stranded = start, end, stranded
+    for key, v in list(res.node_extra.items()):
+        v = np.asarray(v)
+        if v.ndim == 1 and len(v) == len(owner):
+            w = np.zeros(n, dtype=v.dtype)
+            np.add.at(w, owner, v)
+            res.node_extra[key] = w
+    res.info["plane_pieces"] = int(len(owner) - n)
     return res
