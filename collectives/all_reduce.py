@@ -42,15 +42,16 @@ def _setup(ranks, nbytes, chunks, step_latency_s, parts_per_chunk, algorithm, op
 
 
 def ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
-                    fabric=None):
+                    fabric=None, per_node=None):
     """Ring: reduce-scatter then all-gather around ``ranks`` in list order, 2(n-1) steps of
     S/n bytes per rank. Bandwidth-optimal: each rank sends 2(n-1)/n * S. On whole nodes of a
     two_tier ``fabric``: one ring per rail, each with 1/g of the buffer, as NCCL lays its ring
-    channels through every NIC (collectives/rail.py)."""
-    R = rings_of(fabric, ranks)
+    channels through every NIC (collectives/rail.py); ``per_node``: the same over ranks
+    0..n-1 taken as that many consecutive ranks per node (templates, without a fabric)."""
+    R = rings_of(fabric, ranks, per_node)
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: R * n, "ring",
                            protocol=protocol, fabric=fabric)
-    members, lo = ring_layout(fabric, ranks, C)
+    members, lo = ring_layout(fabric, ranks, C, per_node)
     ring_phases(plan, members, lo, 1, rs=True, ag=True)
     return plan.build()
 

@@ -19,13 +19,13 @@ def _owner(plan, n):
 
 
 def ring_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
-                        fabric=None):
+                        fabric=None, per_node=None):
     """n-1 ring steps; rank p sends shard p-k-1 at step k and ends owning shard p. On whole
     two_tier nodes, one ring per rail (collectives/rail.py), as for all-reduce."""
-    R = rings_of(fabric, ranks)
+    R = rings_of(fabric, ranks, per_node)
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: R * n, "ring",
                            op="reduce_scatter", protocol=protocol, fabric=fabric)
-    members, lo = ring_layout(fabric, ranks, C)
+    members, lo = ring_layout(fabric, ranks, C, per_node)
     ring_phases(plan, members, lo, 1, rs=True, ag=False)
     _owner(plan, n)
     return plan.build()
@@ -47,13 +47,13 @@ def direct_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=None, proto
 
 
 def ring_all_gather(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
-                        fabric=None):
+                        fabric=None, per_node=None):
     """n-1 ring steps; rank p forwards shard p-k at step k. On whole two_tier nodes, one ring
     per rail (collectives/rail.py)."""
-    R = rings_of(fabric, ranks)
+    R = rings_of(fabric, ranks, per_node)
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: R * n, "ring",
                            op="all_gather", protocol=protocol, fabric=fabric)
-    members, lo = ring_layout(fabric, ranks, C)
+    members, lo = ring_layout(fabric, ranks, C, per_node)
     ring_phases(plan, members, lo, 1, rs=False, ag=True)
     _owner(plan, n)
     return plan.build()

@@ -7,13 +7,15 @@ reduce-scatter against about 350 over all eight rails). NCCL builds one ring cha
 (or two) instead, each entering and leaving a node through a different GPU, and splits the
 buffer over them, so every NIC and every NVLink port carries an equal share.
 
-``rail_rings`` gives g such rings over whole nodes: ring r runs through the GPUs of node 0
-from local index r upwards (r, r+1, ... mod g), leaves through GPU r-1, enters node 1 on the
-same rail (GPU r-1), runs through node 1 downwards and leaves through GPU r, which enters
-node 2 on rail r again, and so on. Every crossing stays on one rail; with an even number of
-nodes the ring closes on a rail too (an odd number closes through the spine once). Across
-the g rings each NIC sends once and receives once, and a GPU's intra-node successor is the
-same in g - 1 of them.
+``rail_rings`` gives m such rings where the ranks hold m GPUs of each of several nodes (all
+g of them, or fewer: a data-parallel group beside tensor parallelism): ring r runs through
+the node's ranks from local index r upwards (r, r+1, ... mod m), leaves through the rank at
+r-1, enters node 1 on the same local index, runs through node 1 downwards and leaves through
+local index r, which enters node 2 on index r again, and so on. Every crossing stays on one
+local index (one rail, where the ranks' local indices are the same GPUs in every node); with
+an even number of nodes the ring closes on one too (an odd number closes across once). Across
+the m rings each rank's NIC sends once and receives once, and a rank's successor in its node
+is the same in m - 1 of them. Training steps lay their rings the same way (compute/comm.py).
 """
 from __future__ import annotations
 
@@ -22,34 +24,48 @@ import numpy as np
 from topo.arrays import unique
 
 
-def rail_rings(topology, ranks) -> np.ndarray | None:
-    """(g, n) positions into ``ranks``: ring r's members in ring order; None unless
-    ``topology`` is two_tier and ``ranks`` (host ids, in order) are two or more whole nodes of
-    g > 1 ranks each, every node's ranks consecutive in the list (choose.ordered_ranks lays
-    them so). Local index j of a node is its j-th rank in the list (its rail, in fabric order)."""
+def per_node(topology, ranks) -> int | None:
+    """How many of ``ranks`` (host ids, in order) each two_tier node holds, when they are two
+    or more nodes' worth of m > 1 each, every node's ranks consecutive in the list
+    (choose.ordered_ranks lays them so); None otherwise (another fabric, one node, uneven or
+    interleaved nodes). A node need not be whole: a data-parallel group beside tensor
+    parallelism 2 holds 4 GPUs of each node of 8 (each with its own NIC)."""
     if topology is None or getattr(topology, "kind", None) != "two_tier":
         return None
     r = np.asarray(ranks, dtype=np.int64).reshape(-1)
     n = len(r)
-    if n < 4 or r.max() >= topology.n_hosts:
+    if n < 4 or r.min() < 0 or r.max() >= topology.n_hosts:
         return None
     node = np.asarray(topology.host_group)[r]
     starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
     if len(starts) < 2 or len(unique(node)) != len(starts):
         return None  # one node, or a node's ranks not consecutive
-    g = n // len(starts)
-    if g < 2 or g * len(starts) != n or (np.diff(np.r_[starts, n]) != g).any():
+    m = n // len(starts)
+    if m < 2 or m * len(starts) != n or (np.diff(np.r_[starts, n]) != m).any():
         return None
-    if (np.bincount(node)[unique(node)] != g).any():
-        return None  # only part of some node
-    G = n // g
-    ring = np.arange(g)[:, None]
-    j = np.arange(g)[None, :]
-    up = (ring + j) % g  # even nodes: r, r+1, ..., r-1
-    down = (ring - 1 - j) % g  # odd nodes: r-1, r-2, ..., r
+    return m
+
+
+def rail_layout(m: int, n: int) -> np.ndarray:
+    """(m, n) positions 0..n-1 of the m rail rings over n ranks, m consecutive ones per node
+    (module docstring): ring r runs up through node 0 from local index r, down through node
+    1, and so on, each crossing between nodes on one local index."""
+    G = n // m
+    ring = np.arange(m)[:, None]
+    j = np.arange(m)[None, :]
+    up = (ring + j) % m  # even nodes: r, r+1, ..., r-1
+    down = (ring - 1 - j) % m  # odd nodes: r-1, r-2, ..., r
     a = np.arange(G)
-    local = np.where((a % 2 == 0)[None, :, None], up[:, None, :], down[:, None, :])  # (g, G, g)
-    return (a[None, :, None] * g + local).reshape(g, n)
+    local = np.where((a % 2 == 0)[None, :, None], up[:, None, :], down[:, None, :])  # (m, G, m)
+    return (a[None, :, None] * m + local).reshape(m, n)
+
+
+def rail_rings(topology, ranks) -> np.ndarray | None:
+    """(m, n) positions into ``ranks``: ring r's members in ring order, where ``per_node``
+    finds m ranks on each of two or more two_tier nodes; None otherwise. Local index j of a
+    node is its j-th rank in the list (its rail, in fabric order)."""
+    m = per_node(topology, ranks)
+    return None if m is None else rail_layout(m, len(np.asarray(ranks).reshape(-1)))
 
 
 def ring_bytes(nbytes: int, g: int, n: int) -> np.ndarray:
@@ -79,7 +95,19 @@ def stream_schedule(ranks, rails: np.ndarray, op: str, nbytes: int, step_latency
     return Schedule.concat(parts)
 
 
-def ring_layout(fabric, ranks, chunks: int):
+def _rails(fabric, ranks, per_node=None):
+    """``rail_rings``, or with ``per_node`` given (templates over local ranks, no fabric) the
+    rail layout of that many consecutive ranks per node."""
+    if per_node is None:
+        return rail_rings(fabric, ranks)
+    n = len(np.asarray(ranks).reshape(-1))
+    m = int(per_node)
+    if m < 2 or n % m or n // m < 2:
+        return None
+    return rail_layout(m, n)
+
+
+def ring_layout(fabric, ranks, chunks: int, per_node=None):
     """(members (R, n), lo (R, n, C)) for collectives._ring.ring_phases: the g rail rings
     where ``rail_rings`` finds them (R = g), else the one ring in list order (R = 1). Ring r's
     shard at position p, chunk c, is block c*R*n + r*n + i for the rank index i there, so
@@ -87,7 +115,7 @@ def ring_layout(fabric, ranks, chunks: int):
     from collectives._plan import check_ranks
 
     n = len(check_ranks(ranks))
-    rails = rail_rings(fabric, ranks)
+    rails = _rails(fabric, ranks, per_node)
     members = np.arange(n, dtype=np.int64)[None, :] if rails is None else rails
     R = members.shape[0]
     c = np.arange(chunks, dtype=np.int64)
@@ -95,9 +123,10 @@ def ring_layout(fabric, ranks, chunks: int):
     return members, lo
 
 
-def rings_of(fabric, ranks) -> int:
-    """How many rings ``ring_layout`` lays: g on whole two_tier nodes, else 1."""
-    rails = rail_rings(fabric, ranks)
+def rings_of(fabric, ranks, per_node=None) -> int:
+    """How many rings ``ring_layout`` lays: m with m ranks on each of several two_tier nodes
+    (or ``per_node`` given), else 1."""
+    rails = _rails(fabric, ranks, per_node)
     return 1 if rails is None else rails.shape[0]
 
 

@@ -39,7 +39,8 @@ def _needs_options(op: str, algorithm: str) -> list[str]:
     # step latency and the protocol have defaults
     return [k for k, p in params.items()
             if p.default is None and k not in ("ranks", "nbytes", "matrix", "chunks", "fabric",
-                                               "trees", "step_latency_s", "protocol")]
+                                               "trees", "step_latency_s", "protocol",
+                                               "per_node")]
 
 
 def _check_one(op: str, name, field: str) -> str:
@@ -89,8 +90,43 @@ def algorithms(algorithm=None, field: str = "algorithm") -> dict[str, str]:
                      f"{{op = name}}")
 
 
+RAIL_OPS = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def _rails(op: str, algorithm: str | None, per_node) -> int | None:
+    """``per_node`` where the collective runs one ring per rail (collectives/rail.py: the
+    ring all-reduce / reduce-scatter / all-gather of a group holding per_node GPUs of each of
+    several two_tier nodes), else None."""
+    algo = algorithm or DEFAULT_ALGO.get(op)
+    return int(per_node) if per_node and op in RAIL_OPS and algo == "ring" else None
+
+
+def runs_rail_rings(op: str, algorithm: str | None) -> bool:
+    """Whether ``op`` with ``algorithm`` (None: the default) lays one ring per rail on a group
+    spanning several two_tier nodes."""
+    return _rails(op, algorithm, 2) is not None
+
+
+def per_node(topology, hosts) -> int | None:
+    """How many GPUs of each two_tier node every row of ``hosts`` (k, g) holds, consecutive in
+    the row and the same in every row (collectives.rail.per_node), else None."""
+    from collectives.rail import per_node as of_row
+
+    hosts = np.asarray(hosts, dtype=np.int64)
+    if hosts.ndim != 2 or not len(hosts):
+        return None
+    m = of_row(topology, hosts[0])
+    if m is None:
+        return None
+    node = np.asarray(topology.host_group)[hosts].reshape(len(hosts), -1, m)
+    if (node != node[:, :, :1]).any():
+        return None
+    heads = np.sort(node[:, :, 0], axis=1)
+    return m if (np.diff(heads, axis=1) > 0).all() else None
+
+
 @lru_cache(maxsize=256)
-def _template(op: str, g: int, nbytes, algorithm: str | None) -> Schedule:
+def _template(op: str, g: int, nbytes, algorithm: str | None, rails=None) -> Schedule:
     if op == "all_to_all_v":  # nbytes: the g x g matrix as a tuple of rows
         import numpy as np
 
@@ -102,6 +138,8 @@ def _template(op: str, g: int, nbytes, algorithm: str | None) -> Schedule:
         return Schedule.empty()
     algo = algorithm or DEFAULT_ALGO.get(op, "ring")
     try:
+        if rails:
+            return collectives.build(op, algo, list(range(g)), int(nbytes), per_node=rails)
         return collectives.build(op, algo, list(range(g)), int(nbytes))
     except InputError:
         if algorithm is not None:
@@ -110,14 +148,17 @@ def _template(op: str, g: int, nbytes, algorithm: str | None) -> Schedule:
         return collectives.build(op, "ring", list(range(g)), int(nbytes))
 
 
-def template(op: str, g: int, nbytes, algorithm: str | None = None) -> Schedule:
+def template(op: str, g: int, nbytes, algorithm: str | None = None,
+             per_node=None) -> Schedule:
     """Transfers of ``op`` over local ranks 0..g-1 carrying ``nbytes`` (the per-rank buffer;
-    for ``all_to_all_v`` the bytes matrix as a tuple of rows).
+    for ``all_to_all_v`` the bytes matrix as a tuple of rows). ``per_node``: the group holds
+    that many consecutive ranks of each two_tier node (``per_node``): rings then run one per
+    rail.
 
     Built once per key and cached; every caller gets its own copy, so changing one (arrays,
     labels, meta) can never leak into another training step."""
     return _template(op, int(g), nbytes if op == "all_to_all_v" else int(nbytes),
-                     algorithm).copy()
+                     algorithm, _rails(op, algorithm, per_node)).copy()
 
 
 @lru_cache(maxsize=256)
@@ -127,6 +168,25 @@ def stream(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Stream
     if op not in DEFAULT_ALGO or g < 2 or nbytes <= 0:
         return None
     return ring_stream(op, algorithm or DEFAULT_ALGO.get(op, "ring"), int(g), int(nbytes))
+
+
+@lru_cache(maxsize=256)
+def rail_streams(op: str, g: int, nbytes: int, algorithm: str | None, per_node: int):
+    """The rail rings of ``op`` over g local ranks, ``per_node`` consecutive ones per node, in
+    stream form: ((ring order of the local ranks, Stream), ...), one per rail, each with its
+    share of the buffer (collectives.rail); None where the collective has no rail rings."""
+    from collectives.rail import rail_layout, ring_bytes
+
+    m = _rails(op, algorithm, per_node)
+    if m is None or g < 4 or g % m or g // m < 2 or nbytes <= 0:
+        return None
+    out = []
+    for order, b in zip(rail_layout(m, g), ring_bytes(int(nbytes), m, g).tolist()):
+        st = ring_stream(op, "ring", int(g), int(b))
+        if st is None:
+            return None
+        out.append((order, st))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- in-network

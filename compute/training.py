@@ -554,6 +554,17 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                                                       topology):
                 stamp(op, nbytes, groups[rows], ready[rows], done[rows], ckind, tag, lab, t_, sw_)
             return
+        # a group holding m GPUs of each of several two_tier nodes runs its rings one per
+        # rail (collectives/rail.py), as NCCL lays its ring channels through every NIC: one
+        # ring in rank order would leave each node through one NIC
+        m = comm.per_node(topology, host[groups]) if tpl is None and sw is None and \
+            comm.runs_rail_rings(op, algo(op)) else None
+        if agg and sw is None and m is not None:
+            rs = comm.rail_streams(op, g, _size(nbytes), algo(op), m)
+            if rs is not None:
+                for order, st in rs:
+                    stamp_streams(op, st, groups[:, order], ready, done, ckind, tag, lab)
+                return
         if agg and sw is None:
             # a ring-like collective: each group becomes one stream (all its connections in
             # lock step). Copies of a group on other rails stay separate streams: they hash to
@@ -570,7 +581,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 stamp_streams(op, st, groups, ready, done, ckind, tag, lab)
                 return
         if tpl is None:
-            tpl = comm.template(op, g, _size(nbytes), algo(op))
+            tpl = comm.template(op, g, _size(nbytes), algo(op), per_node=m)
         if tpl.n == 0:
             acc.edges(done, ready)
             return

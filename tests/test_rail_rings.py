@@ -37,11 +37,12 @@ def test_every_ring_visits_every_rank_and_every_nic_once_each_way(nodes, g):
     assert off_rail == (0 if nodes % 2 == 0 else g)
 
 
-def test_only_whole_two_tier_nodes_get_rail_rings():
+def test_rail_rings_need_equal_ranks_on_several_two_tier_nodes():
     t = _two_tier(2)
     r = ordered_ranks(t)
     assert rings_of(t, r) == 8
-    assert rings_of(t, r[r != 8]) == 1  # part of a node
+    assert rings_of(t, r[r != 8]) == 1  # nodes holding different numbers of ranks
+    assert rings_of(t, r[r % 2 == 0]) == 4  # 4 GPUs of each node (beside tensor parallel 2)
     assert rings_of(t, r[:8]) == 1  # one node: its NVLink ring needs no rails
     assert rings_of(t, np.r_[r[::2], r[1::2]]) == 1  # a node's ranks not together
     assert rings_of(build("fat_tree", {"k": 4}), np.arange(16)) == 1
@@ -170,3 +171,58 @@ def test_rail_stream_form_counts_the_full_schedules_bytes(op, size):
     st = _collective_scalable(co, {"network_detail": "auto"}, op, "ring", r, size,
                               {"protocol": "ll128"}, "workload", t)
     assert st.n_transfers == 4 and st.total_bytes == full.total_bytes
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather"])
+def test_rings_over_part_of_each_node_and_templates_without_a_fabric(op):
+    """A group holding 4 GPUs of each node (a data-parallel group beside tensor parallelism 2)
+    runs 4 rail rings through those GPUs' NICs; a template over local ranks gets the same
+    layout from ``per_node`` (training steps stamp it on every group)."""
+    t = _two_tier(4)
+    r = ordered_ranks(t)
+    half = r[r % 2 == 0]
+    s = co.build(op, "ring", half, 1_000_003, fabric=t, protocol="simple")
+    co.check(s)
+    tpl = co.build(op, "ring", list(range(len(half))), 1_000_003, per_node=4,
+                   protocol="simple")
+    co.check(tpl)
+    assert s.n_transfers == tpl.n_transfers == 4 * len(half) * (len(half) - 1) * \
+        (2 if op == "all_reduce" else 1)
+    np.testing.assert_array_equal(half[tpl.src[tpl.kind == 0]], s.src[s.kind == 0])
+    np.testing.assert_array_equal(half[tpl.dst[tpl.kind == 0]], s.dst[s.kind == 0])
+
+
+def test_training_data_parallel_groups_run_rail_rings(tmp_path, monkeypatch):
+    """Tensor parallelism 2 on nodes of 8: each data-parallel group holds 4 GPUs of every
+    node. Its reduce-scatter and all-gather went through one NIC per node boundary (one ring
+    in rank order); one ring per rail uses the group's four. Stream and full forms agree."""
+    import json
+
+    import compute.comm as comm
+    from netcosim.cli import main
+
+    sc = {"name": "dp-tp2", "seed": 1,
+          "topology": {"kind": "two_tier", "nodes": 4, "gpus_per_node": 8,
+                       "scaleup_gbps": 3600, "nic_gbps": 400},
+          "workload": {"kind": "training", "gpu": "h100_sxm", "granularity": "coarse",
+                       "model": {"layers": 4, "hidden": 2048, "heads": 16, "seq": 1024,
+                                 "vocab": 32000},
+                       "parallel": {"tp": 2, "dp": 16, "sp": True, "global_batch": 16,
+                                    "dist_opt": True}}}
+
+    def step(detail):
+        sc["workload"]["network_detail"] = detail
+        p = tmp_path / f"{detail}.json"
+        p.write_text(json.dumps(sc))
+        out = tmp_path / f"out-{detail}-{comm.per_node is per_node}"
+        assert main(["run", str(p), "--out", str(out)]) == 0
+        s = json.loads((out / "summary.json").read_text())
+        return s["step_time_s"], s["exposed_comm_s"]
+
+    per_node = comm.per_node
+    (t_auto, e_auto), (t_full, _) = step("auto"), step("full")
+    monkeypatch.setattr(comm, "per_node", lambda *a, **k: None)  # one ring in rank order
+    t_flat, e_flat = step("auto")
+    assert t_auto == pytest.approx(t_full, rel=1e-9)
+    dp = lambda e: e.get("dp", 0.0) + e.get("dp_ag", 0.0)  # noqa: E731
+    assert dp(e_auto) < 0.5 * dp(e_flat) and t_auto < t_flat
