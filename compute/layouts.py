@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -461,10 +461,23 @@ class NetRates:
         return out
 
     def ring(self, groups) -> tuple[float, float]:
+        """(rate, latency) of ring collectives over every row of ``groups`` at once, the rate
+        what the whole buffer moves at: where a row holds m > 1 GPUs of each of several
+        two_tier nodes the step generator runs m rings, one per rail (collectives/rail.py),
+        each with 1/m of the buffer, so the rate is m x their slowest connection's."""
         g = np.asarray(groups, dtype=np.int64)
         if g.ndim != 2 or g.shape[1] < 2:
             return math.inf, 0.0
-        return self.pairs(g, np.roll(g, -1, axis=1))
+        from compute.comm import per_node
+
+        m = per_node(self.topology, g) if self.topology is not None else None
+        if m is None:
+            return self.pairs(g, np.roll(g, -1, axis=1))
+        from collectives.rail import rail_layout
+
+        rings = g[:, rail_layout(m, g.shape[1])]  # (k, m, n) hosts in ring order
+        rate, lat = self.pairs(rings, np.roll(rings, -1, axis=2))
+        return rate * m, lat
 
     def all_pairs(self, groups) -> tuple[float, float]:
         g = np.asarray(groups, dtype=np.int64)
