@@ -43,3 +43,32 @@ class Result:
         if span <= 0:
             return np.zeros_like(self.link_busy)
         return self.link_busy / span
+
+
+def fold_onto(res: Result, owner: np.ndarray, n: int) -> Result:
+    """A result over pieces folded onto ``n`` nodes, piece i belonging to node ``owner[i]``
+    (schedules split by faults or planes, netcore/flow/fault_split.py and
+    netcore/packet/plane_split.py): a node started with its earliest piece and ended with its
+    latest (unfinished if any piece is); per-node flags are any piece's, counts summed."""
+    owner = np.asarray(owner, dtype=np.int64)
+    start = np.full(n, np.inf)
+    np.fmin.at(start, owner, np.where(np.isnan(res.start), np.inf, res.start))
+    end = np.full(n, -np.inf)
+    np.maximum.at(end, owner, np.where(np.isnan(res.end), np.inf, res.end))
+    start[np.isinf(start)] = np.nan
+    end[np.isinf(end)] = np.nan
+    stranded = np.zeros(n, dtype=bool)
+    np.logical_or.at(stranded, owner, np.asarray(res.stranded, dtype=bool))
+    res.start, res.end, res.stranded = start, end, stranded
+    for key, v in list(res.node_extra.items()):
+        v = np.asarray(v)
+        if v.ndim == 1 and len(v) == len(owner):
+            w = np.zeros(n, dtype=v.dtype)
+            if v.dtype == bool:
+                np.logical_or.at(w, owner, v)
+            elif np.issubdtype(v.dtype, np.number):
+                np.add.at(w, owner, v)
+            else:  # anything else: the first piece's (the node's own, where it is listed)
+                w = v[np.unique(owner, return_index=True)[1]]
+            res.node_extra[key] = w
+    return res

@@ -520,3 +520,30 @@ def _narrow(a, dtype, name: str) -> np.ndarray:
             raise ScheduleError(f"{name} = {bad}: beyond the {info.min}..{info.max} a "
                                 f"schedule's {np.dtype(dtype).name} {name} column holds")
     return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def piece_edges(schedule: Schedule, orig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dep_ptr, dep_idx) of ``schedule`` grown by one node per entry of ``orig`` (node ids
+    n, n+1, ... copying node ``orig[i]``): every piece waits for its original's parents, and
+    its original's children wait for it too (a node split into pieces, faults or planes:
+    netcore/flow/fault_split.py, netcore/packet/plane_split.py)."""
+    from topo.routing import spans
+
+    n, c = schedule.n, len(orig)
+    n_par = np.diff(schedule.dep_ptr)
+    child = np.repeat(np.arange(n), n_par)
+    piece_id = n + np.arange(c)
+    deg = n_par[orig]
+    pc = np.repeat(piece_id, deg)
+    pp = schedule.dep_idx[spans(schedule.dep_ptr[orig], deg)]
+    cptr, cidx = schedule.children()
+    nch = np.diff(cptr)[orig]
+    cc = cidx[spans(cptr[orig], nch)]
+    cp = np.repeat(piece_id, nch)
+    ch = np.concatenate([child, pc, cc])
+    pa = np.concatenate([schedule.dep_idx, pp, cp])
+    o = np.lexsort((pa, ch))
+    ch, pa = ch[o], pa[o]
+    dep_ptr = np.zeros(n + c + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ch, minlength=n + c), out=dep_ptr[1:])
+    return dep_ptr, pa

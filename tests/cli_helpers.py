@@ -42,3 +42,25 @@ def refused(capsys, *argv, has=()):
     for h in has:
         assert h in lines[0], (h, lines[0])
     return lines[0]
+
+
+# a ring all-reduce on a 16-GPU fullflat of 4 planes: the plane-striping tests'
+# (tests/test_fullflat_planes.py, tests/test_routing_notice.py) scenario, to .format with
+# policy, engine, warm (an extra [engine] line or "") and size
+FULLFLAT_RING = """
+[topology]
+kind = "fullflat"
+n_gpus = 16
+planes = 4
+switch_radix = 16
+gpu_gbps = 1600
+[routing]
+policy = "{policy}"
+[engine]
+kind = "{engine}"{warm}
+[workload]
+kind = "collective"
+op = "all_reduce"
+algorithm = "ring"
+bytes = "{size}"
+"""

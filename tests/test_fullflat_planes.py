@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from cli_helpers import cli, write
+from cli_helpers import FULLFLAT_RING, cli, write
 from netcore import Schedule, simulate
 from netcosim import routing_notice
 from topo.builders import fat_tree, fullflat, two_tier
@@ -231,28 +231,15 @@ def test_ring_all_reduce_on_the_packet_engine_uses_every_plane():
     assert one > 3 * striped
 
 
-RING = """
-[topology]
-kind = "fullflat"
-n_gpus = 16
-planes = 4
-switch_radix = 16
-gpu_gbps = 1600
-[routing]
-policy = "{policy}"
-[workload]
-kind = "collective"
-op = "all_reduce"
-algorithm = "ring"
-bytes = "256MiB"
-"""
+RING = FULLFLAT_RING
 
 
 def test_ring_all_reduce_single_path_matches_spray_on_the_flow_engine(tmp_path, capsys):
     busbw = {}
     for policy in ("ecmp", "dmodk", "spray"):
         out = tmp_path / policy
-        rc, _, err = cli(capsys, "run", write(tmp_path, RING.format(policy=policy),
+        text = RING.format(policy=policy, engine="flow", warm="", size="256MiB")
+        rc, _, err = cli(capsys, "run", write(tmp_path, text,
                                               f"{policy}.toml"), "--out", out)
         assert rc == 0, err
         assert "warning" not in err  # the flow engine uses every plane

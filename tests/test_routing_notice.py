@@ -6,26 +6,10 @@ says so on stderr in that case only, and runs."""
 import pytest
 
 from netcosim import routing_notice
-from cli_helpers import cli, write
+from cli_helpers import FULLFLAT_RING, cli, write
 from topo.builders import fullflat, two_tier
 
-RING = """
-[topology]
-kind = "fullflat"
-n_gpus = 16
-planes = 4
-switch_radix = 16
-gpu_gbps = 1600
-[routing]
-policy = "{policy}"
-[engine]
-kind = "{engine}"{warm}
-[workload]
-kind = "collective"
-op = "all_reduce"
-algorithm = "ring"
-bytes = "{size}"
-"""
+RING = FULLFLAT_RING
 
 
 @pytest.mark.parametrize("policy", routing_notice.SINGLE_PATH)

@@ -16,7 +16,7 @@ import numpy as np
 
 from netcore.flow.member_routing import route_members
 from netcore.members import MemberSets
-from netcore.schedule import TRANSFER, Schedule, connection_keys
+from netcore.schedule import TRANSFER, Schedule, connection_keys, piece_edges
 from topo.routing import spans
 from topo.arrays import unique
 
@@ -90,22 +90,7 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
         return np.concatenate([a, a[orig] if fill is None else np.full(c, fill, a.dtype)])
 
     # edges: the pieces wait for their original's parents; its children wait for the pieces
-    child = np.repeat(np.arange(n), np.diff(schedule.dep_ptr))
-    parent = schedule.dep_idx
-    piece_id = n + np.arange(c)
-    deg = np.diff(schedule.dep_ptr)[orig]
-    pc = np.repeat(piece_id, deg)
-    pp = schedule.dep_idx[spans(schedule.dep_ptr[orig], deg)]
-    cptr, cidx = schedule.children()
-    nch = np.diff(cptr)[orig]
-    cc = cidx[spans(cptr[orig], nch)]
-    cp = np.repeat(piece_id, nch)
-    ch = np.concatenate([child, pc, cc])
-    pa = np.concatenate([parent, pp, cp])
-    o = np.lexsort((pa, ch))
-    ch, pa = ch[o], pa[o]
-    dep_ptr = np.zeros(n + c + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ch, minlength=n + c), out=dep_ptr[1:])
+    dep_ptr, pa = piece_edges(schedule, orig)
     # a member moving alone hashes as its own connection, as in the full form
     conn = np.concatenate([schedule.conn, connection_keys(ms.src[mem], ms.dst[mem])])
     conn[nodes[lone]] = connection_keys(src[nodes[lone]], dst[nodes[lone]])
@@ -121,26 +106,12 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
 
 
 def fold_back(res, origin: np.ndarray, n: int):
-    """Result of the split schedule -> result of the original: a node started with its
-    earliest piece and ended with its latest (unfinished if any piece is)."""
+    """Result of the split schedule -> result of the original (netcore.result.fold_onto: a
+    node started with its earliest piece and ended with its latest, unfinished if any piece
+    is; flags any piece's, counts summed)."""
+    from netcore.result import fold_onto
+
     pieces = origin[n:]
-    start, end = res.start[:n].copy(), res.end[:n].copy()
-    if len(pieces):
-        np.fmin.at(start, pieces, res.start[n:])
-        late = res.end[n:]
-        np.maximum.at(end, pieces, np.where(np.isnan(late), np.inf, late))
-        end[np.isinf(end)] = np.nan
-    stranded = np.asarray(res.stranded[:n], dtype=bool).copy()
-    np.logical_or.at(stranded, pieces, np.asarray(res.stranded[n:], dtype=bool))
-    res.start, res.end, res.stranded = start, end, stranded
-    for k, v in list(res.node_extra.items()):
-        v = np.asarray(v)
-        if v.ndim == 1 and len(v) == n + len(pieces):
-            w = v[:n].copy()  # flags: any piece; counts: summed over the pieces
-            if v.dtype == bool:
-                np.logical_or.at(w, pieces, v[n:])
-            elif np.issubdtype(v.dtype, np.number):
-                np.add.at(w, pieces, v[n:])
-            res.node_extra[k] = w
+    res = fold_onto(res, origin, n)
     res.info["split_pieces"] = int(len(pieces))
     return res

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from netcore.schedule import TRANSFER, Schedule
-from topo.routing import _merge, spans
+from netcore.schedule import TRANSFER, Schedule, piece_edges
+from topo.routing import _merge
 
 
 def split(schedule: Schedule, n_hosts: int, planes: int):
@@ -50,22 +50,7 @@ def split(schedule: Schedule, n_hosts: int, planes: int):
         return np.concatenate([a, a[orig]])
 
     # edges: the pieces wait for their original's parents; its children wait for the pieces
-    n_par = np.diff(schedule.dep_ptr)
-    child = np.repeat(np.arange(n), n_par)
-    piece_id = n + np.arange(c)
-    deg = n_par[orig]
-    pc = np.repeat(piece_id, deg)
-    pp = schedule.dep_idx[spans(schedule.dep_ptr[orig], deg)]
-    cptr, cidx = schedule.children()
-    nch = np.diff(cptr)[orig]
-    cc = cidx[spans(cptr[orig], nch)]
-    cp = np.repeat(piece_id, nch)
-    ch = np.concatenate([child, pc, cc])
-    pa = np.concatenate([schedule.dep_idx, pp, cp])
-    o = np.lexsort((pa, ch))
-    ch, pa = ch[o], pa[o]
-    dep_ptr = np.zeros(n + c + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ch, minlength=n + c), out=dep_ptr[1:])
+    dep_ptr, pa = piece_edges(schedule, orig)
     out = Schedule(kind=grow(schedule.kind), src=grow(schedule.src), dst=grow(schedule.dst),
                    size=np.concatenate([new_size, piece_size]),
                    duration=grow(schedule.duration), start=grow(schedule.start),
@@ -97,24 +82,12 @@ def paths(routing, src, dst, keys, plane, alive):
 
 
 def fold_back(res, origin: np.ndarray, n: int):
-    """Result of the split schedule -> result of the original: a transfer started with its
-    earliest piece and ended with its latest (unfinished if any piece is); counts summed."""
-    pieces = origin[n:]
-    start, end = res.start[:n].copy(), res.end[:n].copy()
-    np.fmin.at(start, pieces, res.start[n:])
-    late = res.end[n:]
-    np.maximum.at(end, pieces, np.where(np.isnan(late), np.inf, late))
-    end[np.isinf(end)] = np.nan
-    stranded = np.asarray(res.stranded[:n], dtype=bool).copy()
-    np.logical_or.at(stranded, pieces, np.asarray(res.stranded[n:], dtype=bool))
-    res.start, res.end, res.stranded = start, end, stranded
-    for key, v in list(res.node_extra.items()):
-        v = np.asarray(v)
-        if v.ndim == 1 and len(v) == len(origin):
-            w = v[:n].copy()
-            np.add.at(w, pieces, v[n:])
-            res.node_extra[key] = w
-    res.info["plane_pieces"] = int(len(pieces))
+    """Result of the split schedule -> result of the original (netcore.result.fold_onto: a
+    transfer started with its earliest piece and ended with its latest)."""
+    from netcore.result import fold_onto
+
+    res = fold_onto(res, origin, n)
+    res.info["plane_pieces"] = int(len(origin) - n)
     return res
 
 
@@ -136,22 +109,5 @@ def pieces_of(size: np.ndarray, planes: int, cut: np.ndarray):
 
 def fold_by_owner(res, owner: np.ndarray, n: int):
     """Result over pieces -> result over ``n`` transfers, piece i belonging to ``owner[i]``
-    (incremental runs, whose pieces follow each call's transfers): a transfer started with its
-    earliest piece and ended with its latest (unfinished if any piece is); counts summed."""
-    start = np.full(n, np.inf)
-    np.fmin.at(start, owner, np.where(np.isnan(res.start), np.inf, res.start))
-    end = np.full(n, -np.inf)
-    np.maximum.at(end, owner, np.where(np.isnan(res.end), np.inf, res.end))
-    start[np.isinf(start)] = np.nan
-    end[np.isinf(end)] = np.nan
-    stranded = np.zeros(n, dtype=bool)
-    np.logical_or.at(stranded, owner, np.asarray(res.stranded, dtype=bool))
-    res.start, res.end, res.stranded = start, end, stranded
-    for key, v in list(res.node_extra.items()):
-        v = np.asarray(v)
-        if v.ndim == 1 and len(v) == len(owner):
-            w = np.zeros(n, dtype=v.dtype)
-            np.add.at(w, owner, v)
-            res.node_extra[key] = w
-    res.info["plane_pieces"] = int(len(owner) - n)
-    return res
+    (incremental runs, whose pieces follow each call's transfers)."""
+    return fold_back(res, owner, n)
