@@ -36,6 +36,10 @@ BASE_BYTES = 400 << 20  # interpreter, compiled kernels, topology and routing ta
 # the share of the machine's available memory a run may plan to use
 SHARE = 0.85
 BUDGET_ENV = "NETCOSIM_MEMORY_BUDGET"
+# set by `netcosim sweep` for its local worker processes: each plans on its share of the room
+# left, since the room each one measures does not hold back what the others will still take
+# (two workers of the co-design study together outgrew 24 GB where each one's check passed)
+WORKERS_ENV = "NETCOSIM_SHARE_WORKERS"
 # A parsed JSON or TOML scenario: 11-13 bytes of Python tables per byte of JSON, 12-15 of TOML
 # (1,000,000 flows in 38 MB of JSON: 430 MB; a 3,000,000-host chain in 76 MB: 970 MB; peaks
 # while parsing, the file's bytes and text included)
@@ -184,6 +188,14 @@ def budget() -> tuple[int, str]:
         b = parse_bytes(raw, BUDGET_ENV, allow_zero=False)
         return b, f"{BUDGET_ENV} = {raw} allows {_gb(b)}"
     have = available_bytes()
+    try:
+        workers = max(1, int(os.environ.get(WORKERS_ENV, "1") or 1))
+    except ValueError:
+        workers = 1
+    if workers > 1:
+        return (int(SHARE * have / workers),
+                f"{_gb(have)} is available to {workers} sweep workers (each plans on "
+                f"{SHARE / workers:.0%} of it; --jobs 1 gives one point all of it)")
     return int(SHARE * have), f"{_gb(have)} is available (a run plans on {SHARE:.0%} of it)"
 
 

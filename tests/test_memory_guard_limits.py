@@ -128,3 +128,24 @@ def test_torus_all_reduce_that_fits_is_not_refused(tmp_path, monkeypatch, capsys
                  "topology.dims=[16, 16, 8]", "--set", "workload.protocol=simple", "--set",
                  "workload.network_detail=full"]) == 0
     assert "151552 transfers" in capsys.readouterr().out
+
+
+def test_local_sweep_workers_share_the_room(monkeypatch):
+    """Each of `netcosim sweep`'s local workers plans on its share of the room left: the room
+    one worker measures does not hold back what the others will still take (two workers of the
+    co-design study outgrew the 24 GB machine together)."""
+    import os
+
+    from netcosim.sweep.execute import Backend, open_pool
+
+    monkeypatch.delenv(memory_guard.BUDGET_ENV, raising=False)
+    monkeypatch.delenv(memory_guard.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(memory_guard, "available_bytes", lambda: 10 << 30)
+    alone, _ = memory_guard.budget()
+    with open_pool(Backend(jobs=2)):
+        assert os.environ[memory_guard.WORKERS_ENV] == "2"  # what the workers inherit
+        shared, words = memory_guard.budget()
+    assert memory_guard.WORKERS_ENV not in os.environ
+    assert shared == alone // 2 and "2 sweep workers" in words
+    with open_pool(Backend(jobs=1)):  # one point at a time: all of it
+        assert memory_guard.WORKERS_ENV not in os.environ

@@ -109,7 +109,22 @@ class Pool:
 def open_pool(backend: Backend):
     if not backend.uses_dask:
         n = backend.jobs or os.cpu_count() or 1
-        yield Pool(n, "sequential" if n == 1 else "loky", n)
+        if n == 1:
+            yield Pool(n, "sequential", n)
+            return
+        # the memory guard of every local worker plans on its share of the machine
+        # (netcosim.memory_guard.WORKERS_ENV); workers inherit it when they start
+        from netcosim.memory_guard import WORKERS_ENV
+
+        before = os.environ.get(WORKERS_ENV)
+        os.environ[WORKERS_ENV] = str(n)
+        try:
+            yield Pool(n, "loky", n)
+        finally:
+            if before is None:
+                os.environ.pop(WORKERS_ENV, None)
+            else:
+                os.environ[WORKERS_ENV] = before
         return
     try:
         import joblib
