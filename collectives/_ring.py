@@ -99,6 +99,4 @@ def ring_step_latency(plan: Plan, members: np.ndarray) -> np.ndarray | None:
             plan.chunks > 1:
         return None  # several chunks: a rank streams them, each step at its own latency
     nodes = plan.nodes[members]
-    lat = np.asarray(costs.latency(nodes.reshape(-1), np.roll(nodes, -1, axis=1).reshape(-1)),
-                     dtype=np.float64).reshape(members.shape)
-    return lat.mean(axis=1)
+    return costs.mean_latency(nodes, np.roll(nodes, -1, axis=1))

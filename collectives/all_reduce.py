@@ -10,7 +10,7 @@ import numpy as np
 from collectives._plan import (Plan, check_chunks, check_latency, check_nbytes, check_ranks,
                                chunked_layout)
 from collectives._ring import ring_phases
-from collectives.rail import ring_layout, rings_of
+from collectives.rail import ring_blocks, ring_members
 from collectives._trees import depths, double_binary_trees
 from topo.errors import InputError
 
@@ -48,11 +48,10 @@ def ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, protocol=No
     two_tier ``fabric``: one ring per rail, each with 1/g of the buffer, as NCCL lays its ring
     channels through every NIC (collectives/rail.py); ``per_node``: the same over ranks
     0..n-1 taken as that many consecutive ranks per node (templates, without a fabric)."""
-    R = rings_of(fabric, ranks, per_node)
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: R * n, "ring",
+    members = ring_members(fabric, ranks, per_node)
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: members.size, "ring",
                            protocol=protocol, fabric=fabric)
-    members, lo = ring_layout(fabric, ranks, C, per_node)
-    ring_phases(plan, members, lo, 1, rs=True, ag=True)
+    ring_phases(plan, members, ring_blocks(members, C), 1, rs=True, ag=True)
     return plan.build()
 
 

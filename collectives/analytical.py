@@ -321,8 +321,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         if rings is None:
             rings = np.arange(n)[None, :]
         hs = ranks[rings]
-        options = dict(options, ring_step_s=float(np.mean(costs.latency(
-            hs.reshape(-1), np.roll(hs, -1, axis=1).reshape(-1)))))
+        options = dict(options, ring_step_s=float(costs.mean_latency(
+            hs.reshape(-1), np.roll(hs, -1, axis=1).reshape(-1))))
     if chunks is None:
         C = _default_chunks(op, algorithm, int(S), n, options, proto)
     elif op == "all_to_all_v":

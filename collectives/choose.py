@@ -160,10 +160,8 @@ def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
     r = ordered_ranks(topology, ranks)
     n = len(r)
     whole = ranks is None or len(r) == topology.n_hosts
-    groups = topology.host_group[r]
-    sizes = np.bincount(groups)[unique(groups)]
-    g = int(sizes[0])
-    grouped = (topology.kind == "two_tier" and len(sizes) > 1 and (sizes == g).all() and g > 1)
+    g = _group_size(topology, r)  # ranks per scale-up group (rule 2), or None
+    grouped = g is not None
     fab = Fabric.cached(topology)
 
     def pick(op_, cands, reason):

@@ -11,7 +11,7 @@ import numpy as np
 
 from collectives._ring import ring_phases
 from collectives.all_reduce import _setup
-from collectives.rail import ring_layout, rings_of
+from collectives.rail import ring_blocks, ring_members
 
 
 def _owner(plan, n):
@@ -22,11 +22,10 @@ def ring_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=None, protoco
                         fabric=None, per_node=None):
     """n-1 ring steps; rank p sends shard p-k-1 at step k and ends owning shard p. On whole
     two_tier nodes, one ring per rail (collectives/rail.py), as for all-reduce."""
-    R = rings_of(fabric, ranks, per_node)
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: R * n, "ring",
-                           op="reduce_scatter", protocol=protocol, fabric=fabric)
-    members, lo = ring_layout(fabric, ranks, C, per_node)
-    ring_phases(plan, members, lo, 1, rs=True, ag=False)
+    members = ring_members(fabric, ranks, per_node)
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: members.size,
+                           "ring", op="reduce_scatter", protocol=protocol, fabric=fabric)
+    ring_phases(plan, members, ring_blocks(members, C), 1, rs=True, ag=False)
     _owner(plan, n)
     return plan.build()
 
@@ -50,11 +49,10 @@ def ring_all_gather(ranks, nbytes, chunks=None, step_latency_s=None, protocol=No
                         fabric=None, per_node=None):
     """n-1 ring steps; rank p forwards shard p-k at step k. On whole two_tier nodes, one ring
     per rail (collectives/rail.py)."""
-    R = rings_of(fabric, ranks, per_node)
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: R * n, "ring",
-                           op="all_gather", protocol=protocol, fabric=fabric)
-    members, lo = ring_layout(fabric, ranks, C, per_node)
-    ring_phases(plan, members, lo, 1, rs=False, ag=True)
+    members = ring_members(fabric, ranks, per_node)
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: members.size,
+                           "ring", op="all_gather", protocol=protocol, fabric=fabric)
+    ring_phases(plan, members, ring_blocks(members, C), 1, rs=False, ag=True)
     _owner(plan, n)
     return plan.build()
 

@@ -379,6 +379,12 @@ class Costs:
             return np.full(src.shape, float(self.fixed_step_s))
         return step_latency(self.protocol, self.topology, src, dst, self.algorithm)
 
+    def mean_latency(self, src, dst):
+        """Per row (last axis) of connections src -> dst, the mean of their step latencies:
+        what every step of a one-chunk ring over them pays (collectives._ring
+        .ring_step_latency), so that a round costs the sum of its steps' own latencies."""
+        return np.asarray(self.latency(src, dst), dtype=np.float64).mean(axis=-1)
+
     def rate_cap(self, ranks) -> float:
         """Payload bytes per second an LL transfer among ``ranks`` (host ids) moves at most
         (LL_MAX_GBPS by the nodes they span); 0.0 for other protocols (no cap)."""

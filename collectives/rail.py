@@ -68,31 +68,28 @@ def rail_rings(topology, ranks) -> np.ndarray | None:
     return None if m is None else rail_layout(m, len(np.asarray(ranks).reshape(-1)))
 
 
-def ring_bytes(nbytes: int, g: int, n: int) -> np.ndarray:
-    """Payload of each of g rail rings for one chunk of ``nbytes``: the builders cut it into
-    g * n blocks (split) and give ring r the blocks r*n .. r*n + n - 1."""
+def rail_phase(rails: np.ndarray, op: str, nbytes: int, wire=(1, 1), rate_cap: float = 0.0):
+    """Rail rings in stream form (collectives.streams.ring_phase): one stream per ring, side
+    by side, each carrying its ring's shards as the builders cut them (block r*n + i is rank
+    i's shard of ring r, ``ring_members``), so the streams' bytes are the full schedule's."""
     from collectives._plan import split
+    from collectives.streams import ring_phase
 
-    return split(int(nbytes), g * n).reshape(g, n).sum(axis=1)
+    m, n = rails.shape
+    shard = np.take_along_axis(split(int(nbytes), m * n).reshape(m, n), rails, axis=1)
+    return ring_phase(rails, shard, op != "all_gather", op != "reduce_scatter", op, wire,
+                      rate_cap)
 
 
 def stream_schedule(ranks, rails: np.ndarray, op: str, nbytes: int, step_latency_s: float,
                     wire, launch_s: float, rate_cap: float):
-    """Rail rings in stream form (collectives.streams): one stream per ring, all g side by
-    side, each over its ring's ranks with its share of the buffer. One chunk only (the
-    builders' default for rings): a chunked layout splits the shares otherwise."""
-    from collectives.streams import ring_stream, stream_schedule as one
-    from netcore.schedule import Schedule
+    """Rail rings in stream form over host ids ``ranks`` (one chunk, the builders' default
+    for rings: a chunked layout splits the shares otherwise), each ring's steps at
+    ``step_latency_s`` and the launch once."""
+    from collectives.streams import phased_schedule, with_latency
 
-    ranks = np.asarray(ranks, dtype=np.int64)
-    g, n = rails.shape
-    parts = []
-    for r, b in enumerate(ring_bytes(nbytes, g, n).tolist()):
-        st = ring_stream(op, "ring", n, b, 1, step_latency_s, wire, launch_s, rate_cap)
-        if st is None:
-            return None
-        parts.append(one(ranks[rails[r]], st, op))
-    return Schedule.concat(parts)
+    ph = rail_phase(rails, op, nbytes, wire, rate_cap)
+    return phased_schedule(ranks, [with_latency(ph, step_latency_s, launch_s)], op)
 
 
 def _rails(fabric, ranks, per_node=None):
@@ -107,27 +104,30 @@ def _rails(fabric, ranks, per_node=None):
     return rail_layout(m, n)
 
 
-def ring_layout(fabric, ranks, chunks: int, per_node=None):
-    """(members (R, n), lo (R, n, C)) for collectives._ring.ring_phases: the g rail rings
-    where ``rail_rings`` finds them (R = g), else the one ring in list order (R = 1). Ring r's
-    shard at position p, chunk c, is block c*R*n + r*n + i for the rank index i there, so
-    block % n names the rank that ends with it (reduce-scatter's owner)."""
+def ring_members(fabric, ranks, per_node=None) -> np.ndarray:
+    """(R, n) positions into ``ranks`` of every ring a ring collective lays: the m rail rings
+    where ``rail_rings`` finds them (or ``per_node`` is given), else the one ring in list
+    order (R = 1)."""
     from collectives._plan import check_ranks
 
-    n = len(check_ranks(ranks))
-    rails = _rails(fabric, ranks, per_node)
-    members = np.arange(n, dtype=np.int64)[None, :] if rails is None else rails
-    R = members.shape[0]
+    r = check_ranks(ranks)  # a list, an array or a count n (ranks 0..n-1)
+    rails = _rails(fabric, r, per_node)
+    return np.arange(len(r), dtype=np.int64)[None, :] if rails is None else rails
+
+
+def ring_blocks(members: np.ndarray, chunks: int) -> np.ndarray:
+    """lo (R, n, C) for collectives._ring.ring_phases over ``members`` (ring_members): ring
+    r's shard at position p, chunk c, is block c*R*n + r*n + i for the rank index i there, so
+    block % n names the rank that ends with it (reduce-scatter's owner)."""
+    R, n = members.shape
     c = np.arange(chunks, dtype=np.int64)
-    lo = c[None, None, :] * (R * n) + np.arange(R)[:, None, None] * n + members[:, :, None]
-    return members, lo
+    return c[None, None, :] * (R * n) + np.arange(R)[:, None, None] * n + members[:, :, None]
 
 
 def rings_of(fabric, ranks, per_node=None) -> int:
-    """How many rings ``ring_layout`` lays: m with m ranks on each of several two_tier nodes
+    """How many rings ``ring_members`` lays: m with m ranks on each of several two_tier nodes
     (or ``per_node`` given), else 1."""
-    rails = _rails(fabric, ranks, per_node)
-    return 1 if rails is None else rails.shape[0]
+    return len(ring_members(fabric, ranks, per_node))
 
 
 def rail_chains(fabric, ranks, root: int, towards_root: bool) -> np.ndarray | None:
@@ -135,7 +135,9 @@ def rail_chains(fabric, ranks, root: int, towards_root: bool) -> np.ndarray | No
     pipelined broadcast (root first) or reduce (root last, ``towards_root``); None where
     ``rail_rings`` finds no rails. NCCL's ring broadcast and reduce run one chain per ring
     channel, so the buffer crosses every NIC of a node, not one."""
-    rails = rail_rings(fabric, ranks)
+    from collectives._plan import check_ranks
+
+    rails = rail_rings(fabric, check_ranks(ranks))
     if rails is None:
         return None
     at = np.argmax(rails == root, axis=1)  # the root's place in each ring

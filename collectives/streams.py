@@ -124,8 +124,8 @@ def ring_sent(op: str, nbytes: int, chunks: int, g: int, num: int = 1,
     """Bytes each ring member sends over the collective, for the block sizes
     ``chunked_layout(nbytes, chunks, g)`` with each block's wire bytes ceil(block x den / num):
     member p sends every shard but its own in reduce-scatter, every shard but p+1's in
-    all-gather (collectives/_ring.py), chunk by chunk. In O(g) memory: the layout has at most two chunk sizes (the first
-    ``nbytes % chunks`` chunks one byte larger), and a chunk of t bytes gives member p the block
+    all-gather (collectives/_ring.py), chunk by chunk. In O(g) memory: the layout has at most
+    two chunk sizes (the first ``nbytes % chunks`` chunks one byte larger), and a chunk of t bytes gives member p the block
     t // g + (p < t % g), so the sums over chunks are sums over the two sizes, counted (20,000
     chunks over 65,536 ranks made 1.3 G-entry arrays before)."""
     q, r = divmod(int(nbytes), int(chunks))
@@ -414,7 +414,6 @@ def composed_phases(algorithm: str, ranks, nbytes: int, costs, group_size=None,
     for i, ph in enumerate(phases):
         # each ring's step latency as the builders price it: its connections' mean
         # (collectives._ring.ring_step_latency; a user's fixed latency is the same everywhere)
-        per = (costs.latency(ranks[ph.src], ranks[ph.dst]).mean(axis=1) if costs.any_latency
-               else 0.0)
+        per = costs.mean_latency(ranks[ph.src], ranks[ph.dst]) if costs.any_latency else 0.0
         out.append(with_latency(ph, per, costs.launch_s if i == 0 else 0.0))
     return out

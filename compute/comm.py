@@ -93,18 +93,16 @@ def algorithms(algorithm=None, field: str = "algorithm") -> dict[str, str]:
 RAIL_OPS = ("all_reduce", "reduce_scatter", "all_gather")
 
 
-def _rails(op: str, algorithm: str | None, per_node) -> int | None:
-    """``per_node`` where the collective runs one ring per rail (collectives/rail.py: the
-    ring all-reduce / reduce-scatter / all-gather of a group holding per_node GPUs of each of
-    several two_tier nodes), else None."""
-    algo = algorithm or DEFAULT_ALGO.get(op)
-    return int(per_node) if per_node and op in RAIL_OPS and algo == "ring" else None
-
-
 def runs_rail_rings(op: str, algorithm: str | None) -> bool:
     """Whether ``op`` with ``algorithm`` (None: the default) lays one ring per rail on a group
-    spanning several two_tier nodes."""
-    return _rails(op, algorithm, 2) is not None
+    holding several GPUs of each of several two_tier nodes (collectives/rail.py): the ring
+    all-reduce, reduce-scatter and all-gather."""
+    return op in RAIL_OPS and (algorithm or DEFAULT_ALGO.get(op)) == "ring"
+
+
+def _rails(op: str, algorithm: str | None, per_node) -> int | None:
+    """``per_node`` where the collective runs one ring per rail, else None."""
+    return int(per_node) if per_node and runs_rail_rings(op, algorithm) else None
 
 
 def per_node(topology, hosts) -> int | None:
@@ -173,20 +171,16 @@ def stream(op: str, g: int, nbytes: int, algorithm: str | None = None) -> Stream
 @lru_cache(maxsize=256)
 def rail_streams(op: str, g: int, nbytes: int, algorithm: str | None, per_node: int):
     """The rail rings of ``op`` over g local ranks, ``per_node`` consecutive ones per node, in
-    stream form: ((ring order of the local ranks, Stream), ...), one per rail, each with its
-    share of the buffer (collectives.rail); None where the collective has no rail rings."""
-    from collectives.rail import rail_layout, ring_bytes
+    stream form: one Stream per rail over the local ranks in that ring's order, each with its
+    ring's shards (collectives.rail.rail_phase); None where the collective has no rail rings."""
+    from collectives.rail import rail_layout, rail_phase
 
     m = _rails(op, algorithm, per_node)
     if m is None or g < 4 or g % m or g // m < 2 or nbytes <= 0:
         return None
-    out = []
-    for order, b in zip(rail_layout(m, g), ring_bytes(int(nbytes), m, g).tolist()):
-        st = ring_stream(op, "ring", int(g), int(b))
-        if st is None:
-            return None
-        out.append((order, st))
-    return tuple(out)
+    ph = rail_phase(rail_layout(m, g), op, int(nbytes))
+    return tuple(Stream(ph.src[r], ph.dst[r], int(ph.nbytes[r]), ph.steps, 0.0,
+                        float(ph.min_s[r]), int(ph.short[r])) for r in range(m))
 
 
 # --------------------------------------------------------------------------- in-network

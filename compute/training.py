@@ -562,8 +562,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         if agg and sw is None and m is not None:
             rs = comm.rail_streams(op, g, _size(nbytes), algo(op), m)
             if rs is not None:
-                for order, st in rs:
-                    stamp_streams(op, st, groups[:, order], ready, done, ckind, tag, lab)
+                for st in rs:
+                    stamp_streams(op, st, groups, ready, done, ckind, tag, lab)
                 return
         if agg and sw is None:
             # a ring-like collective: each group becomes one stream (all its connections in

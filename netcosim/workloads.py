@@ -427,8 +427,8 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
             set(opts) <= {"chunks", "step_latency_s", "protocol"}:
         rails = rail.rail_rings(topology, r) if (op_c, algo) in RING_STREAMS else None
         if rails is not None:  # one ring per rail, each its own stream (one chunk only)
-            hops = (r[rails], r[np.roll(rails, -1, axis=1)])
-            per_step = float(costs.latency(*hops).mean()) if costs.any_latency else 0.0
+            hops = (r[rails].ravel(), r[np.roll(rails, -1, axis=1)].ravel())
+            per_step = float(costs.mean_latency(*hops)) if costs.any_latency else 0.0
             sched = None if (chunks or 1) > 1 else rail.stream_schedule(
                 r, rails, op_c, nbytes, per_step, (costs.num, costs.den), costs.launch_s, cap)
             if sched is not None:
@@ -436,7 +436,7 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
         else:
             # the ring's connections' mean, as the builder prices a ring's steps
             # (collectives._ring.ring_step_latency)
-            per_step = float(costs.latency(r, np.roll(r, -1)).mean()) if costs.any_latency \
+            per_step = float(costs.mean_latency(r, np.roll(r, -1))) if costs.any_latency \
                 else 0.0
             try:
                 st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,

@@ -240,4 +240,4 @@ class PacketIncremental:
                        self._reroutes)
         if self._striped is None:
             return res
-        return plane_split.fold_by_owner(res, self._owner, len(self._left))
+        return plane_split.fold_back(res, self._owner, len(self._left))

@@ -82,8 +82,9 @@ def paths(routing, src, dst, keys, plane, alive):
 
 
 def fold_back(res, origin: np.ndarray, n: int):
-    """Result of the split schedule -> result of the original (netcore.result.fold_onto: a
-    transfer started with its earliest piece and ended with its latest)."""
+    """Result of the split schedule -> result of the ``n`` original transfers, piece i of
+    ``origin[i]`` (netcore.result.fold_onto: a transfer started with its earliest piece and
+    ended with its latest); also for incremental runs, whose pieces follow each call's."""
     from netcore.result import fold_onto
 
     res = fold_onto(res, origin, n)
@@ -105,9 +106,3 @@ def pieces_of(size: np.ndarray, planes: int, cut: np.ndarray):
     piece_plane = np.tile(np.arange(1, planes, dtype=np.int64), len(idx))
     piece_size = np.repeat(base, k) + (piece_plane < np.repeat(rem, k))
     return keep, orig, piece_plane, piece_size
-
-
-def fold_by_owner(res, owner: np.ndarray, n: int):
-    """Result over pieces -> result over ``n`` transfers, piece i belonging to ``owner[i]``
-    (incremental runs, whose pieces follow each call's transfers)."""
-    return fold_back(res, owner, n)
