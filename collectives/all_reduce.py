@@ -10,7 +10,7 @@ import numpy as np
 from collectives._plan import (Plan, check_chunks, check_latency, check_nbytes, check_ranks,
                                chunked_layout)
 from collectives._ring import ring_phases
-from collectives.rail import ring_blocks, ring_members
+from collectives.rail import rail_trees, ring_blocks, ring_members
 from collectives._trees import depths, double_binary_trees
 from topo.errors import InputError
 
@@ -69,19 +69,33 @@ def bidirectional_ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=Non
     return plan.build()
 
 
+def tree_parents(fabric, ranks, per_node=None) -> np.ndarray:
+    """(T, n) parents of the trees ``double_binary_tree`` lays: NCCL's rail trees on ranks
+    of several two_tier nodes (collectives.rail.rail_trees, T = 2 per rail), else the double
+    binary tree over the list (T = 2)."""
+    trees = rail_trees(fabric, ranks, per_node)
+    return double_binary_trees(len(ranks)) if trees is None else trees
+
+
 def double_binary_tree_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None,
-                                  protocol=None, fabric=None):
+                                  protocol=None, fabric=None, per_node=None):
     """NCCL's double binary tree: half the buffer is reduced up tree 0 and broadcast back down,
     the other half on tree 1 (a leaf of one tree is an inner node of the other, so every
     rank sends and receives about the same). Chunks pipeline: chunk c moves up (and then down)
-    while chunk c+1 follows; each tree edge carries one chunk at a time per direction."""
-    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, 2, "double_binary_tree",
-                           protocol=protocol, fabric=fabric, per_chunk=lambda n: 4 * (n - 1))
-    parents = double_binary_trees(n)
-    up_ids = np.full((C, 2, n), -1, dtype=np.int64)
-    down_ids = np.full((C, 2, n), -1, dtype=np.int64)  # edge parent(y) -> y, indexed by y
+    while chunk c+1 follows; each tree edge carries one chunk at a time per direction. On
+    ranks of several two_tier nodes, NCCL's Tree channels instead: per rail a pair of such
+    trees across the nodes, chained through each node's GPUs, each with 1/(2m) of every chunk
+    (collectives.rail.rail_trees); ``per_node`` as for the ring."""
+    ranks = check_ranks(ranks)
+    parents = tree_parents(fabric, ranks, per_node)
+    T = len(parents)
+    plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, T, "double_binary_tree",
+                           protocol=protocol, fabric=fabric,
+                           per_chunk=lambda n: 2 * T * (n - 1))
+    up_ids = np.full((C, T, n), -1, dtype=np.int64)
+    down_ids = np.full((C, T, n), -1, dtype=np.int64)  # edge parent(y) -> y, indexed by y
     orders = []
-    for t in range(2):
+    for t in range(T):
         par = parents[t]
         d = depths(par)
         nonroot = np.flatnonzero(par >= 0)
@@ -89,19 +103,18 @@ def double_binary_tree_all_reduce(ranks, nbytes, chunks=None, step_latency_s=Non
                        nonroot[np.argsort(d[nonroot], kind="stable")], d))
     # reduce up: chunk-major, deepest first, so children precede parents
     for c in range(C):
-        for t in range(2):
+        for t in range(T):
             par, up_order, _, d = orders[t]
-            up_ids[c, t, up_order] = plan.transfers(up_order, par[up_order], c * 2 + t,
+            up_ids[c, t, up_order] = plan.transfers(up_order, par[up_order], c * T + t,
                                                     reduce=True, label="tree_reduce",
                                                     tag=d[up_order])
     for c in range(C):
-        for t in range(2):
+        for t in range(T):
             par, _, down_order, d = orders[t]
-            root = int(np.flatnonzero(par < 0)[0])
-            down_ids[c, t, down_order] = plan.transfers(par[down_order], down_order, c * 2 + t,
+            down_ids[c, t, down_order] = plan.transfers(par[down_order], down_order, c * T + t,
                                                         reduce=False, label="tree_broadcast",
                                                         tag=d.max() + d[down_order])
-    for t in range(2):
+    for t in range(T):
         par, up_order, down_order, d = orders[t]
         root = int(np.flatnonzero(par < 0)[0])
         y = up_order

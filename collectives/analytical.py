@@ -312,6 +312,10 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         else:
             rails = rail_rings(topology, ranks)
         options = dict(options, rails=rails)
+    if algorithm == "double_binary_tree" and op == "all_reduce":
+        from collectives.all_reduce import tree_parents
+
+        options = dict(options, tree_parents=tree_parents(topology, ranks))
     if algorithm in ("ring", "bidirectional_ring") and op in ("all_reduce", "reduce_scatter",
                                                              "all_gather") \
             and costs.any_latency and costs.fixed_step_s is None:
@@ -328,7 +332,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     elif op == "all_to_all_v":
         C = check_int(chunks, "chunks")
     else:  # the builders' check: every block of every chunk keeps a byte
-        rings = 1 if options.get("rails") is None else options["rails"].shape[0]
+        rings = _side_by_side(options)
         C = check_chunks(chunks, int(S), rings * protocols.blocks_per_chunk(
             op, algorithm, n, options.get("group_size")), f"{algorithm} {op} over {n} ranks")
     return _rounds(op, algorithm, n, S, M, C, options, R2, R1) + costs.launch_s
@@ -338,9 +342,16 @@ def _default_chunks(op, algorithm, S, n, options, proto) -> int:
     """The builders' default chunk count (their block layout and transfer count per chunk)."""
     from collectives import protocols
 
-    rails = options.get("rails")
     return protocols.chunks_for(op, algorithm, S, n, proto, options.get("group_size"),
-                                1 if rails is None else rails.shape[0])
+                                _side_by_side(options))
+
+
+def _side_by_side(options) -> int:
+    """Rings (or chains) per rail, or double-binary-tree pairs, that each cut every chunk."""
+    if options.get("tree_parents") is not None:
+        return len(options["tree_parents"]) // 2
+    rails = options.get("rails")
+    return 1 if rails is None else rails.shape[0]
 
 
 def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
@@ -392,12 +403,15 @@ def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
         if algorithm == "double_binary_tree":
             from collectives._trees import depths, double_binary_trees
 
-            par = double_binary_trees(n)
-            dep = [depths(par[0]), depths(par[1])]
-            D = int(max(dep[0].max(), dep[1].max()))
-            m = S / 2 / C
-            edges = {}  # level -> (senders, receivers) of both trees, up and down
-            for t in range(2):
+            par = options.get("tree_parents")
+            if par is None:
+                par = double_binary_trees(n)
+            T = len(par)
+            dep = [depths(p) for p in par]
+            D = int(max(d.max() for d in dep))
+            m = S / T / C
+            edges = {}  # level -> (senders, receivers) of every tree, up and down
+            for t in range(T):
                 y = np.flatnonzero(par[t] >= 0)
                 for lvl in range(1, D + 1):
                     at = y[dep[t][y] == lvl]

@@ -46,6 +46,9 @@ def per_node(topology, ranks) -> int | None:
     return m
 
 
+_nodes_share = per_node  # for functions whose ``per_node`` argument hides it
+
+
 def rail_layout(m: int, n: int) -> np.ndarray:
     """(m, n) positions 0..n-1 of the m rail rings over n ranks, m consecutive ones per node
     (module docstring): ring r runs up through node 0 from local index r, down through node
@@ -144,3 +147,48 @@ def rail_chains(fabric, ranks, root: int, towards_root: bool) -> np.ndarray | No
     shift = at + (1 if towards_root else 0)
     idx = (shift[:, None] + np.arange(rails.shape[1])[None, :]) % rails.shape[1]
     return np.take_along_axis(rails, idx, axis=1)
+
+
+def rail_trees(fabric, ranks, per_node=None) -> np.ndarray | None:
+    """(2m, n) parents (positions into ``ranks``, -1 at the roots) of NCCL's Tree on m ranks
+    of each of G >= 2 two_tier nodes (``per_node``'s rule), or None where there are no rails.
+
+    NCCL's tree channels on such a machine are a chain through each node's GPUs and a double
+    binary tree across the nodes (NCCL's INFO lines ``Trees [c] child/child/child->rank->
+    parent``: a rank's one intra-node child and its parent, the node's head also linked to
+    up to two other nodes), and its channels use every NIC. Tree pair r (trees 2r and 2r+1)
+    enters each node at local index r: the chain runs r <- r+1 <- ... <- r-1 (each rank's
+    parent is the one before it), and node a's head (local r) takes as parent the head of
+    node ``double_binary_trees(G)[t][a]``, so every crossing stays on rail r and each NIC
+    serves one pair of complementary trees."""
+    from collectives._trees import double_binary_trees
+
+    m = per_node if per_node is not None else _nodes_share(fabric, ranks)
+    n = len(np.asarray(ranks).reshape(-1))
+    if m is None or m < 2 or n % m or n // m < 2:
+        return None
+    G = n // m
+    node_par = double_binary_trees(G)  # (2, G)
+    r = np.arange(m)[:, None, None]  # tree pair (rail)
+    a = np.arange(G)[None, :, None]  # node
+    k = np.arange(m)[None, None, :]  # local index
+    chain_pos = (k - r) % m  # 0 at the head
+    out = np.empty((2 * m, n), dtype=np.int64)
+    for t in range(2):
+        pa = node_par[t][a]  # (1, G, 1)
+        head_par = np.where(pa >= 0, pa * m + r, -1)
+        par = np.where(chain_pos == 0, head_par, a * m + (k - 1) % m)
+        out[t::2] = np.broadcast_to(par, (m, G, m)).reshape(m, n)
+    return out
+
+
+def side_by_side(fabric, op: str, algorithm: str, ranks) -> int:
+    """How many copies of an algorithm's one-ring (or one-tree-pair) schedule its builder lays
+    side by side, each cutting every chunk: the rail rings of ``ring``, the rail tree pairs of
+    ``double_binary_tree`` all-reduce, else 1 (for transfer counts and default chunks)."""
+    if algorithm == "ring":
+        return rings_of(fabric, ranks)
+    if algorithm == "double_binary_tree" and op == "all_reduce":
+        m = per_node(fabric, ranks)
+        return 1 if m is None else m
+    return 1

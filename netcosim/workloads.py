@@ -353,8 +353,8 @@ def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where,
         return  # may run as phases of streams (one chunk: their default)
     count = collective_transfers(op_c, algo, len(ranks), opts.get("chunks") or 1,
                                  opts.get("dims"), opts.get("group_size"))
-    if algo == "ring":  # one ring per rail on whole two_tier nodes (collectives/rail.py)
-        count *= rail.rings_of(topology, ranks)
+    # one ring (tree pair) per rail on whole two_tier nodes (collectives/rail.py)
+    count *= rail.side_by_side(topology, op_c, algo, ranks)
     check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",
                     _guard_hint(op_c, algo, network_detail(spec, where)))
 
@@ -458,13 +458,12 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
                 if opts.get(key) is not None:
                     sched.meta[key] = opts[key]
             return sched
+    side = rail.side_by_side(topology, op_c, algo, r)  # rings (tree pairs) per rail
     if chunks is None and op != "all_to_all_v":
         chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
-                                      opts.get("group_size"))
+                                      opts.get("group_size"), side)
     count = collective_transfers(op_c, algo, len(ranks), chunks, opts.get("dims"),
-                                 opts.get("group_size"))
-    if algo == "ring":  # one ring per rail on whole two_tier nodes (collectives/rail.py)
-        count *= rail.rings_of(topology, r)
+                                 opts.get("group_size")) * side
     # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
     delays = count * (int(costs.any_latency) + int(cap > 0))
     check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",
