@@ -81,8 +81,16 @@ class Pool:
     def map(self, fn, batches):
         """``batches`` may be a generator: it is consumed as workers free up (joblib's
         pre-dispatch), so a million points are never all batched at once."""
+        import warnings
+
         from joblib import Parallel, delayed
 
+        # loky restarts a worker whose memory grew by more than a few hundred MB over a task
+        # (its leak check) and warns on the console each time; a training point of a large
+        # cluster grows that much legitimately and the restart loses nothing (a worker that
+        # dies under a point is reported by _reporting_lost_workers), so the warning is noise
+        warnings.filterwarnings("ignore", message="A worker stopped while some jobs",
+                                category=UserWarning)
         results = Parallel(n_jobs=self._n_jobs, backend=self._backend,
                            return_as="generator_unordered")(delayed(fn)(b) for b in batches)
         return self._reporting_lost_workers(results)
