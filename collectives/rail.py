@@ -46,9 +46,6 @@ def per_node(topology, ranks) -> int | None:
     return m
 
 
-_nodes_share = per_node  # for functions whose ``per_node`` argument hides it
-
-
 def rail_layout(m: int, n: int) -> np.ndarray:
     """(m, n) positions 0..n-1 of the m rail rings over n ranks, m consecutive ones per node
     (module docstring): ring r runs up through node 0 from local index r, down through node
@@ -95,16 +92,21 @@ def stream_schedule(ranks, rails: np.ndarray, op: str, nbytes: int, step_latency
     return phased_schedule(ranks, [with_latency(ph, step_latency_s, launch_s)], op)
 
 
+def _share(fabric, ranks, given=None) -> int | None:
+    """Ranks per node: ``per_node``'s finding on the fabric, or ``given`` (templates over
+    local ranks, no fabric) where it makes two or more nodes of m > 1 each; else None."""
+    if given is None:
+        return per_node(fabric, ranks)
+    n = len(np.asarray(ranks).reshape(-1))
+    m = int(given)
+    return None if m < 2 or n % m or n // m < 2 else m
+
+
 def _rails(fabric, ranks, per_node=None):
     """``rail_rings``, or with ``per_node`` given (templates over local ranks, no fabric) the
     rail layout of that many consecutive ranks per node."""
-    if per_node is None:
-        return rail_rings(fabric, ranks)
-    n = len(np.asarray(ranks).reshape(-1))
-    m = int(per_node)
-    if m < 2 or n % m or n // m < 2:
-        return None
-    return rail_layout(m, n)
+    m = _share(fabric, ranks, per_node)
+    return None if m is None else rail_layout(m, len(np.asarray(ranks).reshape(-1)))
 
 
 def ring_members(fabric, ranks, per_node=None) -> np.ndarray:
@@ -163,10 +165,10 @@ def rail_trees(fabric, ranks, per_node=None) -> np.ndarray | None:
     serves one pair of complementary trees."""
     from collectives._trees import double_binary_trees
 
-    m = per_node if per_node is not None else _nodes_share(fabric, ranks)
-    n = len(np.asarray(ranks).reshape(-1))
-    if m is None or m < 2 or n % m or n // m < 2:
+    m = _share(fabric, ranks, per_node)
+    if m is None:
         return None
+    n = len(np.asarray(ranks).reshape(-1))
     G = n // m
     node_par = double_binary_trees(G)  # (2, G)
     r = np.arange(m)[:, None, None]  # tree pair (rail)
@@ -189,6 +191,5 @@ def side_by_side(fabric, op: str, algorithm: str, ranks) -> int:
     if algorithm == "ring":
         return rings_of(fabric, ranks)
     if algorithm == "double_binary_tree" and op == "all_reduce":
-        m = per_node(fabric, ranks)
-        return 1 if m is None else m
+        return _share(fabric, ranks) or 1
     return 1

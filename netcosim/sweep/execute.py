@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -81,16 +82,8 @@ class Pool:
     def map(self, fn, batches):
         """``batches`` may be a generator: it is consumed as workers free up (joblib's
         pre-dispatch), so a million points are never all batched at once."""
-        import warnings
-
         from joblib import Parallel, delayed
 
-        # loky restarts a worker whose memory grew by more than a few hundred MB over a task
-        # (its leak check) and warns on the console each time; a training point of a large
-        # cluster grows that much legitimately and the restart loses nothing (a worker that
-        # dies under a point is reported by _reporting_lost_workers), so the warning is noise
-        warnings.filterwarnings("ignore", message="A worker stopped while some jobs",
-                                category=UserWarning)
         results = Parallel(n_jobs=self._n_jobs, backend=self._backend,
                            return_as="generator_unordered")(delayed(fn)(b) for b in batches)
         return self._reporting_lost_workers(results)
@@ -124,6 +117,12 @@ def open_pool(backend: Backend):
         # (netcosim.memory_guard.WORKERS_ENV); workers inherit it when they start
         from netcosim.memory_guard import WORKERS_ENV
 
+        # loky restarts a worker whose memory grew by more than a few hundred MB over a task
+        # (its leak check) and warns on the console each time; a training point of a large
+        # cluster grows that much legitimately and the restart loses nothing (a worker that
+        # dies under a point is reported by Pool._reporting_lost_workers): noise
+        warnings.filterwarnings("ignore", message="A worker stopped while some jobs",
+                                category=UserWarning)
         before = os.environ.get(WORKERS_ENV)
         os.environ[WORKERS_ENV] = str(n)
         try:
