@@ -7,8 +7,10 @@ The rule (docs/collectives.md has the reasoning and sources):
    hosts sorted by ``host_group`` (leaf switch on fat-tree / leaf-spine, node on two_tier),
    so a ring crosses each leaf's uplinks only twice (NCCL's topology-aware rings do this).
 2. two_tier (scale-up domains + scale-out), when the ranks are whole equal groups of more than
-   one: all-reduce by the least estimate of the hierarchical one and one ring per rail
-   (collectives/rail.py); rail-aligned hierarchical all-to-all.
+   one: all-reduce by NCCL's own tuner model (collectives/nccl_tuner.py: NCCL runs what its
+   formula predicts fastest, not what is fastest) among Ring (one per rail,
+   collectives/rail.py), Tree (rail trees) and NVLS-Tree where the node switch reduces, with
+   the protocol it picks; rail-aligned hierarchical all-to-all.
 3. torus with all hosts: dimension-order all-reduce.
 4. Otherwise all-reduce picks ring or double binary tree by the alpha-beta estimate (as NCCL's
    tuner picks the algorithm of least predicted time): the tree's log-depth latency wins for
@@ -18,9 +20,9 @@ The rule (docs/collectives.md has the reasoning and sources):
 5. The protocol (LL, LL128, Simple) of least estimate for the algorithm, as NCCL's tuner
    picks it (collectives/protocols.py); chunks are the protocol's default.
 6. Where switches reduce (``reduce_gbps`` on the topology): all-reduce, reduce-scatter and
-   all-gather take ``nvls`` (ranks in one scale-up domain), ``sharp`` (scale-out
-   aggregation tree) or, for all-reduce across two_tier nodes, ``nvls_tree`` instead when
-   their alpha-beta estimate is lower (Simple protocol only, as NCCL).
+   all-gather take ``nvls`` (ranks in one scale-up domain) or ``sharp`` (scale-out
+   aggregation tree) instead when their alpha-beta estimate is lower (Simple protocol only,
+   as NCCL); NVLS-Tree across two_tier nodes is rule 2's.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class Choice:
     ranks: np.ndarray  # host ids in the order the algorithm should use
     options: dict = field(default_factory=dict)
     reason: str = ""
+    nccl_tuner: bool = False  # picked by NCCL's tuner model (rule 2)
 
     @property
     def protocol(self):
@@ -100,13 +103,13 @@ def _best(topology, op, r, nbytes, cands, protocol, fab):
 
 
 def _in_network(topology, base: Choice, nbytes) -> Choice:
-    """Rule 6: where switches reduce (``topology.reduce_bw``), NVLS / SHARP / NVLS-Tree
-    replace the choice when their alpha-beta estimate is lower (NCCL's tuner likewise weighs
-    NVLS, NVLSTree and CollNet against ring and tree wherever the hardware offers them)."""
+    """Rule 6: where switches reduce (``topology.reduce_bw``), NVLS / SHARP replace the
+    choice when their alpha-beta estimate is lower (NCCL's tuner likewise weighs NVLS and
+    CollNet against ring and tree wherever the hardware offers them)."""
     bw = getattr(topology, "reduce_bw", None)
     if bw is None or not (bw > 0).any():
         return base
-    from collectives import innet, nvls_tree
+    from collectives import innet
     from collectives.analytical import Fabric, estimate
     from topo.innet import trees
 
@@ -118,13 +121,6 @@ def _in_network(topology, base: Choice, nbytes) -> Choice:
             cands.append((algo, {"trees": trees(topology, base.ranks, algo)}))
         except InputError:
             continue  # the fabric cannot do it for these ranks
-    g = base.options.get("group_size") or _group_size(topology, base.ranks)
-    if base.op == "all_reduce" and g:
-        try:
-            trs = nvls_tree._domain_trees(base.ranks, g, len(base.ranks) // g, topology, None)
-            cands.append(("nvls_tree", {"group_size": g, "trees": trs}))
-        except InputError:
-            pass
     for algo, opts in cands:
         if best_t is None:
             best_t = estimate(topology, base.op, base.algorithm, base.ranks, nbytes,
@@ -138,6 +134,26 @@ def _in_network(topology, base: Choice, nbytes) -> Choice:
             best.nbytes = nbytes
             best_t = t
     return best
+
+
+def _nccl_choice(topology, r, g, nbytes, protocol) -> Choice:
+    """Rule 2: whole two_tier nodes run what NCCL's tuner predicts fastest among Ring (one
+    per rail), Tree (rail trees) and, where the node switch reduces, NVLS-Tree
+    (collectives/nccl_tuner.py): NCCL runs its prediction's winner, not the fastest."""
+    from collectives import nccl_tuner, nvls_tree, protocols
+
+    v = nccl_tuner.view(topology, r)
+    algo, proto, us = nccl_tuner.pick(v, nbytes, None if protocol == protocols.AUTO
+                                      else protocol)
+    opts = {"protocol": proto}
+    if algo == "nvls_tree":
+        opts.update(group_size=g, trees=nvls_tree._domain_trees(r, g, len(r) // g, topology,
+                                                                None))
+    c = Choice("all_reduce", algo, r, opts,
+               f"two_tier: {v.nodes} nodes of {g}; NCCL's tuner picks {algo}/{proto} "
+               f"({us:.1f} us predicted)", nccl_tuner=True)
+    c.nbytes = nbytes
+    return c
 
 
 def _group_size(topology, ranks):
@@ -180,11 +196,7 @@ def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
     if op in ("reduce_scatter", "all_gather"):
         return pick(op, [("ring", {})], "ring in fabric order")
     if op == "all_reduce" and grouped:
-        # NCCL's ring (one per rail, collectives/rail.py) overlaps its NVLink and NIC steps
-        # and wins large buffers; the hierarchical all-reduce's fewer steps win small ones
-        return pick(op, [("hierarchical", {"group_size": g}), ("ring", {})],
-                    f"two_tier: {g} ranks per scale-up group; least estimate of hierarchical "
-                    f"and one ring per rail")
+        return _nccl_choice(topology, r, g, nbytes, protocol)
     if op == "all_reduce" and topology.kind == "torus" and whole and n > 2:
         return pick(op, [("torus", {"dims": tuple(int(d) for d in topology.params["dims"])})],
                     "torus: one ring per dimension")

@@ -84,8 +84,9 @@ def test_choose_follows_the_fabric():
     g = ft.host_group[large.ranks]
     assert (np.diff(g) >= 0).all()  # hosts of one leaf are adjacent in the ring
     tt = build("two_tier", {"nodes": 4, "gpus_per_node": 4})
-    c = co.choose(tt, "all_reduce", 1 << 20)
-    assert c.algorithm == "hierarchical" and c.options["group_size"] == 4
+    c = co.choose(tt, "all_reduce", 1 << 20)  # NCCL's tuner: Tree below a few MiB
+    assert c.algorithm == "double_binary_tree" and c.protocol == "ll128" and c.nccl_tuner
+    assert co.choose(tt, "all_reduce", 1 << 30).algorithm == "ring"
     assert co.choose(tt, "all_to_all", 1 << 20).options["leader"] == "rail"
     tor = build("torus", {"dims": [4, 4]})
     c = co.choose(tor, "all_reduce", 1 << 20)

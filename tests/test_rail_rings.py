@@ -146,15 +146,15 @@ def test_rail_chain_estimate_is_low_by_at_most_a_fifth(op):
         assert 0.75 < e / f <= 1.0
 
 
-def test_choose_weighs_the_rail_ring_against_hierarchical_and_nvls_tree():
-    """Whole two_tier nodes: the rail ring wins large all-reduces (its NVLink and NIC steps
-    overlap), the hierarchical all-reduce small ones; where switches reduce, NVLS-Tree is
-    still weighed against whichever of the two won (before, only against hierarchical)."""
+def test_choose_runs_the_rail_ring_where_nccls_tuner_does():
+    """Whole two_tier nodes: NCCL's tuner (collectives/nccl_tuner.py) runs the rail ring for
+    large all-reduces and Tree for small ones; where the node switch reduces, NVLS-Tree
+    (whose bandwidth on two nodes beats the ring's) for large ones."""
     from collectives.choose import choose
 
     t = _two_tier(4)
     assert choose(t, "all_reduce", 1 << 30).algorithm == "ring"
-    assert choose(t, "all_reduce", 1 << 20).algorithm == "hierarchical"
+    assert choose(t, "all_reduce", 1 << 20).algorithm == "double_binary_tree"
     nv = build("two_tier", {"nodes": 2, "gpus_per_node": 8, "scaleup_gbps": 2960,
                             "nic_gbps": 355, "reduce_gbps": {"scaleup": 2400}})
     assert choose(nv, "all_reduce", 8 << 30).algorithm == "nvls_tree"

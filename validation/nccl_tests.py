@@ -53,14 +53,14 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "nccl_tests_data"
 RESULTS = Path(__file__).resolve().parent / "results"
-FABRIC = {"gpus_per_node": 8, "scaleup_gbps": 2960, "nic_gbps": 349,
+FABRIC = {"gpus_per_node": 8, "scaleup_gbps": 2960, "nic_gbps": 349, "nic_port_gbps": 400,
           "reduce_gbps": {"scaleup": 2400}}
 
 
 def cli_topo(n) -> str:
     """FABRIC as `netcosim collective --topo` takes it, for ``n`` nodes."""
     return (f"two_tier:nodes={n},scaleup_gbps={FABRIC['scaleup_gbps']:g},"
-            f"nic_gbps={FABRIC['nic_gbps']:g},"
+            f"nic_gbps={FABRIC['nic_gbps']:g},nic_port_gbps={FABRIC['nic_port_gbps']:g},"
             f"reduce_gbps=scaleup:{FABRIC['reduce_gbps']['scaleup']:g}")
 
 

@@ -14,7 +14,10 @@ arXiv:2506.15006, and the shape of NVIDIA DGX SuperPOD reference architectures).
 - Scale-out, ``rails=True``: GPU i of every node joins a leaf of rail i; a rail has
   ceil(nodes / nodes_per_leaf) leaves (default: one leaf per rail holding all nodes).
   ``rails=False``: a top-of-rack leaf per ``nodes_per_leaf`` nodes (default 1) holding all
-  their GPUs. NIC links run at ``nic_gbps`` (layer "edge").
+  their GPUs. NIC links run at ``nic_gbps`` (layer "edge"). ``nic_port_gbps`` (default
+  ``nic_gbps``) is the NICs' port speed as NCCL's topology detection reports it: only NCCL's
+  tuner model reads it (collectives/nccl_tuner.py, when `choose` picks an all-reduce across
+  nodes); set it where ``nic_gbps`` is an achieved rate rather than the port's.
 - Every leaf links once to each of ``spines`` spines (default: as many as a full leaf has
   GPUs, like a fat-tree) at ``gpus_per_full_leaf * nic_gbps / (spines * oversubscription)``
   (layer "spine"); oversubscription 1 is non-blocking. Cross-rail traffic between nodes
@@ -39,7 +42,7 @@ LAYERS = ("scaleup", "edge", "spine")
 
 def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
              scaleup_latency_us=0.25, latency_us=1.0, rails=True, spines=None,
-             nodes_per_leaf=None, oversubscription=1.0, *,
+             nodes_per_leaf=None, oversubscription=1.0, nic_port_gbps=None, *,
              where: str = "topology") -> Topology:
     nodes = as_int(nodes, f"{where}.nodes", lo=1)
     G = as_int(gpus_per_node, f"{where}.gpus_per_node", lo=1)
@@ -48,6 +51,8 @@ def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
     su_lat = us(as_number(scaleup_latency_us, f"{where}.scaleup_latency_us", positive=False))
     lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
     rails = as_bool(rails, f"{where}.rails")
+    port = nic_gbps if nic_port_gbps is None else \
+        as_number(nic_port_gbps, f"{where}.nic_port_gbps")
     os_ = as_number(oversubscription, f"{where}.oversubscription")
     if nodes_per_leaf is None:
         npl = nodes if rails else 1
@@ -92,7 +97,8 @@ def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
         diam = 4 if (nodes >= 2 and n_leaves >= 2) else 2
     params = {
         "nodes": nodes, "gpus_per_node": G, "scaleup_gbps": float(scaleup_gbps),
-        "nic_gbps": float(nic_gbps), "scaleup_latency_us": float(scaleup_latency_us),
+        "nic_gbps": float(nic_gbps), "nic_port_gbps": float(port),
+        "scaleup_latency_us": float(scaleup_latency_us),
         "latency_us": float(latency_us), "rails": rails, "spines": n_spines,
         "nodes_per_leaf": npl, "oversubscription": os_, "leaves": n_leaves,
         "leaf_uplink_gbps": up * 8 / 1e9, "diameter_hops": diam,
