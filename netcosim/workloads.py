@@ -296,10 +296,15 @@ def build_collective(topology, spec: dict, where: str, seed: int):
             raise InputError(f"{where}.algorithm: missing (automatic choice is not available "
                              f"in this build)")
         try:
-            algorithm, order = _chosen(collectives.choose(topology, op, nbytes,
-                                                          protocol=protocol))
+            choice = collectives.choose(topology, op, nbytes, protocol=protocol)
+            algorithm, order = _chosen(choice)
         except InputError as e:
             raise _in(e, where) from None
+        # the protocol picked with the algorithm (NCCL's tuner on whole two_tier nodes picks
+        # both), unless chunks are given: then the least estimate for them, as the CLI does
+        picked = getattr(choice, "protocol", None)
+        if protocol == protocols.AUTO and isinstance(picked, str) and "chunks" not in opts:
+            protocol = picked
         # a matrix's rows are the ranks in the order given: never reorder them
         if order is not None and "ranks" not in spec and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric

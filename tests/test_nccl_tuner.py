@@ -126,3 +126,37 @@ def test_the_pick_is_an_algorithm_with_a_finite_time(nodes, per_node, nvlink, ni
     a, p, us = nt.pick(v, size)
     assert a in nt.ALGORITHMS.values() and p in nt.PROTOS and math.isfinite(us) and us > 0
     assert a != "nvls_tree" or (nvls and p == "simple")
+
+
+SCENARIO = """
+[topology]
+kind = "two_tier"
+nodes = 4
+gpus_per_node = 8
+scaleup_gbps = 2960
+nic_gbps = 349
+nic_port_gbps = 400
+reduce_gbps = {{scaleup = 2400}}
+[workload]
+kind = "collective"
+op = "all_reduce"
+bytes = "{size}"
+"""
+
+
+@pytest.mark.parametrize("size", ["1MiB", "4MiB"])
+def test_netcosim_run_runs_the_tuners_algorithm_and_protocol(tmp_path, capsys, size):
+    """`netcosim run` with the algorithm left to the choice takes the protocol picked with it
+    (before, it re-picked the protocol by the estimate: Tree with LL where NCCL runs LL128)."""
+    import json
+
+    from cli_helpers import cli, write
+
+    out = tmp_path / "out"
+    rc, _, err = cli(capsys, "run", write(tmp_path, SCENARIO.format(size=size)), "--out", out)
+    assert rc == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    t = build("two_tier", dict(H100, nodes=4))
+    c = co.choose(t, "all_reduce", int(size[0]) << 20)
+    assert (summary["algorithm"], summary["protocol"]) == (c.algorithm, c.protocol)
+    assert summary["protocol"] == ("ll128" if size == "1MiB" else "simple")
