@@ -188,8 +188,8 @@ def times_us(v: View, nbytes: int, protocol: str | None = None) -> dict:
     n = v.nodes * v.per_node
     out = {}
     for (a, p), (lat, bw) in _table(v).items():
-        if protocol is not None and p != protocol:
-            continue
+        if (protocol is not None and p != protocol) or not bw > 0:
+            continue  # NCCL likewise skips an algorithm of no bandwidth
         log = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
         if a == "tree" and 0 <= log < len(TREE_CORRECTION[p]):
             bw *= TREE_CORRECTION[p][log]
