@@ -117,8 +117,8 @@ def ring_graph(v: View) -> Graph:
         n = min(per_nic * v.per_node, int(v.nvlink_GBps / speed + 1e-9), MAX_CHANNELS)
         if n > 0 and n * speed > best_bw + 1e-9:
             best_bw, ch, s = n * speed, n, speed
-    if ch == 0:
-        raise InputError("NCCL's tuner model: no channel fits these link rates")
+    if ch == 0:  # below NCCL's slowest speed: its fallback, one channel of 0.1 GB/s
+        return Graph(1, 0.1, 0.1)
     if s >= 25.0 and not (s < 50.0 and ch > 4):
         dup = min(2 * ch, MAX_CHANNELS)
         s, ch = s / math.ceil(dup / ch), dup

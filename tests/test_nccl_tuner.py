@@ -35,6 +35,10 @@ def test_graphs_follow_nccls_search_rules():
     starved = nt.View(4, 72, 3.0, 50.0, True)
     assert nt.nvls_graph(starved).bw_intra == 0
     assert ("nvls_tree", "simple") not in nt.times_us(starved, 1 << 20)
+    # links below NCCL's slowest speed: its fallback graph, one channel of 0.1 GB/s
+    assert nt.ring_graph(nt.View(2, 8, 0.05, 0.05, False)) == nt.Graph(1, 0.1, 0.1)
+    assert nt.pick(nt.View(2, 8, 0.05, 0.05, False), 1 << 20)[0] in ("ring",
+                                                                      "double_binary_tree")
 
 
 def test_times_are_nccls_formula():
