@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from collectives.rail import per_node
 from topo.errors import InputError
-from topo.arrays import unique
 
 
 @dataclass
@@ -156,17 +156,6 @@ def _nccl_choice(topology, r, g, nbytes, protocol) -> Choice:
     return c
 
 
-def _group_size(topology, ranks):
-    """Ranks per scale-up group when ``ranks`` are two or more whole equal two_tier groups of
-    more than one (rule 2), else None."""
-    if getattr(topology, "kind", None) != "two_tier":
-        return None
-    groups = np.asarray(topology.host_group)[np.asarray(ranks, dtype=np.int64)]
-    sizes = np.bincount(groups)[unique(groups)]
-    g = int(sizes[0])
-    return g if len(sizes) > 1 and (sizes == g).all() and g > 1 else None
-
-
 def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
     import collectives as co
     from collectives.analytical import Fabric
@@ -176,7 +165,9 @@ def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
     r = ordered_ranks(topology, ranks)
     n = len(r)
     whole = ranks is None or len(r) == topology.n_hosts
-    g = _group_size(topology, r)  # ranks per scale-up group (rule 2), or None
+    # ranks per scale-up group when they are two or more equal groups of more than one, each
+    # consecutive in ``r`` (rule 2), else None
+    g = per_node(topology, r)
     grouped = g is not None
     fab = Fabric.cached(topology)
 

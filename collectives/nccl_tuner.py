@@ -87,20 +87,22 @@ class View:
 
 
 def view(topology, ranks) -> View:
-    """NCCL's view of ``ranks``, whole nodes of a two_tier ``topology`` (InputError else)."""
+    """NCCL's view of ``ranks``: m consecutive ranks on each of two or more two_tier nodes
+    (collectives.rail.per_node, the rule `choose` groups them by); InputError else."""
     import numpy as np
 
-    if getattr(topology, "kind", None) != "two_tier":
-        raise InputError("NCCL's tuner model covers two_tier fabrics only")
+    from collectives.rail import per_node
+
+    m = per_node(topology, ranks)
+    if m is None:
+        raise InputError("NCCL's tuner model covers ranks on two or more two_tier nodes, the "
+                         "same number of each, each node's consecutive")
     p = topology.params
-    groups = np.asarray(topology.host_group)[np.asarray(ranks, dtype=np.int64)]
-    nodes = len(np.unique(groups))
-    per_node = len(groups) // nodes
+    nodes = np.unique(np.asarray(topology.host_group)[np.asarray(ranks, dtype=np.int64)])
     bw = getattr(topology, "reduce_bw", None)  # per node; node switches follow the GPUs
-    nvls = bw is not None and bool((np.asarray(bw)[topology.n_hosts + np.unique(groups)]
-                                    > 0).all())
+    nvls = bw is not None and bool((np.asarray(bw)[topology.n_hosts + nodes] > 0).all())
     port = p.get("nic_port_gbps") or p["nic_gbps"]
-    return View(nodes, per_node, p["scaleup_gbps"] / 8, port / 8, nvls)
+    return View(len(nodes), m, p["scaleup_gbps"] / 8, port / 8, nvls)
 
 
 def _largest_speed(limit: float) -> float:
@@ -133,14 +135,13 @@ def nvls_graph(v: View) -> Graph:
     return Graph(heads, intra, inter)
 
 
-def _table(v: View) -> dict:
-    """{(algorithm, protocol): (latency us, bandwidth GB/s)} for an all-reduce, as
-    ncclTopoTuneModel fills it."""
+def _table(v: View, rg: Graph, ng: Graph) -> dict:
+    """{(algorithm, protocol): (latency us, bandwidth GB/s)} for an all-reduce on the ring
+    (and tree) graph ``rg`` and the NVLS graph ``ng``, as ncclTopoTuneModel fills it."""
     n = v.nodes * v.per_node
     nsteps = 2 * (n - 1)
     i2 = 0 if v.nodes == 1 else (1 if v.nodes == 2 else 2)
     log_nodes = int(math.log2(v.nodes))
-    rg, ng = ring_graph(v), nvls_graph(v)
     out = {}
     for a in ("ring", "tree", "nvls_tree"):
         if a == "nvls_tree" and not (v.nvls and v.nodes > 1 and ng.channels >= 2):
@@ -186,11 +187,11 @@ def times_us(v: View, nbytes: int, protocol: str | None = None) -> dict:
     (``protocol``: only that one, as NCCL_PROTO would)."""
     rg = ring_graph(v)
     n = v.nodes * v.per_node
+    log = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1  # treeCorrectionFactor's index
     out = {}
-    for (a, p), (lat, bw) in _table(v).items():
+    for (a, p), (lat, bw) in _table(v, rg, nvls_graph(v)).items():
         if (protocol is not None and p != protocol) or not bw > 0:
             continue  # NCCL likewise skips an algorithm of no bandwidth
-        log = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
         if a == "tree" and 0 <= log < len(TREE_CORRECTION[p]):
             bw *= TREE_CORRECTION[p][log]
         # comm->nChannels: the ring graph's channels, doubled when NCCL connects them

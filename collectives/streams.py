@@ -125,9 +125,9 @@ def ring_sent(op: str, nbytes: int, chunks: int, g: int, num: int = 1,
     ``chunked_layout(nbytes, chunks, g)`` with each block's wire bytes ceil(block x den / num):
     member p sends every shard but its own in reduce-scatter, every shard but p+1's in
     all-gather (collectives/_ring.py), chunk by chunk. In O(g) memory: the layout has at most
-    two chunk sizes (the first ``nbytes % chunks`` chunks one byte larger), and a chunk of t bytes gives member p the block
-    t // g + (p < t % g), so the sums over chunks are sums over the two sizes, counted (20,000
-    chunks over 65,536 ranks made 1.3 G-entry arrays before)."""
+    two chunk sizes (the first ``nbytes % chunks`` chunks one byte larger), and a chunk of t
+    bytes gives member p the block t // g + (p < t % g), so the sums over chunks are sums over
+    the two sizes, counted (20,000 chunks over 65,536 ranks made 1.3 G-entry arrays before)."""
     q, r = divmod(int(nbytes), int(chunks))
     p = np.arange(g)
     rs = np.zeros(g, dtype=np.int64)

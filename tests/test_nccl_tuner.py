@@ -9,10 +9,7 @@ from collectives import nccl_tuner as nt
 from collectives.choose import ordered_ranks
 from topo.builders import build
 from topo.errors import InputError
-
-# the DGX H100 clusters of validation/nccl_tests.py: 8 x 400 Gb/s ports, NVLink as NCCL sees it
-H100 = {"gpus_per_node": 8, "scaleup_gbps": 2960, "nic_gbps": 349, "nic_port_gbps": 400,
-        "reduce_gbps": {"scaleup": 2400}}
+from validation.nccl_tests import FABRIC as H100  # the DGX H100 clusters: 400 Gb/s ports
 
 
 def _view(nodes, **kw):

@@ -10,12 +10,8 @@ from collectives.choose import ordered_ranks
 from collectives.rail import rail_rings, rings_of
 from collectives.report import run as run_one
 from netcore.api import simulate
+from fabrics import h100_nodes as _two_tier
 from topo.builders import build
-
-
-def _two_tier(nodes, g=8):
-    return build("two_tier", {"nodes": nodes, "gpus_per_node": g, "scaleup_gbps": 2960,
-                              "nic_gbps": 355})
 
 
 @pytest.mark.parametrize("nodes, g", [(2, 8), (4, 8), (3, 4), (5, 2)])

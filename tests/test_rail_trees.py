@@ -14,12 +14,12 @@ from collectives.rail import rail_trees, side_by_side
 from collectives.report import run as run_one
 from netcore.api import simulate
 from netcosim.memory_guard import collective_transfers
+from fabrics import h100_nodes
 from topo.builders import build
 
 
 def _two_tier(nodes, g=8):
-    return build("two_tier", {"nodes": nodes, "gpus_per_node": g, "scaleup_gbps": 2960,
-                              "nic_gbps": 349})
+    return h100_nodes(nodes, g, nic_gbps=349)
 
 
 @pytest.mark.parametrize("nodes, g", [(2, 8), (4, 8), (5, 4), (3, 2)])
