@@ -1,8 +1,8 @@
 """netcosim collective against published nccl-tests all_reduce_perf results on H100 systems.
 
-For every table of validation/nccl_tests_data/ (1 node of 8 H100 on NVSwitch; 2, 4 and 8 nodes
-of 8 H100 with 8 x 400 Gb/s ConnectX-7 rails, from three clusters; sources in that folder's
-README; no public 16-node table was found), the same sweep
+For every table of validation/nccl_tests_data/ (1 node of 8 H100 on NVSwitch, two
+clusters; 2, 4 and 8 nodes of 8 H100 with 8 x 400 Gb/s ConnectX-7 rails, from three
+clusters; sources in that folder's README; no public 16-node table was found), the same sweep
 (1 MiB .. 8 GiB, x2) runs through `netcosim collective` (``--algo auto --protocol auto``, the
 flow engine by default) on the matching ``two_tier`` fabric, and the busbw of each size is
 compared with the published one. Writes validation/results/nccl_tests.md and .csv and, with
@@ -23,12 +23,12 @@ Hardware figures (none fitted to these tables except where said):
 * NVLink SHARP (NVLS) on 8 H100: "a peak busBw of ~480GB/s (algbw ~275GB/s)" (same comment)
   is reached by NCCL's largest chunks (a 16 MiB loop step, collectives.protocols
   .nvls_chunk_per_op), each step costing its bytes / reduce rate plus a fixed NVLS step cost
-  (protocols.NVLS_STEP_S). Both are calibrated on the 1-node table only: its plateau (from
+  (protocols.NVLS_STEP_S). Both are calibrated on the DGX 1-node table only: its plateau (from
   1 GiB) and the sizes of NCCL's 32 KiB chunks (8-32 MiB), by ``--calibrate`` (a grid of 1 us
   x 100 Gb/s, least squared log error): 5 us and ``reduce_gbps = {scaleup = 2400}`` (300
   GB/s; 275 GB/s with the step cost at 16 MiB steps). Those seven points are marked
-  calibration and reported apart; every other point, the 1-node table's 1-4 MiB and 64-512
-  MiB and every multi-node point (NVLS-Tree, whose steps take the same two figures) but the
+  calibration and reported apart; every other point, the DGX table's 1-4 MiB and 64-512
+  MiB, the third cluster's 1-node table (added afterwards) and every multi-node point (NVLS-Tree, whose steps take the same two figures) but the
   NIC's calibration points below, is a validation point.
 * NIC: 400 Gb/s NDR InfiniBand, "46-48GB/s per NIC" achievable (NVIDIA,
   https://github.com/NVIDIA/nccl-tests/issues/290), a point-to-point figure. What a NIC
@@ -67,8 +67,10 @@ def cli_topo(n) -> str:
 SIZES = [1 << k for k in range(20, 34)]  # 1 MiB .. 8 GiB
 LARGE = 64 << 20  # targets: within 10% from 64 MiB up, within 25% below
 TARGET_LARGE, TARGET_SMALL = 0.10, 0.25
-# calibration points, all of the 1-node table: from 1 GiB its plateau (the NVLS reduce rate)
-# and 8-32 MiB (the NVLS step cost, collectives.protocols.NVLS_STEP_S); see calibrate()
+# calibration points, all of one 1-node table (DGX Cloud's; the other 1-node table stays
+# validation): from 1 GiB its plateau (the NVLS reduce rate) and 8-32 MiB (the NVLS step
+# cost, collectives.protocols.NVLS_STEP_S); see calibrate()
+CALIBRATION_TABLE = "h100_1node_dgxc"
 CALIBRATION_FROM = 1 << 30
 CALIBRATION_MID = (8 << 20, 32 << 20)
 # the NIC's rate in NCCL's all-reduce: calibrated on the plateaus (from 1 GiB) of every 4-node
@@ -77,11 +79,11 @@ CALIBRATION_MID = (8 << 20, 32 << 20)
 NIC_CALIBRATION_NODES = 4
 
 
-def is_calibration(nodes: int, size: int) -> bool:
+def is_calibration(table: str, nodes: int, size: int) -> bool:
     lo, hi = CALIBRATION_MID
     if nodes == NIC_CALIBRATION_NODES:
         return size >= CALIBRATION_FROM
-    return nodes == 1 and (size >= CALIBRATION_FROM or lo <= size <= hi)
+    return table == CALIBRATION_TABLE and (size >= CALIBRATION_FROM or lo <= size <= hi)
 
 
 def load(path: Path) -> dict:
@@ -124,7 +126,7 @@ def compare(engine: str = "flow") -> list[dict]:
             meas = max(oop, ip)
             r = cache[n][size]
             err = r["busbw_GBps"] / meas - 1
-            calib = is_calibration(n, size)
+            calib = is_calibration(d["name"], n, size)
             target = TARGET_LARGE if size >= LARGE else TARGET_SMALL
             out.append({"dataset": d["name"], "nodes": n, "bytes": size,
                         "measured_busbw": meas, "model_busbw": r["busbw_GBps"],
@@ -135,15 +137,15 @@ def compare(engine: str = "flow") -> list[dict]:
 
 
 def calibrate(engine: str = "flow") -> tuple[float, int]:
-    """(NVLS step seconds, reduce Gb/s) of least squared log error on the 1-node table's
+    """(NVLS step seconds, reduce Gb/s) of least squared log error on the DGX 1-node table's
     calibration points (is_calibration), over a grid of 0-9 us x 2,000-2,800 Gb/s; prints
-    the grid. Only the 1-node table is read."""
+    the grid. Only that table is read."""
     import math
 
     from collectives import protocols
 
-    d = next(x for x in datasets() if x["nodes"] == 1)
-    cal = [s for s in SIZES if is_calibration(1, s)]
+    d = next(x for x in datasets() if x["name"] == CALIBRATION_TABLE)
+    cal = [s for s in SIZES if is_calibration(d["name"], 1, s)]
     keep = protocols.NVLS_STEP_S, dict(FABRIC["reduce_gbps"])
     best = None
     try:
@@ -172,7 +174,7 @@ def calibrate_nic(engine: str = "flow") -> float:
     from topo.builders import build
 
     tables = [d for d in datasets() if d["nodes"] == NIC_CALIBRATION_NODES]
-    cal = [s for s in SIZES if is_calibration(NIC_CALIBRATION_NODES, s)]
+    cal = [s for s in SIZES if is_calibration("", NIC_CALIBRATION_NODES, s)]
     keep = FABRIC["nic_gbps"]
     best = None
     try:
@@ -224,7 +226,7 @@ def write(rows: list[dict], engine: str) -> None:
         f"--topo {cli_topo('N')} --op all_reduce --sizes 1MiB..8GiB --engine "
         f"{engine}` (algorithm and protocol chosen per size). busbw in GB/s; error = "
         "model / measured - 1; measured = the better of out-of-place and in-place. Targets: "
-        "within 10% from 64 MiB up, within 25% below. Calibration points (the 1-node table "
+        "within 10% from 64 MiB up, within 25% below. Calibration points (the DGX 1-node table "
         "from 1 GiB and at 8-32 MiB, which set the NVLS reduce rate and step cost; the "
         "4-node tables from 1 GiB, which set the NIC's rate in the all-reduce, "
         f"`nic_gbps = {FABRIC['nic_gbps']:g}` against a point-to-point 376) are marked `c` "
@@ -292,7 +294,7 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", default="flow", choices=("flow", "analytical", "packet"))
     ap.add_argument("--plot", default=None, metavar="FILE.png")
     ap.add_argument("--calibrate", action="store_true",
-                    help="scan the NVLS step cost and reduce rate on the 1-node table")
+                    help="scan the NVLS step cost and reduce rate on the DGX 1-node table")
     ap.add_argument("--calibrate-nic", action="store_true",
                     help="scan the per-NIC rate on the 4-node tables' plateaus")
     ap.add_argument("--nic-gbps", type=float, default=None,
