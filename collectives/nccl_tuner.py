@@ -23,8 +23,9 @@ extra network latency):
   fewer channels on a tie. Channels of at least 25 GB/s are then doubled at half the rate
   (``ncclTopoDupChannels``) unless there are more than four of them below 50 GB/s. Trees get
   the rings' figure (NCCL searches both for the same channel count). NVLS has one head per
-  NIC-attached GPU: its intra-node rate is the largest speed whose heads fit the NVLink, its
-  network rate the largest speed at most the NIC and at most twice the intra rate.
+  NIC-attached GPU: its intra-node rate is the largest speed of which heads + 1 fit one
+  GPU's NVLink (a head's channel crosses its own NVLink twice), its network rate the largest
+  speed at most the NIC and at most twice the intra rate.
 * The NIC figure is the port's speed as NCCL's topology detection reports it (two_tier's
   ``nic_port_gbps``, default ``nic_gbps``), and NVLink the fabric's scale-up rate.
 
@@ -128,9 +129,13 @@ def ring_graph(v: View) -> Graph:
 
 
 def nvls_graph(v: View) -> Graph:
-    """Heads and rates of NCCL's NVLS graph (one head per NIC-attached GPU)."""
+    """Heads and rates of NCCL's NVLS graph (one head per NIC-attached GPU). Every head's
+    channel takes its rate on every GPU's NVLink and twice on its head's
+    (``ncclTopoSearchTryNvls``), so a GPU carries heads + 1 of them; the search keeps the most
+    heads, then raises the network side alone while it stays within the NIC and twice the
+    intra-node rate."""
     heads = min(v.per_node, MAX_NVLS_HEADS)
-    intra = _largest_speed(v.nvlink_GBps / heads)
+    intra = _largest_speed(v.nvlink_GBps / (heads + 1))
     inter = _largest_speed(min(v.nic_GBps, 2 * intra))
     return Graph(heads, intra, inter)
 

@@ -22,7 +22,10 @@ def test_graphs_follow_nccls_search_rules():
     assert (v.nic_GBps, v.nvlink_GBps, v.nvls) == (50.0, 370.0, True)
     # 48 GB/s a channel would put 384 on a 370 GB/s NVLink: 8 channels of 45
     assert nt.ring_graph(v) == nt.Graph(8, 45.0, 45.0)
-    assert nt.nvls_graph(v) == nt.Graph(8, 45.0, 48.0)
+    # NVLS: a head carries its channel twice, so 9 x 45 would not fit: 8 heads of 40 inside,
+    # the network side raised alone to the NIC's 48
+    assert nt.nvls_graph(v) == nt.Graph(8, 40.0, 48.0)
+    assert nt.nvls_graph(nt.View(4, 8, 450.0, 50.0, True)) == nt.Graph(8, 48.0, 48.0)
     wide = nt.View(4, 8, 450.0, 50.0, True)
     assert nt.ring_graph(wide) == nt.Graph(8, 48.0, 48.0)
     # two channels per 100 GB/s NIC; slow channels are doubled at half the rate
@@ -48,7 +51,7 @@ def test_times_are_nccls_formula():
     # Ring/LL128: 14 + 56 x 1.9 + 6 x 4.0 us; min(.92 x 360, 8 x 36.7) x 32/62
     assert t[("ring", "ll128")] == pytest.approx(
         144.4 + (1 << 20) / (1e3 * min(.92 * 360, 8 * 36.7) * 32 / 62))
-    # NVLS-Tree: 25 + 2 x 2 x 14 us; 8 heads x min(45, 48/2) x 5/6
+    # NVLS-Tree: 25 + 2 x 2 x 14 us; 8 heads x min(40, 48/2) x 5/6
     assert t[("nvls_tree", "simple")] == pytest.approx(81 + (1 << 20) / (1e3 * 160))
     # Ring/Simple from 64 bytes per channel and rank pays 1.4 x its latency
     big = nt.times_us(v, 1 << 30)[("ring", "simple")]
