@@ -175,6 +175,9 @@ class Plan:
         self.labels: list[str] = []
         self.meta: dict = {}
         self.n = 0
+        # sends a rank keeps in flight side by side (collectives.protocols.channels): they
+        # share a protocol's throughput cap
+        self.channels = 1
 
     # ------------------------------------------------------------------ nodes
     def _alloc(self, shape) -> np.ndarray:
@@ -333,7 +336,7 @@ class Plan:
             child, parent = np.concatenate([child, ochild]), np.concatenate([parent, oparent])
             ochild = oparent = np.zeros(0, np.int64)
         with_delay = costs.any_latency and bool(is_t.any())
-        cap = costs.rate_cap(self.ranks) if is_t.any() else 0.0
+        cap = costs.rate_cap(self.ranks, self.channels) if is_t.any() else 0.0
         # a step-latency DELAY sits just before each transfer and takes the transfer's data
         # parents (the step's latency follows the data it waits for); the transfer keeps its
         # order parents (the sender's previous send). Under a protocol's throughput cap

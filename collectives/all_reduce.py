@@ -16,11 +16,12 @@ from topo.errors import InputError
 
 
 def _setup(ranks, nbytes, chunks, step_latency_s, parts_per_chunk, algorithm, op="all_reduce",
-           protocol=None, fabric=None, per_chunk=None, n_groups=1):
+           protocol=None, fabric=None, per_chunk=None, n_groups=1, lanes=1):
     """Checked arguments and the Plan. ``chunks`` None: the protocol's default
     (collectives.protocols.default_chunks; ``per_chunk(n)``: transfers per chunk, for its
     bound); ``protocol`` None: no protocol costs (payload on the wire, ``step_latency_s``
-    or no latency)."""
+    or no latency); ``lanes``: rings, chains or trees laid side by side (their sends share
+    LL's cap: collectives.protocols.channels)."""
     from collectives import protocols
 
     ranks = check_ranks(ranks)
@@ -38,7 +39,9 @@ def _setup(ranks, nbytes, chunks, step_latency_s, parts_per_chunk, algorithm, op
         C = check_chunks(chunks, nbytes, P, f"{algorithm} {op} over {n} ranks")
     lat = check_latency(step_latency_s, allow_none=True)
     costs = protocols.costs(proto, lat, fabric, algorithm)
-    return Plan(op, algorithm, ranks, nbytes, C, costs, chunked_layout(nbytes, C, P)), n, C, P
+    plan = Plan(op, algorithm, ranks, nbytes, C, costs, chunked_layout(nbytes, C, P))
+    plan.channels = protocols.channels(algorithm, n, lanes)
+    return plan, n, C, P
 
 
 def ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, protocol=None,
@@ -50,7 +53,7 @@ def ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=None, protocol=No
     0..n-1 taken as that many consecutive ranks per node (templates, without a fabric)."""
     members = ring_members(fabric, ranks, per_node)
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: members.size, "ring",
-                           protocol=protocol, fabric=fabric)
+                           protocol=protocol, fabric=fabric, lanes=len(members))
     ring_phases(plan, members, ring_blocks(members, C), 1, rs=True, ag=True)
     return plan.build()
 
@@ -61,7 +64,7 @@ def bidirectional_ring_all_reduce(ranks, nbytes, chunks=None, step_latency_s=Non
     rank's links to its two ring neighbours are distinct (a torus/ring fabric); on a switched
     fabric both halves share the rank's one NIC and it equals the ring."""
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: 2 * n,
-                           "bidirectional_ring", protocol=protocol, fabric=fabric)
+                           "bidirectional_ring", protocol=protocol, fabric=fabric, lanes=2)
     members = np.stack([np.arange(n), np.arange(n)[::-1]])
     lo = (np.arange(C)[None, None, :] * 2 * n + np.arange(2)[:, None, None] * n +
           np.arange(n)[None, :, None])
@@ -91,7 +94,7 @@ def double_binary_tree_all_reduce(ranks, nbytes, chunks=None, step_latency_s=Non
     T = len(parents)
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, T, "double_binary_tree",
                            protocol=protocol, fabric=fabric,
-                           per_chunk=lambda n: 2 * T * (n - 1))
+                           per_chunk=lambda n: 2 * T * (n - 1), lanes=T)
     up_ids = np.full((C, T, n), -1, dtype=np.int64)
     down_ids = np.full((C, T, n), -1, dtype=np.int64)  # edge parent(y) -> y, indexed by y
     orders = []

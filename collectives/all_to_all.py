@@ -31,6 +31,7 @@ def _matrix(ranks, nbytes, chunks, step_latency_s, algorithm, op, protocol=None,
         C = check_chunks(chunks, total, n, f"{algorithm} all_to_all over {n} ranks")
         M = np.broadcast_to(split(total, n), (n, n)).copy()
     plan = Plan(op, algorithm, ranks, total, C, lat, split(M, C).reshape(-1))
+    plan.channels = protocols.channels(algorithm, n)
     plan.meta["layout"] = "pairs"  # block (i*n + j)*C + c: from i to j
     if op == "all_to_all_v":
         plan.meta["matrix"] = M

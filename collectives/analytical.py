@@ -251,7 +251,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), topology,
                             algorithm)
     wire = 1.0 if costs.num == costs.den else costs.den / costs.num
-    cap = costs.rate_cap(ranks)  # an LL transfer lasts at least payload / cap
+    cap = costs.rate_cap(ranks)  # an LL transfer lasts at least payload / its share of cap
     fab = fabric or Fabric.cached(topology, routing)
 
     def R2(s, d, b):
@@ -327,6 +327,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         hs = ranks[rings]
         options = dict(options, ring_step_s=float(costs.mean_latency(
             hs.reshape(-1), np.roll(hs, -1, axis=1).reshape(-1))))
+    # the rank's sends side by side share LL's cap, as the builders share it
+    cap = costs.rate_cap(ranks, protocols.channels(algorithm, n, _lanes(algorithm, options)))
     if chunks is None:
         C = _default_chunks(op, algorithm, int(S), n, options, proto)
     elif op == "all_to_all_v":
@@ -344,6 +346,15 @@ def _default_chunks(op, algorithm, S, n, options, proto) -> int:
 
     return protocols.chunks_for(op, algorithm, S, n, proto, options.get("group_size"),
                                 _side_by_side(options))
+
+
+def _lanes(algorithm, options) -> int:
+    """Rings, chains or trees a rank sends on side by side, as the builders lay them."""
+    if options.get("tree_parents") is not None:
+        return len(options["tree_parents"])
+    if options.get("rails") is not None:
+        return options["rails"].shape[0]
+    return 2 if algorithm == "bidirectional_ring" else 1
 
 
 def _side_by_side(options) -> int:

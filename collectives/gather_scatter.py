@@ -24,7 +24,8 @@ def ring_reduce_scatter(ranks, nbytes, chunks=None, step_latency_s=None, protoco
     two_tier nodes, one ring per rail (collectives/rail.py), as for all-reduce."""
     members = ring_members(fabric, ranks, per_node)
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: members.size,
-                           "ring", op="reduce_scatter", protocol=protocol, fabric=fabric)
+                           "ring", op="reduce_scatter", protocol=protocol, fabric=fabric,
+                           lanes=len(members))
     ring_phases(plan, members, ring_blocks(members, C), 1, rs=True, ag=False)
     _owner(plan, n)
     return plan.build()
@@ -51,7 +52,8 @@ def ring_all_gather(ranks, nbytes, chunks=None, step_latency_s=None, protocol=No
     per rail (collectives/rail.py)."""
     members = ring_members(fabric, ranks, per_node)
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, lambda n: members.size,
-                           "ring", op="all_gather", protocol=protocol, fabric=fabric)
+                           "ring", op="all_gather", protocol=protocol, fabric=fabric,
+                           lanes=len(members))
     ring_phases(plan, members, ring_blocks(members, C), 1, rs=False, ag=True)
     _owner(plan, n)
     return plan.build()

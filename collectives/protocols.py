@@ -22,10 +22,13 @@ LL128), https://github.com/NVIDIA/nccl.
 
 **LL throughput cap.** LL's GPU threads store and poll every 8-byte line themselves, so NCCL's
 tuner caps LL's bus bandwidth whatever the links (src/graph/tuning.cc, ``llMaxBws``): by the
-GPU inside one node, by the host CPU across nodes (LL_MAX_GBPS). An LL transfer of ours
-therefore lasts at least its payload / the cap (``Costs.rate_cap``): a ring rank sends its
-steps one after another, so its rate, which is a ring's bus bandwidth, stays under the cap as
-in NCCL's tuner. LL128's caps (perChMaxRingLL128Bws, perChMaxTreeLL128Bws: 29-36.7 GB/s per
+GPU inside one node, by the host CPU across nodes (LL_MAX_GBPS), over all the collective's
+channels together. An LL transfer of ours therefore lasts at least its payload / its share of
+the cap (``Costs.rate_cap``): a ring rank sends its steps one after another, so its rate, which
+is a ring's bus bandwidth, stays under the cap as in NCCL's tuner; where a rank sends on
+several rings, chains or trees side by side (one per rail on whole two_tier nodes) or to
+every peer at once (the direct algorithms), each of those sends gets its share
+(``channels``), so that the rank's sends together stay under it. LL128's caps (perChMaxRingLL128Bws, perChMaxTreeLL128Bws: 29-36.7 GB/s per
 channel, times 16 or more channels) lie above what 8 x 400 Gb/s NICs or an NVLink 4 port
 carry, so they are not modelled.
 
@@ -356,6 +359,17 @@ def launch_latency(protocol, algorithm: str = "ring") -> float:
     return FAMILY_LATENCY[family(algorithm)].get(p.name, FAMILY_LATENCY["ring"][p.name])[2]
 
 
+def channels(algorithm: str, n: int, lanes: int = 1) -> int:
+    """Sends a rank of ``algorithm`` over n ranks keeps in flight side by side: one per lane
+    (``lanes``: rings, chains or trees laid in parallel, one per rail on whole two_tier nodes,
+    two for the double binary tree and the bidirectional ring), one per peer for the direct
+    algorithms. LL's cap is the rank's, not each send's: NCCL caps the collective's bus
+    bandwidth over all its channels (llMaxBws), so each of these sends gets cap / channels."""
+    if algorithm == "direct":
+        return max(1, int(n) - 1)
+    return max(1, int(lanes))
+
+
 @dataclass(frozen=True)
 class Costs:
     """What a schedule builder applies: wire ratio, per-step latency rule, launch latency."""
@@ -385,13 +399,14 @@ class Costs:
         .ring_step_latency), so that a round costs the sum of its steps' own latencies."""
         return np.asarray(self.latency(src, dst), dtype=np.float64).mean(axis=-1)
 
-    def rate_cap(self, ranks) -> float:
-        """Payload bytes per second an LL transfer among ``ranks`` (host ids) moves at most
-        (LL_MAX_GBPS by the nodes they span); 0.0 for other protocols (no cap)."""
+    def rate_cap(self, ranks, channels: int = 1) -> float:
+        """Payload bytes per second an LL transfer among ``ranks`` (host ids) moves at most:
+        LL_MAX_GBPS by the nodes they span, shared by the ``channels`` sends a rank keeps in
+        flight side by side (``channels``); 0.0 for other protocols (no cap)."""
         if self.protocol != "ll":
             return 0.0
         nodes = spanned_nodes(self.topology, ranks)
-        return LL_MAX_GBPS[min(nodes, 3) - 1] * 1e9
+        return LL_MAX_GBPS[min(nodes, 3) - 1] * 1e9 / max(1, int(channels))
 
     @property
     def any_latency(self) -> bool:

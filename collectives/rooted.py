@@ -23,7 +23,8 @@ def _chain(ranks, nbytes, chunks, step_latency_s, root, op, protocol, fabric):
     chains = rail_chains(fabric, ranks, root, towards_root=not bcast)
     R = 1 if chains is None else chains.shape[0]
     plan, n, C, P = _setup(ranks, nbytes, chunks, step_latency_s, R, "ring", op=op,
-                           protocol=protocol, fabric=fabric, per_chunk=lambda n: R * (n - 1))
+                           protocol=protocol, fabric=fabric, per_chunk=lambda n: R * (n - 1),
+                           lanes=R)
     if chains is None:
         # broadcast: root first; reduce: root last, so data flows towards it
         chains = ((root + np.arange(n) + (0 if bcast else 1)) % n)[None, :]

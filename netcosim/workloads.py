@@ -435,7 +435,8 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
             hops = (r[rails].ravel(), r[np.roll(rails, -1, axis=1)].ravel())
             per_step = float(costs.mean_latency(*hops)) if costs.any_latency else 0.0
             sched = None if (chunks or 1) > 1 else rail.stream_schedule(
-                r, rails, op_c, nbytes, per_step, (costs.num, costs.den), costs.launch_s, cap)
+                r, rails, op_c, nbytes, per_step, (costs.num, costs.den), costs.launch_s,
+                costs.rate_cap(r, protocols.channels(algo, len(r), len(rails))))
             if sched is not None:
                 return sched
         else:

@@ -435,3 +435,44 @@ def test_nvls_chunk_never_shrinks_as_the_buffer_grows(a, b, heads, groups, algor
     cost = protocols.costs("simple", algorithm=algorithm)
     assert protocols.nvls_step_s_per_byte(cost, hi, heads, groups) <= \
         protocols.nvls_step_s_per_byte(cost, lo, heads, groups)
+
+
+def test_ll_cap_is_shared_by_the_rings_a_rank_sends_on(tmp_path):
+    """NCCL caps LL's bus bandwidth over all a collective's channels (llMaxBws: 20.4 GB/s on
+    more than two nodes of Intel hosts). On whole two_tier nodes a rank sends on 8 rail rings
+    side by side, so its LL sends together stay under the cap: a rank's payload / cap bounds
+    the time. Each ring at the whole cap ran 8x past it (4 MiB all-gather: 34 GB/s busbw where
+    the published 4-node table has 21)."""
+    import json
+
+    from fabrics import h100_nodes
+    from netcosim.cli import main
+
+    fab, r, S = h100_nodes(4), np.arange(32), 8 << 20
+    per_rank = {}
+    for op in ("all_gather", "reduce_scatter", "all_reduce"):
+        s = co.build(op, "ring", r, S, protocol="ll", fabric=fab)
+        assert s.meta["rate_cap_Bps"] == pytest.approx(20.4e9 / 8)
+        t = s.kind == TRANSFER
+        # LL: half the wire bytes are flags
+        per_rank[op] = np.bincount(s.src[t], weights=s.size[t] // 2).max()
+        flow = simulate(fab, s, engine="flow").makespan
+        assert flow >= per_rank[op] / 20.4e9 * (1 - 1e-9)
+        assert estimate(fab, op, "ring", r, S, protocol="ll") == pytest.approx(flow, rel=0.05)
+    # a direct algorithm sends to every peer at once: each send gets 1/(n-1) of the cap
+    d = co.build("all_gather", "direct", np.arange(4), 1 << 20, protocol="ll", fabric=star(4))
+    assert d.meta["rate_cap_Bps"] == pytest.approx(20.4e9 / 3)
+    # the stream form of a run (network_detail = "auto") shares it as the full schedule does
+    p = tmp_path / "s.toml"
+    p.write_text('[topology]\nkind = "two_tier"\nnodes = 4\ngpus_per_node = 8\n'
+                 'scaleup_gbps = 2960\nnic_gbps = 355\n[workload]\nkind = "collective"\n'
+                 'op = "all_gather"\nalgorithm = "ring"\nprotocol = "ll"\n'
+                 f'bytes = {S}\n')
+    got = {}
+    for detail in ("auto", "full"):
+        assert main(["run", str(p), "--out", str(tmp_path / detail), "--set",
+                     f"workload.network_detail={detail}"]) == 0
+        got[detail] = json.loads((tmp_path / detail / "summary.json").read_text())
+    assert got["auto"]["engine_flows"] < got["full"]["engine_flows"]
+    assert got["auto"]["makespan_us"] == pytest.approx(got["full"]["makespan_us"], rel=0.01)
+    assert got["auto"]["makespan_us"] * 1e-6 >= per_rank["all_gather"] / 20.4e9 * (1 - 1e-9)
