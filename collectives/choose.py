@@ -10,7 +10,8 @@ The rule (docs/collectives.md has the reasoning and sources):
    one: all-reduce by NCCL's own tuner model (collectives/nccl_tuner.py: NCCL runs what its
    formula predicts fastest, not what is fastest) among Ring (one per rail,
    collectives/rail.py), Tree (rail trees) and NVLS-Tree where the node switch reduces, with
-   the protocol it picks; rail-aligned hierarchical all-to-all.
+   the protocol it picks; all-gather and reduce-scatter by the ring (one per rail) with the
+   protocol NCCL's tuner picks; rail-aligned hierarchical all-to-all.
 3. torus with all hosts: dimension-order all-reduce.
 4. Otherwise all-reduce picks ring or double binary tree by the alpha-beta estimate (as NCCL's
    tuner picks the algorithm of least predicted time): the tree's log-depth latency wins for
@@ -136,20 +137,21 @@ def _in_network(topology, base: Choice, nbytes) -> Choice:
     return best
 
 
-def _nccl_choice(topology, r, g, nbytes, protocol) -> Choice:
+def _nccl_choice(topology, r, g, nbytes, protocol, op="all_reduce") -> Choice:
     """Rule 2: whole two_tier nodes run what NCCL's tuner predicts fastest among Ring (one
     per rail), Tree (rail trees) and, where the node switch reduces, NVLS-Tree
-    (collectives/nccl_tuner.py): NCCL runs its prediction's winner, not the fastest."""
+    (collectives/nccl_tuner.py): NCCL runs its prediction's winner, not the fastest.
+    All-gather and reduce-scatter: the ring, with the protocol NCCL's tuner picks."""
     from collectives import nccl_tuner, nvls_tree, protocols
 
     v = nccl_tuner.view(topology, r)
     algo, proto, us = nccl_tuner.pick(v, nbytes, None if protocol == protocols.AUTO
-                                      else protocol)
+                                      else protocol, op)
     opts = {"protocol": proto}
     if algo == "nvls_tree":
         opts.update(group_size=g, trees=nvls_tree._domain_trees(r, g, len(r) // g, topology,
                                                                 None))
-    c = Choice("all_reduce", algo, r, opts,
+    c = Choice(op, algo, r, opts,
                f"two_tier: {v.nodes} nodes of {g}; NCCL's tuner picks {algo}/{proto} "
                f"({us:.1f} us predicted)", nccl_tuner=True)
     c.nbytes = nbytes
@@ -185,6 +187,8 @@ def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
                         "two_tier: aggregate per rail (PXN-style)")
         return pick(op, [("direct", {})], "all pairs at once (NCCL all-to-all)")
     if op in ("reduce_scatter", "all_gather"):
+        if grouped:
+            return _nccl_choice(topology, r, g, nbytes, protocol, op)
         return pick(op, [("ring", {})], "ring in fabric order")
     if op == "all_reduce" and grouped:
         return _nccl_choice(topology, r, g, nbytes, protocol)

@@ -65,6 +65,9 @@ SPEEDS = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0,
           1.2, 0.24, 0.12)
 MAX_CHANNELS = 32
 MAX_NVLS_HEADS = 32
+# the collectives modelled (all-gather and reduce-scatter: the ring, as NCCL runs them on
+# several nodes of several GPUs)
+OPS = ("all_reduce", "all_gather", "reduce_scatter")
 # NCCL's names -> ours
 ALGORITHMS = {"ring": "ring", "tree": "double_binary_tree", "nvls_tree": "nvls_tree"}
 
@@ -140,15 +143,18 @@ def nvls_graph(v: View) -> Graph:
     return Graph(heads, intra, inter)
 
 
-def _table(v: View, rg: Graph, ng: Graph) -> dict:
-    """{(algorithm, protocol): (latency us, bandwidth GB/s)} for an all-reduce on the ring
-    (and tree) graph ``rg`` and the NVLS graph ``ng``, as ncclTopoTuneModel fills it."""
+def _table(v: View, rg: Graph, ng: Graph, op: str = "all_reduce") -> dict:
+    """{(algorithm, protocol): (latency us, bandwidth GB/s)} for ``op`` (all-reduce, or the
+    ring's all-gather and reduce-scatter: NCCL's PAT needs one GPU per node and its NVLS
+    gather one node) on the ring (and tree) graph ``rg`` and the NVLS graph ``ng``, as
+    ncclTopoTuneModel fills it."""
     n = v.nodes * v.per_node
-    nsteps = 2 * (n - 1)
+    ar = op == "all_reduce"
+    nsteps = 2 * (n - 1) if ar else n - 1
     i2 = 0 if v.nodes == 1 else (1 if v.nodes == 2 else 2)
     log_nodes = int(math.log2(v.nodes))
     out = {}
-    for a in ("ring", "tree", "nvls_tree"):
+    for a in ("ring", "tree", "nvls_tree") if ar else ("ring",):
         if a == "nvls_tree" and not (v.nvls and v.nodes > 1 and ng.channels >= 2):
             continue
         for k, p in enumerate(PROTOS):
@@ -177,7 +183,7 @@ def _table(v: View, rg: Graph, ng: Graph) -> dict:
             if a == "ring":
                 if v.nodes > 1:
                     intra = max(intra, NET_OVERHEAD_US * (3 if p == "simple" else 1))
-                inter_steps = 2 * (v.nodes - 1)
+                inter_steps = (2 if ar else 1) * (v.nodes - 1)
                 lat += (nsteps - inter_steps) * intra + inter_steps * inter
             elif a == "tree":
                 lat += 2 * ((v.per_node - 1) * intra + log_nodes * inter)
@@ -187,29 +193,34 @@ def _table(v: View, rg: Graph, ng: Graph) -> dict:
     return out
 
 
-def times_us(v: View, nbytes: int, protocol: str | None = None) -> dict:
-    """{(NCCL algorithm, protocol): predicted microseconds} for an all-reduce of ``nbytes``
-    (``protocol``: only that one, as NCCL_PROTO would)."""
+def times_us(v: View, nbytes: int, protocol: str | None = None,
+             op: str = "all_reduce") -> dict:
+    """{(NCCL algorithm, protocol): predicted microseconds} for ``op`` of ``nbytes`` (NCCL's
+    nBytes: an all-reduce's buffer, an all-gather's output, a reduce-scatter's input;
+    ``protocol``: only that one, as NCCL_PROTO would)."""
+    if op not in OPS:
+        raise InputError(f"op = {op!r}: NCCL's tuner model covers {', '.join(OPS)}")
     rg = ring_graph(v)
     n = v.nodes * v.per_node
     log = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1  # treeCorrectionFactor's index
     out = {}
-    for (a, p), (lat, bw) in _table(v, rg, nvls_graph(v)).items():
+    for (a, p), (lat, bw) in _table(v, rg, nvls_graph(v), op).items():
         if (protocol is not None and p != protocol) or not bw > 0:
             continue  # NCCL likewise skips an algorithm of no bandwidth
         if a == "tree" and 0 <= log < len(TREE_CORRECTION[p]):
             bw *= TREE_CORRECTION[p][log]
         # comm->nChannels: the ring graph's channels, doubled when NCCL connects them
-        if a == "ring" and p == "simple" and v.nodes > 1 and \
+        if op == "all_reduce" and a == "ring" and p == "simple" and v.nodes > 1 and \
                 nbytes // (2 * rg.channels * n) >= 64:
             lat *= RING_PLATEAU
         out[(a, p)] = lat + nbytes / (1e3 * bw)
     return out
 
 
-def pick(v: View, nbytes: int, protocol: str | None = None) -> tuple[str, str, float]:
-    """(our algorithm name, protocol, NCCL's predicted us) of NCCL's choice."""
-    t = times_us(v, int(nbytes), protocol)
+def pick(v: View, nbytes: int, protocol: str | None = None,
+         op: str = "all_reduce") -> tuple[str, str, float]:
+    """(our algorithm name, protocol, NCCL's predicted us) of NCCL's choice for ``op``."""
+    t = times_us(v, int(nbytes), protocol, op)
     if not t:
         raise InputError(f"protocol = {protocol!r}: none of NCCL's all-reduce algorithms "
                          f"runs with it here")

@@ -115,6 +115,32 @@ def test_choose_runs_the_pick_and_it_computes_an_all_reduce():
         co.check(c.build(fabric=t))
 
 
+def test_all_gather_and_reduce_scatter_are_the_ring_with_nccls_protocol():
+    """Hand-computed from NCCL 2.26's tuning.cc on 4 nodes of 8: the ring's n - 1 steps, 3 of
+    them across nodes, no plateau factor; LL's bus bandwidth capped at 20.4 GB/s, LL128's at
+    8 x 36.7; nBytes is the all-gather's output."""
+    v = _view(4)
+    t = nt.times_us(v, 1 << 20, op="all_gather")
+    assert set(t) == {("ring", p) for p in nt.PROTOS}
+    # LL: 6.6 + 28 x max(0.6, 1.0) + 3 x 2.7 us; 20.4 x 32/31 GB/s
+    assert t[("ring", "ll")] == pytest.approx(42.7 + (1 << 20) / (1e3 * 20.4 * 32 / 31))
+    # Simple: 8.4 + 28 x max(3.4, 3 x 1.0) + 3 x 14 us; 8 x 45 x 32/31 GB/s
+    big = nt.times_us(v, 1 << 30, op="reduce_scatter")[("ring", "simple")]
+    assert big == pytest.approx(145.6 + (1 << 30) / (1e3 * 360 * 32 / 31))
+    # LL below about 0.8 MB, LL128 to 64 MiB, Simple from 128 MiB
+    got = [nt.pick(v, 1 << k, op="all_gather")[:2] for k in (19, 20, 26, 27)]
+    assert got == [("ring", "ll"), ("ring", "ll128"), ("ring", "ll128"), ("ring", "simple")]
+    with pytest.raises(InputError, match="op = 'broadcast'"):
+        nt.times_us(v, 1 << 20, op="broadcast")
+    # choose runs it on whole nodes, and what it builds computes the collective
+    t2 = build("two_tier", {"nodes": 2, "gpus_per_node": 4})
+    for op in ("all_gather", "reduce_scatter"):
+        for k in (14, 20, 28):
+            c = co.choose(t2, op, 1 << k)
+            assert c.nccl_tuner and c.algorithm == "ring" and c.op == op
+            co.check(c.build(fabric=t2))
+
+
 def test_nic_port_speed_defaults_to_the_link_rate_and_is_checked():
     t = build("two_tier", {"nodes": 2, "nic_gbps": 200})
     assert t.params["nic_port_gbps"] == 200.0
