@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collectives._plan import chunked_layout
+from collectives.protocols import INT64_MAX, wire_of
 from netcore.schedule import BYTES_SHORT, DELAY, TRANSFER, Schedule
 from topo.arrays import unique
 from topo.errors import InputError
@@ -137,7 +138,7 @@ def ring_sent(op: str, nbytes: int, chunks: int, g: int, num: int = 1,
             continue
         blk = t // g + (p < t % g)
         if num != den:
-            blk = (blk * den + num - 1) // num
+            blk = wire_of(blk, num, den)
         total = int(blk.sum())
         rs += count * (total - blk)
         ag += count * (total - np.roll(blk, -1))
@@ -212,15 +213,28 @@ def ring_phase(members, shard, rs: bool, ag: bool, label: str, wire=(1, 1),
     num, den = (int(x) for x in wire)
 
     def sent(blk):
+        # every int64 sum below is at most (rs + ag) x a row's total: when that may pass 2^63
+        # (bytes of exabytes), the sums run in Python integers and a result beyond int64 is
+        # refused (they wrapped: a 2^62-byte LL128 hierarchical all-reduce moved 0 bytes)
+        exact = float(np.abs(blk).astype(np.float64).sum(axis=1).max(initial=0.0)) \
+            * (rs + ag) >= 2.0**62
+        if exact:
+            blk = blk.astype(object)
         tot = blk.sum(axis=1, keepdims=True)
-        out = np.zeros(blk.shape, dtype=np.int64)
+        out = np.zeros(blk.shape, dtype=object if exact else np.int64)
         if rs:
-            out += tot - blk
+            out = out + (tot - blk)
         if ag:
-            out += tot - np.roll(blk, -1, axis=1)
+            out = out + (tot - np.roll(blk, -1, axis=1))
+        if exact:
+            top = max((int(x) for x in out.reshape(-1)), default=0)
+            if top > INT64_MAX:
+                raise InputError(f"bytes: a ring phase ({label}) moves {top:,} bytes over one "
+                                 f"connection, beyond the {INT64_MAX:,} an int64 holds")
+            out = out.astype(np.int64)
         return out
 
-    w = sent((shard * den + num - 1) // num if num != den else shard)
+    w = sent(wire_of(shard, num, den) if num != den else shard)
     busiest = w.max(axis=1)
     R, m = members.shape
     min_s = (sent(shard).max(axis=1) / rate_cap if rate_cap > 0 else np.zeros(R))

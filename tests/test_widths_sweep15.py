@@ -1,0 +1,61 @@
+"""Integer widths, unit overflows and float precision at scale (audit sweep 15): a number
+that does not fit is computed exactly or refused with an InputError, never wrapped."""
+import numpy as np
+import pytest
+
+from topo.errors import InputError
+
+
+# ---------------------------------------------------------------- protocol wire bytes
+@pytest.mark.parametrize("name", ["ll", "ll128"])
+def test_wire_bytes_exact_near_int64(name):
+    from collectives.protocols import PROTOCOLS
+
+    p = PROTOCOLS[name]
+    limit = ((2**63 - 1) * p.num) // p.den  # the largest payload whose wire bytes fit
+    for x in (0, 1, 14, 15, 2**31 + 1, 2**53 + 1, 2**59, 2**60, limit - 1, limit):
+        if x > limit:
+            continue
+        assert p.wire_bytes(x) == -(-x * p.den // p.num), x
+    arr = p.wire_bytes(np.array([1, 2**40 + 3, limit]))
+    assert arr.dtype == np.int64 and arr.tolist() == [-(-x * p.den // p.num)
+                                                      for x in (1, 2**40 + 3, limit)]
+    with pytest.raises(InputError, match="bytes.*int64"):
+        p.wire_bytes(limit + 1)
+
+
+def test_ll128_send_of_2_61_bytes_is_not_zero_on_the_wire():
+    """``payload * 16`` wrapped: a 2**61-byte LL128 send became a transfer of 0 bytes."""
+    import collectives
+
+    s = collectives.build("send_recv", "direct", [0, 1], 2**61, protocol="ll128")
+    t = s.kind == 0
+    assert s.size[t].tolist() == [-(-(2**61) * 16 // 15)]
+    with pytest.raises(InputError, match="bytes"):
+        collectives.build("send_recv", "direct", [0, 1], 2**62 + 2**61, protocol="ll")
+
+
+@pytest.mark.parametrize("algo,kw", [("hierarchical", {"group_size": 4}),
+                                     ("torus", {"dims": (4, 4)})])
+def test_composed_phases_exact_past_int64_sums(algo, kw):
+    """A 2**62-byte LL128 hierarchical / torus all-reduce in stream form: the intra phases
+    carried 0 bytes (block wire bytes and ring sums wrapped)."""
+    from collectives.protocols import costs
+    from collectives.streams import composed_phases
+
+    B = 2**62
+    w = lambda x: -(-x * 16 // 15)  # noqa: E731
+    ph = composed_phases(algo, list(range(16)), B, costs("ll128"), **kw)
+    got = [(p.label, sorted(set(p.nbytes.tolist()))) for p in ph]
+    if algo == "hierarchical":
+        want = [("intra_reduce_scatter", [3 * w(B // 4)]),
+                ("inter_all_reduce", [6 * w(B // 16)]),
+                ("intra_all_gather", [3 * w(B // 4)])]
+    else:
+        want = [("dim0_reduce_scatter", [3 * w(B // 4)]), ("dim1_reduce_scatter", [3 * w(B // 16)]),
+                ("dim1_all_gather", [3 * w(B // 16)]), ("dim0_all_gather", [3 * w(B // 4)])]
+    assert got == want
+    assert all(int(p.short.max()) == 0 for p in ph)
+    # and where int64 suffices, the same numbers as before (2**40 bytes)
+    ph = composed_phases(algo, list(range(16)), 2**40, costs("ll128"), **kw)
+    assert int(ph[0].nbytes.max()) == 3 * w(2**40 // 4) and ph[0].nbytes.dtype == np.int64
