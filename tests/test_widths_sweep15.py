@@ -59,3 +59,30 @@ def test_composed_phases_exact_past_int64_sums(algo, kw):
     # and where int64 suffices, the same numbers as before (2**40 bytes)
     ph = composed_phases(algo, list(range(16)), 2**40, costs("ll128"), **kw)
     assert int(ph[0].nbytes.max()) == 3 * w(2**40 // 4) and ph[0].nbytes.dtype == np.int64
+
+
+# ---------------------------------------------------------------- inference request lengths
+def test_request_lengths_that_would_wrap_are_refused(tmp_path):
+    """input + output of 2**62 tokens each wrapped to a negative length, which passed the
+    context check (then a 28 GiB allocation); a sampled 1e30 became -2**63 tokens; a trace's
+    token counts went through float64 (2**63 - 1 became -2**63)."""
+    from netcosim.inference import requests
+
+    base = {"arrival": "poisson", "rate": 10, "count": 4}
+    with pytest.raises(InputError, match="input_tokens = 4611686018427387904"):
+        requests.sample(dict(base, input_tokens=2**62, output_tokens=2**62), 0, "r")
+    with pytest.raises(InputError, match="r.input_tokens: a sampled length of 1e\\+30"):
+        requests.sample(dict(base, input_tokens={"dist": "normal", "mean": 1e30, "std": 1},
+                             output_tokens=4), 0, "r")
+    with pytest.raises(InputError, match="max = 4611686018427387904"):
+        requests.sample(dict(base, input_tokens={"dist": "uniform", "min": 1, "max": 2**62},
+                             output_tokens=4), 0, "r")
+    tr = tmp_path / "t.csv"
+    tr.write_text("arrival_s,input_tokens,output_tokens\n0.5,9223372036854775807,4\n")
+    with pytest.raises(InputError, match="line 2: input_tokens = 9223372036854775807"):
+        requests.sample({"arrival": "trace", "trace": str(tr)}, 0, "r")
+    # lengths that fit stay exact integers, in arrival order
+    tr.write_text("arrival_s,input_tokens,output_tokens\n0.5,1099511627775,4\n0.25,7,3\n")
+    a, i, o, c = requests.sample({"arrival": "trace", "trace": str(tr)}, 0, "r")
+    assert a.tolist() == [0.25, 0.5] and i.tolist() == [7, 2**40 - 1] and o.tolist() == [3, 4]
+    assert i.dtype == np.int64 and c == 0
