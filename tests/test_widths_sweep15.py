@@ -86,3 +86,53 @@ def test_request_lengths_that_would_wrap_are_refused(tmp_path):
     a, i, o, c = requests.sample({"arrival": "trace", "trace": str(tr)}, 0, "r")
     assert a.tolist() == [0.25, 0.5] and i.tolist() == [7, 2**40 - 1] and o.tolist() == [3, 4]
     assert i.dtype == np.int64 and c == 0
+
+
+# ---------------------------------------------------------------- node ids of fabrics and member sets
+def _fabric_dict():
+    from topo.builders.custom import custom
+    from topo.io import to_dict
+
+    return to_dict(custom(2, 1, [[0, 2, 100.0, 1.0], [1, 2, 100.0, 1.0]]))
+
+
+@pytest.mark.parametrize("value,msg", [(2**32 + 1, "node 4294967297 does not exist"),
+                                       (-(2**32) + 1, "node -4294967295 does not exist"),
+                                       (1.5, "node 1.5: expected a whole number"),
+                                       (1e30, "node 1e\\+30 does not exist")])
+def test_topology_json_node_ids_are_not_wrapped(value, msg):
+    """A topology JSON's link to node 2**32 + 1 of a 3-node fabric became a link to node 1
+    (int32 cast), node 1.5 became node 1."""
+    from topo.io import from_dict
+    from topo.topology import TopologyError
+
+    d = _fabric_dict()
+    d["links"][1][0] = value
+    with pytest.raises(TopologyError, match="links\\[1\\]: " + msg):
+        from_dict(d)
+
+
+def test_topology_narrow_columns_refuse_what_does_not_fit():
+    from topo.io import from_dict
+    from topo.topology import TopologyError
+
+    d = _fabric_dict()
+    t = from_dict(d)
+    assert t.link_u.tolist() == [0, 1] and t.link_v.tolist() == [2, 2]
+    assert t.link_u.dtype == np.int32 and t.link_layer.dtype == np.int8
+    with pytest.raises(TopologyError, match="layer 300"):
+        from_dict(dict(d, link_layer=[0, 300]))  # was an OverflowError (internal error)
+    with pytest.raises(TopologyError, match="host_group\\[1\\] = 8589934593"):
+        from_dict(dict(d, host_group=[0, 2**33 + 1]))
+
+
+def test_member_set_hosts_beyond_int32_are_refused():
+    """A member set's host 2**32 + 1 became host 1 (which exists, so validate passed)."""
+    from netcore.members import MemberSets, SetBuilder
+
+    with pytest.raises(InputError, match="dst host 4294967297"):
+        MemberSets(np.array([0, 1]), np.array([0]), np.array([2**32 + 1]))
+    with pytest.raises(InputError, match="src host -2147483649"):
+        SetBuilder().add(np.array([-(2**31) - 1]), np.array([1]))
+    ms = MemberSets(np.array([0, 2]), np.array([0, 2**31 - 1]), np.array([1, 0]))
+    assert ms.src.dtype == np.int32 and ms.src.tolist() == [0, 2**31 - 1]
