@@ -136,3 +136,20 @@ def test_member_set_hosts_beyond_int32_are_refused():
         SetBuilder().add(np.array([-(2**31) - 1]), np.array([1]))
     ms = MemberSets(np.array([0, 2]), np.array([0, 2**31 - 1]), np.array([1, 0]))
     assert ms.src.dtype == np.int32 and ms.src.tolist() == [0, 2**31 - 1]
+
+
+# ---------------------------------------------------------------- schedule columns
+def test_schedule_kind_and_size_are_not_wrapped():
+    """kind 256 became 0 (a transfer) in the int8 cast; a float size of 1e19 became
+    -9223372036854775808 and a uint64 2**64 - 1 became -1, refused later as a negative size."""
+    from netcore.schedule import Schedule, ScheduleError
+
+    with pytest.raises(ScheduleError, match="kind = 256"):
+        Schedule(kind=np.array([256]), src=[0], dst=[1], size=[10], duration=[0.0],
+                 start=[0.0], dep_ptr=[0, 0], dep_idx=np.zeros(0, np.int64))
+    for bad, text in ((np.array([1e19]), "1e\\+19"), (np.array([np.nan]), "nan"),
+                      (np.array([2**64 - 1], dtype=np.uint64), "18446744073709551615")):
+        with pytest.raises(ScheduleError, match=f"size = {text}"):
+            Schedule.from_transfers([0], [1], bad)
+    s = Schedule.from_transfers([0, 0], [1, 1], np.array([2.0**62, 10.0]))
+    assert s.size.tolist() == [2**62, 10] and s.size.dtype == np.int64
