@@ -153,3 +153,46 @@ def test_schedule_kind_and_size_are_not_wrapped():
             Schedule.from_transfers([0], [1], bad)
     s = Schedule.from_transfers([0, 0], [1, 1], np.array([2.0**62, 10.0]))
     assert s.size.tolist() == [2**62, 10] and s.size.dtype == np.int64
+
+
+# ---------------------------------------------------------------- sums of blocks in a transfer
+def _sizes_by_label(s):
+    out = {}
+    for lab, size in zip(s.label[s.kind == 0].tolist(), s.size[s.kind == 0].tolist()):
+        out.setdefault(s.labels[lab], set()).add(size)
+    return out
+
+
+def test_hierarchical_all_to_all_leader_bytes_exact_or_refused():
+    """16 ranks in groups of 8, 2**62 bytes per rank: the leaders' exchange sums 64 blocks of
+    2**58 bytes = 2**64, which wrapped to a transfer of 0 bytes."""
+    import collectives
+
+    with pytest.raises(InputError, match="bytes: one transfer .* 18,446,744,073,709,551,616"):
+        collectives.build("all_to_all", "hierarchical", list(range(16)), 2**62, group_size=8)
+    # 2**60 per rank: 2**62 between leaders, past the check's threshold but exact
+    s = collectives.build("all_to_all", "hierarchical", list(range(16)), 2**60, group_size=8)
+    got = _sizes_by_label(s)
+    assert got["inter_exchange"] == {2**62} and got["intra_direct"] == {2**56}
+    assert s.total_bytes == 16 * 7 * 2**56 + 2 * 7 * 2**59 + 2 * 2**62 + 2 * 7 * 2**59
+
+
+def test_all_to_all_v_matrix_sums_not_wrapped():
+    """A 4x4 matrix of 2**62 bytes was refused as 'moves no bytes' (the off-diagonal sum wrapped
+    to 0); 1e19 and uint64 2**64 - 1 entries wrapped to negative bytes."""
+    import collectives
+
+    with pytest.raises(InputError, match="nbytes\\[0\\]: rank 0 sends 18,446,744"):
+        collectives.build("all_to_all_v", "direct", list(range(4)),
+                          np.full((4, 4), 2**62, dtype=np.int64))
+    M = np.zeros((2, 2))
+    M[0, 1] = 1e19
+    with pytest.raises(InputError, match="nbytes\\[0\\]\\[1\\] = 1e\\+19: larger than"):
+        collectives.build("all_to_all_v", "direct", [0, 1], M)
+    M = np.zeros((2, 2), dtype=np.uint64)
+    M[1, 0] = 2**64 - 1
+    with pytest.raises(InputError, match="nbytes\\[1\\]\\[0\\] = 18446744073709551615"):
+        collectives.build("all_to_all_v", "direct", [0, 1], M)
+    M = np.array([[0, 2**62], [2**62 + 2**61, 0]], dtype=np.int64)
+    s = collectives.build("all_to_all_v", "direct", [0, 1], M)
+    assert sorted(s.size[s.kind == 0].tolist()) == [2**62, 2**62 + 2**61]
