@@ -196,3 +196,40 @@ def test_all_to_all_v_matrix_sums_not_wrapped():
     M = np.array([[0, 2**62], [2**62 + 2**61, 0]], dtype=np.int64)
     s = collectives.build("all_to_all_v", "direct", [0, 1], M)
     assert sorted(s.size[s.kind == 0].tolist()) == [2**62, 2**62 + 2**61]
+
+
+# ---------------------------------------------------------------- chakra traces
+def _chakra(tmp_path, per_rank):
+    from netcosim.interop.chakra_reader import frame
+
+    d = tmp_path / "trace"
+    d.mkdir()
+    for r, msgs in per_rank.items():
+        (d / f"x.{r}.et").write_bytes(frame(msgs))
+    return d
+
+
+@pytest.mark.parametrize("attr,value,msg", [
+    ("comm_size", {"uint64_val": 2**64 - 1}, "comm_size 18446744073709551615 is beyond"),
+    ("comm_size", {"double_val": 1e19}, "comm_size 10000000000000000000 is beyond"),
+    ("comm_dst", {"int64_val": 2**32 + 1}, "peer rank 4294967297 is beyond")])
+def test_chakra_values_beyond_the_columns_name_the_node(tmp_path, attr, value, msg):
+    """comm_size 2**64 - 1 or a peer 2**32 + 1 raised a bare OverflowError from the column
+    casts (an internal error, exit 1) instead of the trace's node."""
+    import warnings
+
+    from netcosim.interop import chakra_pb2 as pb
+    from netcosim.interop.chakra_to_schedule import ChakraMappingError, load_schedule
+
+    gm = pb.GlobalMetadata(version="0.0.4")
+    A = lambda name, kw: pb.AttributeProto(name=name, **kw)  # noqa: E731
+    attrs = {"comm_size": {"int64_val": 100}, "comm_dst": {"int64_val": 1}, attr: value}
+    d = _chakra(tmp_path, {
+        0: [gm, pb.Node(id=5, type=pb.COMM_SEND_NODE,
+                        attr=[A("comm_dst", attrs["comm_dst"]), A("comm_size", attrs["comm_size"])])],
+        1: [gm, pb.Node(id=5, type=pb.COMM_RECV_NODE,
+                        attr=[A("comm_src", {"int64_val": 0}), A("comm_size", attrs["comm_size"])])]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ChakraMappingError, match="x.0.et: node id 5: " + msg):
+            load_schedule(d)
