@@ -103,10 +103,12 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
                          f"{steps:,} steps per connection, more than the 2,147,483,647 a "
                          f"schedule counts; use fewer chunks")
     num, den = (int(x) for x in wire)
-    # the busiest connection carries about (1 or 2) x nbytes x num / den: past int64 the
-    # block sums below wrap (a 6e18-byte all-reduce became "bytes -7196744073709551616")
-    busiest = ((2 if op == "all_reduce" else 1) * (nbytes * num + den - 1) // den * (g - 1) // g
-               + 2 * g * chunks)  # + rounding of blocks to whole bytes
+    # the busiest connection carries about (1 or 2) x nbytes x den / num wire bytes: past
+    # int64 the block sums below wrap (a 6e18-byte all-reduce became "bytes
+    # -7196744073709551616"; with num / den for den / num, an LL ring all-reduce of 3 x 2^61
+    # bytes over 4 ranks passed and reported 2^61 bytes per connection for 9 x 2^61)
+    busiest = ((2 if op == "all_reduce" else 1) * (nbytes * den + num - 1) // num * (g - 1) // g
+               + 2 * g * chunks * den)  # + rounding of blocks to whole bytes
     if busiest >= 2**63:
         raise InputError(f"bytes = {nbytes}: a ring {op} over {g:,} ranks moves about "
                          f"{busiest:,} bytes per connection, beyond the {2**63 - 1:,} an "

@@ -233,3 +233,18 @@ def test_chakra_values_beyond_the_columns_name_the_node(tmp_path, attr, value, m
         warnings.simplefilter("ignore")
         with pytest.raises(ChakraMappingError, match="x.0.et: node id 5: " + msg):
             load_schedule(d)
+
+
+def test_ll_ring_stream_guard_counts_wire_bytes_not_payload():
+    """The stream's int64 guard took num / den for den / num: an LL ring all-reduce of 3 x 2**61
+    bytes over 4 ranks passed it and reported 2**61 bytes per connection for 9 x 2**61; 2**62
+    reported -2**62."""
+    from collectives.streams import ring_stream
+
+    for B in (2**62, 3 * 2**61):
+        with pytest.raises(InputError, match=f"bytes = {B}: a ring all_reduce over 4 ranks"):
+            ring_stream("all_reduce", "ring", 4, B, 1, 0.0, (1, 2))
+    st = ring_stream("all_reduce", "ring", 4, 2**61, 1, 0.0, (1, 2))
+    assert st.nbytes == 2 * 3 * 2 * 2**61 // 4  # 2 phases x 3 blocks of 2**59 x 2 wire bytes
+    st = ring_stream("all_reduce", "ring", 4, 2**62, 1, 0.0, (15, 16))
+    assert st.nbytes == 6 * -(-(2**60) * 16 // 15)
