@@ -248,3 +248,23 @@ def test_ll_ring_stream_guard_counts_wire_bytes_not_payload():
     assert st.nbytes == 2 * 3 * 2 * 2**61 // 4  # 2 phases x 3 blocks of 2**59 x 2 wire bytes
     st = ring_stream("all_reduce", "ring", 4, 2**62, 1, 0.0, (15, 16))
     assert st.nbytes == 6 * -(-(2**60) * 16 // 15)
+
+
+# ---------------------------------------------------------------- incremental engines, sessions
+def test_incremental_sizes_beyond_int64_are_refused():
+    """A uint64 size of 2**64 - 1 handed to the packet engine's add_transfers wrapped to -1
+    bytes and 'finished' in 3 us; Session.send(2**64 - 1) failed later, in run(), with a bare
+    OverflowError."""
+    from netcore.incremental_input import check_new_transfers
+    from netcore.session import Session
+    from topo.builders.custom import custom
+
+    with pytest.raises(InputError, match="size = 18446744073709551615: larger than"):
+        check_new_transfers(2, 0.0, np.array([0]), np.array([1]),
+                            np.array([2**64 - 1], dtype=np.uint64), None)
+    src, dst, size, start = check_new_transfers(2, 0.0, np.array([0]), np.array([1]),
+                                                np.array([2**63 - 1], dtype=np.uint64), None)
+    assert int(size[0]) == 2**63 - 1
+    s = Session(custom(2, 0, [[0, 1, 100.0, 1.0]]), engine="flow")
+    with pytest.raises(InputError, match="send nbytes = 18446744073709551615"):
+        s.send(0, 1, 2**64 - 1)
