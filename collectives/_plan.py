@@ -165,6 +165,9 @@ class Plan:
         self.step_latency_s = self.costs.fixed_step_s
         self.block_bytes = np.asarray(block_bytes, dtype=np.int64)
         self._cum = np.concatenate([[0], np.cumsum(self.block_bytes)])
+        # bytes of every block together past 2^62: a transfer's sum of blocks may not fit
+        # int64 (the sums below wrap), so _sizes checks them (exabyte collectives only)
+        self._big = float(self.block_bytes.astype(np.float64).sum()) >= 2.0**62
         self._cols: dict[str, list] = {k: [] for k in ("kind", "src", "dst", "size", "tag",
                                                        "label", "lo", "n", "s", "n2", "s2",
                                                        "red", "dur", "lat")}
@@ -275,10 +278,34 @@ class Plan:
             return np.zeros(0, dtype=np.int64)
         if (n == 1).all() and (n2 == 1).all():
             return self.block_bytes[lo]
+        out = self._sum(self.block_bytes, self._cum, lo, n, s, n2, s2)
+        if self._big:
+            self._exact(out, lo, n, s, n2, s2)
+        return out
+
+    def _exact(self, out, lo, n, s, n2, s2) -> None:
+        """Where a transfer's blocks sum past 2^62 (int64 sums wrap modulo 2^64: a 2^62-byte
+        hierarchical all-to-all over 16 ranks in groups of 8 sent 0 bytes between leaders),
+        its bytes in Python integers; beyond int64 an InputError."""
+        bf = self.block_bytes.astype(np.float64)
+        cf = np.concatenate([[0.0], np.cumsum(bf)])
+        approx = self._sum(bf, cf, lo, n, s, n2, s2)
+        for i in np.flatnonzero(approx >= 2.0**62).tolist():
+            idx = (int(lo[i]) + np.arange(int(n[i]))[:, None] * int(s[i]) +
+                   np.arange(int(n2[i]))[None, :] * int(s2[i]))
+            exact = sum(self.block_bytes[idx.reshape(-1)].tolist())
+            if exact > 2**63 - 1:
+                raise InputError(f"bytes: one transfer of this {self.algorithm} {self.op} "
+                                 f"carries {exact:,} bytes, beyond the {2**63 - 1:,} an int64 "
+                                 f"holds")
+            out[i] = exact
+
+    def _sum(self, blocks, cum, lo, n, s, n2, s2) -> np.ndarray:
+        """Per transfer, the sum of its blocks (``cum``: prefix sums of ``blocks``)."""
         simple = (n2 == 1) & ((s == 1) | (n == 1))
-        out = np.empty(lo.size, dtype=np.int64)
+        out = np.empty(lo.size, dtype=blocks.dtype)
         # contiguous ranges: prefix sums
-        out[simple] = self._cum[lo[simple] + n[simple]] - self._cum[lo[simple]]
+        out[simple] = cum[lo[simple] + n[simple]] - cum[lo[simple]]
         rest = np.flatnonzero(~simple)
         if rest.size:
             # strided sets: group by shape so each group is one fancy-indexing sum
@@ -288,7 +315,7 @@ class Plan:
                 sel = rest[inv.reshape(-1) == g]
                 idx = (lo[sel][:, None, None] + np.arange(gn)[None, :, None] * gs +
                        np.arange(gn2)[None, None, :] * gs2)
-                out[sel] = self.block_bytes[idx].sum(axis=(1, 2))
+                out[sel] = blocks[idx].sum(axis=(1, 2))
         return out
 
     # ------------------------------------------------------------------ edges

@@ -25,7 +25,7 @@ def _matrix(ranks, nbytes, chunks, step_latency_s, algorithm, op, protocol=None,
     if op == "all_to_all_v":
         M = _check_matrix(nbytes, n)
         C = check_int(chunks, "chunks")
-        total = int(M.sum(axis=1).max())
+        total = _row_max(M)
     else:
         total = check_nbytes(nbytes)
         C = check_chunks(chunks, total, n, f"{algorithm} all_to_all over {n} ranks")
@@ -59,14 +59,33 @@ def _check_matrix(M, n):
     if not (np.issubdtype(A.dtype, np.integer) or
             (np.issubdtype(A.dtype, np.floating) and np.all(np.mod(A, 1) == 0))):
         raise InputError("nbytes: the all_to_all_v matrix must hold whole numbers of bytes")
+    # before the cast, which wraps (uint64) or is undefined (floats) past int64
+    over = A >= 2**63 if np.issubdtype(A.dtype, np.integer) else ~(A < 2.0**63)
+    if over.any():
+        i, j = np.argwhere(over)[0]
+        raise InputError(f"nbytes[{i}][{j}] = {A[i, j].item()!r}: larger than the "
+                         f"{2**63 - 1} bytes an int64 holds")
     A = A.astype(np.int64)
     if (A < 0).any():
         i, j = np.argwhere(A < 0)[0]
         raise InputError(f"nbytes[{i}][{j}] = {int(A[i, j])}: bytes must be >= 0")
     off = A[~np.eye(n, dtype=bool)]
-    if off.sum() <= 0:
+    if not (off > 0).any():  # not off.sum() <= 0: the sum wraps past int64
         raise InputError("nbytes: the all_to_all_v matrix moves no bytes between ranks")
     return A
+
+
+def _row_max(M) -> int:
+    """The most bytes a rank sends (a row's sum), exact: in Python integers when the int64
+    sums could wrap; beyond int64 an InputError naming the row."""
+    if float(M.astype(np.float64).sum(axis=1).max()) < 2.0**62:
+        return int(M.sum(axis=1).max())
+    rows = [sum(r) for r in M.tolist()]
+    i = max(range(len(rows)), key=rows.__getitem__)
+    if rows[i] > 2**63 - 1:
+        raise InputError(f"nbytes[{i}]: rank {i} sends {rows[i]:,} bytes in all, beyond the "
+                         f"{2**63 - 1:,} an int64 holds")
+    return rows[i]
 
 
 def _pairs(n):

@@ -71,9 +71,30 @@ class Protocol:
 
     def wire_bytes(self, payload):
         """Bytes on the links for ``payload`` bytes (int or int array), rounded up."""
-        p = np.asarray(payload, dtype=np.int64)
-        out = (p * self.den + self.num - 1) // self.num
+        out = wire_of(payload, self.num, self.den, self.name)
         return int(out) if out.ndim == 0 else out
+
+
+INT64_MAX = 2**63 - 1
+
+
+def wire_of(payload, num: int, den: int, protocol: str | None = None) -> np.ndarray:
+    """ceil(payload x den / num) in int64, exactly: as q x den + ceil(r x den / num) with
+    payload = q x num + r, so no intermediate exceeds the result (``payload * den`` wrapped
+    past 2^63 / den: a 2^61-byte LL128 send became 0 bytes on the wire). A result beyond int64
+    is an InputError naming the bytes."""
+    p = np.asarray(payload, dtype=np.int64)
+    num, den = int(num), int(den)
+    if p.size and den > num:
+        limit = (INT64_MAX * num) // den  # the largest payload whose wire bytes fit
+        hi, lo = int(p.max()), int(p.min())
+        if max(hi, -lo) > limit:
+            x = hi if hi >= -lo else lo
+            raise InputError(f"bytes: {x:,} payload bytes are {-(-x * den // num):,} bytes on "
+                             f"the wire with protocol {protocol or '?'} ({den} wire bytes per "
+                             f"{num}), beyond the {INT64_MAX:,} an int64 holds")
+    q, r = np.divmod(p, num)
+    return q * den + (r * den + num - 1) // num
 
 
 # NCCL_STEPS = 8; LL buffer = 8 lines/thread x 512 threads x 8 steps x 16 B = 512 KiB -> 64 KiB a
@@ -384,8 +405,7 @@ class Costs:
     def wire(self, payload):
         if self.num == self.den:
             return payload
-        p = np.asarray(payload, dtype=np.int64)
-        return (p * self.den + self.num - 1) // self.num
+        return wire_of(payload, self.num, self.den, self.protocol)
 
     def latency(self, src, dst) -> np.ndarray:
         src = np.asarray(src, dtype=np.int64)

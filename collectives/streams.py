@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collectives._plan import chunked_layout
+from collectives.protocols import INT64_MAX, wire_of
 from netcore.schedule import BYTES_SHORT, DELAY, TRANSFER, Schedule
 from topo.arrays import unique
 from topo.errors import InputError
@@ -102,10 +103,12 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
                          f"{steps:,} steps per connection, more than the 2,147,483,647 a "
                          f"schedule counts; use fewer chunks")
     num, den = (int(x) for x in wire)
-    # the busiest connection carries about (1 or 2) x nbytes x num / den: past int64 the
-    # block sums below wrap (a 6e18-byte all-reduce became "bytes -7196744073709551616")
-    busiest = ((2 if op == "all_reduce" else 1) * (nbytes * num + den - 1) // den * (g - 1) // g
-               + 2 * g * chunks)  # + rounding of blocks to whole bytes
+    # the busiest connection carries about (1 or 2) x nbytes x den / num wire bytes: past
+    # int64 the block sums below wrap (a 6e18-byte all-reduce became "bytes
+    # -7196744073709551616"; with num / den for den / num, an LL ring all-reduce of 3 x 2^61
+    # bytes over 4 ranks passed and reported 2^61 bytes per connection for 9 x 2^61)
+    busiest = ((2 if op == "all_reduce" else 1) * (nbytes * den + num - 1) // num * (g - 1) // g
+               + 2 * g * chunks * den)  # + rounding of blocks to whole bytes
     if busiest >= 2**63:
         raise InputError(f"bytes = {nbytes}: a ring {op} over {g:,} ranks moves about "
                          f"{busiest:,} bytes per connection, beyond the {2**63 - 1:,} an "
@@ -137,7 +140,7 @@ def ring_sent(op: str, nbytes: int, chunks: int, g: int, num: int = 1,
             continue
         blk = t // g + (p < t % g)
         if num != den:
-            blk = (blk * den + num - 1) // num
+            blk = wire_of(blk, num, den)
         total = int(blk.sum())
         rs += count * (total - blk)
         ag += count * (total - np.roll(blk, -1))
@@ -212,15 +215,28 @@ def ring_phase(members, shard, rs: bool, ag: bool, label: str, wire=(1, 1),
     num, den = (int(x) for x in wire)
 
     def sent(blk):
+        # every int64 sum below is at most (rs + ag) x a row's total: when that may pass 2^63
+        # (bytes of exabytes), the sums run in Python integers and a result beyond int64 is
+        # refused (they wrapped: a 2^62-byte LL128 hierarchical all-reduce moved 0 bytes)
+        exact = float(np.abs(blk).astype(np.float64).sum(axis=1).max(initial=0.0)) \
+            * (rs + ag) >= 2.0**62
+        if exact:
+            blk = blk.astype(object)
         tot = blk.sum(axis=1, keepdims=True)
-        out = np.zeros(blk.shape, dtype=np.int64)
+        out = np.zeros(blk.shape, dtype=object if exact else np.int64)
         if rs:
-            out += tot - blk
+            out = out + (tot - blk)
         if ag:
-            out += tot - np.roll(blk, -1, axis=1)
+            out = out + (tot - np.roll(blk, -1, axis=1))
+        if exact:
+            top = max((int(x) for x in out.reshape(-1)), default=0)
+            if top > INT64_MAX:
+                raise InputError(f"bytes: a ring phase ({label}) moves {top:,} bytes over one "
+                                 f"connection, beyond the {INT64_MAX:,} an int64 holds")
+            out = out.astype(np.int64)
         return out
 
-    w = sent((shard * den + num - 1) // num if num != den else shard)
+    w = sent(wire_of(shard, num, den) if num != den else shard)
     busiest = w.max(axis=1)
     R, m = members.shape
     min_s = (sent(shard).max(axis=1) / rate_cap if rate_cap > 0 else np.zeros(R))

@@ -20,6 +20,18 @@ from topo.errors import InputError
 from topo.routing import spans
 
 
+def _hosts(a, name: str) -> np.ndarray:
+    """Host ids as a contiguous int32 array; InputError for an id beyond int32 (a cast alone
+    wraps: member host 2**32 + 1 became host 1, which exists)."""
+    arr = np.asarray(a)
+    if arr.size and arr.dtype != np.int32 and arr.dtype.kind in "iu":
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < -(2**31) or hi >= 2**31:
+            raise InputError(f"member sets: {name} host {hi if hi >= 2**31 else lo} does not "
+                             f"exist (beyond the int32 host ids)")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
 @dataclass(eq=False)
 class MemberSets:
     ptr: np.ndarray  # int64 (S+1,)
@@ -28,8 +40,8 @@ class MemberSets:
 
     def __post_init__(self):
         self.ptr = np.ascontiguousarray(self.ptr, dtype=np.int64)
-        self.src = np.ascontiguousarray(self.src, dtype=np.int32)
-        self.dst = np.ascontiguousarray(self.dst, dtype=np.int32)
+        self.src = _hosts(self.src, "src")
+        self.dst = _hosts(self.dst, "dst")
         if (len(self.ptr) < 1 or self.ptr[0] != 0 or self.ptr[-1] != len(self.src)
                 or len(self.src) != len(self.dst) or (np.diff(self.ptr) < 1).any()):
             raise InputError("member sets: ptr is not a CSR pointer over src/dst with at least "
@@ -85,8 +97,8 @@ class SetBuilder:
         self._dst: list[np.ndarray] = []
 
     def add(self, src, dst) -> int:
-        src = np.ascontiguousarray(src, dtype=np.int32).ravel()
-        dst = np.ascontiguousarray(dst, dtype=np.int32).ravel()
+        src = _hosts(src, "src").ravel()
+        dst = _hosts(dst, "dst").ravel()
         if src.size == 0 or src.shape != dst.shape:
             raise ValueError("a member set needs at least one (src, dst) pair")
         key = src.tobytes() + b"|" + dst.tobytes()

@@ -74,10 +74,10 @@ class Schedule:
 
     def __post_init__(self):
         n = len(self.kind)
-        self.kind = np.ascontiguousarray(self.kind, dtype=np.int8)
+        self.kind = _narrow(self.kind, np.int8, "kind")
         self.src = _narrow(self.src, np.int32, "src")
         self.dst = _narrow(self.dst, np.int32, "dst")
-        self.size = np.ascontiguousarray(self.size, dtype=np.int64)
+        self.size = _narrow(self.size, np.int64, "size")
         self.duration = np.ascontiguousarray(self.duration, dtype=np.float64)
         self.start = np.ascontiguousarray(self.start, dtype=np.float64)
         self.dep_ptr = np.ascontiguousarray(self.dep_ptr, dtype=np.int64)
@@ -519,6 +519,13 @@ def _narrow(a, dtype, name: str) -> np.ndarray:
             bad = hi if hi > info.max else lo
             raise ScheduleError(f"{name} = {bad}: beyond the {info.min}..{info.max} a "
                                 f"schedule's {np.dtype(dtype).name} {name} column holds")
+    elif arr.size and arr.dtype.kind == "f":  # a float cast past the range is undefined
+        info = np.iinfo(dtype)
+        bad = np.flatnonzero(~((arr >= float(info.min)) & (arr < float(info.max) + 1.0)))
+        if bad.size:
+            raise ScheduleError(f"{name} = {float(arr.reshape(-1)[bad[0]])!r}: beyond the "
+                                f"{info.min}..{info.max} a schedule's "
+                                f"{np.dtype(dtype).name} {name} column holds")
     return np.ascontiguousarray(arr, dtype=dtype)
 
 

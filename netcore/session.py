@@ -105,6 +105,9 @@ class Session:
             raise InputError(f"send src = dst = {src}: a transfer's ends must differ")
         if nbytes < 0:
             raise InputError(f"send nbytes = {nbytes}: expected bytes >= 0")
+        if nbytes > 2**63 - 1:  # an OverflowError at the next run(), far from the send
+            raise InputError(f"send nbytes = {nbytes}: larger than the {2**63 - 1} bytes an "
+                             f"int64 holds")
         if on_done is not None and not callable(on_done):
             raise InputError(f"send on_done = {on_done!r}: expected a callable or None")
         if flow_key is not None and (not isinstance(flow_key, (int, np.integer)) or

@@ -79,12 +79,11 @@ def from_dict(d: dict, where: str = "topology") -> Topology:
         bw = np.asarray(d.get("link_bw_Bps", links[:, 2] * 1e9 / 8), dtype=np.float64)
         lat = np.asarray(d.get("link_lat_s", links[:, 3] * 1e-6), dtype=np.float64)
         return Topology(
-            d["kind"], int(d["hosts"]), int(d["switches"]), links[:, 0].astype(np.int64),
-            links[:, 1].astype(np.int64), bw, lat,
-            np.asarray(d.get("link_layer", np.zeros(len(links))), dtype=np.int8),
+            d["kind"], int(d["hosts"]), int(d["switches"]), links[:, 0], links[:, 1], bw, lat,
+            np.asarray(d.get("link_layer", np.zeros(len(links), dtype=np.int8))),
             tuple(d.get("layer_names", ("edge",))),
             host_group=None if d.get("host_group") is None else np.asarray(d["host_group"]),
-            coords=None if d.get("coords") is None else np.asarray(d["coords"], dtype=np.int32),
+            coords=None if d.get("coords") is None else np.asarray(d["coords"]),
             params=_tuples(d.get("params", {})),
             hosts_forward=d.get("hosts_forward"))
     except (KeyError, TypeError, ValueError) as e:

@@ -54,11 +54,12 @@ class Topology:
     reduce_bw: np.ndarray | None = None
 
     def __post_init__(self):
-        self.link_u = np.ascontiguousarray(self.link_u, dtype=np.int32)
-        self.link_v = np.ascontiguousarray(self.link_v, dtype=np.int32)
+        n = self.n_hosts + self.n_switches
+        self.link_u = _narrow(self.link_u, np.int32, "links[{i}]: node {v}", n)
+        self.link_v = _narrow(self.link_v, np.int32, "links[{i}]: node {v}", n)
         self.link_bw = np.ascontiguousarray(self.link_bw, dtype=np.float64)
         self.link_lat = np.ascontiguousarray(self.link_lat, dtype=np.float64)
-        self.link_layer = np.ascontiguousarray(self.link_layer, dtype=np.int8)
+        self.link_layer = _narrow(self.link_layer, np.int8, "links[{i}]: layer {v}")
         L = len(self.link_u)
         for name in ("link_v", "link_bw", "link_lat", "link_layer"):
             if len(getattr(self, name)) != L:
@@ -67,7 +68,9 @@ class Topology:
             self.hosts_forward = self.n_switches == 0
         if self.host_group is None:
             self.host_group = np.zeros(self.n_hosts, dtype=np.int32)
-        self.host_group = np.ascontiguousarray(self.host_group, dtype=np.int32)
+        self.host_group = _narrow(self.host_group, np.int32, "host_group[{i}] = {v}")
+        if self.coords is not None:
+            self.coords = _narrow(self.coords, np.int32, "coords (flat)[{i}] = {v}")
         if self.reduce_bw is not None:
             self.reduce_bw = np.ascontiguousarray(self.reduce_bw, dtype=np.float64)
             if self.reduce_bw.shape != (self.n_nodes,):
@@ -282,3 +285,32 @@ def gbps(x: float) -> float:
 def us(x: float) -> float:
     """microseconds -> seconds."""
     return float(x) * 1e-6
+
+
+def _narrow(a, dtype, what: str, n: int | None = None) -> np.ndarray:
+    """``a`` as a contiguous ``dtype`` array; TopologyError naming the entry when a value is
+    not a whole number or does not fit (a cast alone wraps or truncates silently: a link to
+    node 4294967297 of a 3-node fabric became a link to node 1, node 1.5 became node 1).
+    ``what`` is the message head, with ``{i}`` and ``{v}``; ``n``: node ids are 0..n-1."""
+    arr = np.asarray(a)
+    if arr.size and arr.dtype != dtype and arr.dtype.kind in "iuf":
+        flat = arr.reshape(-1)
+        info = np.iinfo(dtype)
+        if arr.dtype.kind == "f":
+            bad = ~np.isfinite(flat) | (flat != np.floor(flat)) | (flat < info.min) | \
+                (flat > info.max)
+        else:
+            bad = (flat < info.min) | (flat > info.max)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            v = flat[i].item()
+            if isinstance(v, float) and np.isfinite(v) and v == np.floor(v) and abs(v) < 2**63:
+                v = int(v)
+            head = what.format(i=i, v=v)
+            if isinstance(v, float) and not (np.isfinite(v) and v == np.floor(v)):
+                raise TopologyError(f"{head}: expected a whole number")
+            if n is not None:
+                raise TopologyError(f"{head} does not exist (nodes are 0..{n - 1})")
+            raise TopologyError(f"{head}: beyond the {info.min}..{info.max} of its "
+                                f"{np.dtype(dtype).name} column")
+    return np.ascontiguousarray(arr, dtype=dtype)

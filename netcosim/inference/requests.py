@@ -22,6 +22,10 @@ ARRIVALS = ("poisson", "concurrency", "trace")
 KEYS = ("arrival", "rate", "duration_s", "count", "concurrency", "trace", "input_tokens",
         "output_tokens")
 MAX_REQUESTS = 10_000_000
+# longest request length we take (input or output tokens): far beyond any model's context, and
+# small enough that input + output, and their sums over a run, stay exact in int64 (a length
+# of 2^62 + 2^62 wrapped to a negative length that passed the context check)
+MAX_TOKENS = 2**40
 
 
 def _num(d, k, where, integer=False, minimum=0.0):
@@ -38,6 +42,8 @@ def _lengths(v, n, rng, where):
     if isinstance(v, int) and not isinstance(v, bool):
         if v < 1:
             raise InputError(f"{where} = {v}: expected a length of at least 1 token")
+        if v > MAX_TOKENS:
+            raise InputError(f"{where} = {v}: at most {MAX_TOKENS:,} tokens")
         return np.full(n, v, dtype=np.int64)
     if not isinstance(v, dict):
         raise InputError(f"{where} = {v!r}: expected an integer or a table with dist")
@@ -58,6 +64,8 @@ def _lengths(v, n, rng, where):
     for k, x in (("min", lo), ("max", hi)):
         if x is not None and (not isinstance(x, int) or isinstance(x, bool) or x < 1):
             raise InputError(f"{where}.{k} = {x!r}: expected a length of at least 1 token")
+        if x is not None and x > MAX_TOKENS:
+            raise InputError(f"{where}.{k} = {x}: at most {MAX_TOKENS:,} tokens")
     if hi is not None and hi < lo:
         raise InputError(f"{where}.max = {hi}: below min = {lo}")
     if dist == "uniform":
@@ -67,7 +75,11 @@ def _lengths(v, n, rng, where):
     else:
         s = float(v["sigma"])
         x = np.rint(rng.lognormal(math.log(v["mean"]) - s * s / 2, s, n))
-    return np.clip(x, lo, hi if hi is not None else None).astype(np.int64)
+    x = np.clip(x, lo, hi if hi is not None else None)
+    if len(x) and not x.max() <= MAX_TOKENS:  # before the cast: 1e30 became -2^63 tokens
+        raise InputError(f"{where}: a sampled length of {float(x.max()):.4g} tokens; at most "
+                         f"{MAX_TOKENS:,} (set {where}.max)")
+    return x.astype(np.int64)
 
 
 def _trace(path, base_dir, where):
@@ -95,13 +107,18 @@ def _trace(path, base_dir, where):
             raise InputError(f"{where}: line {i + 1}: input_tokens = {inp}: expected >= 1")
         if out < 1:
             raise InputError(f"{where}: line {i + 1}: output_tokens = {out}: expected >= 1")
+        for k, x in (("input_tokens", inp), ("output_tokens", out)):
+            if x > MAX_TOKENS:
+                raise InputError(f"{where}: line {i + 1}: {k} = {x}: at most {MAX_TOKENS:,}")
         rows.append((a, inp, out))
     if not rows:
         raise InputError(f"{where} = {path!r}: no requests")
-    arr = np.array(rows, dtype=np.float64)
-    order = np.argsort(arr[:, 0], kind="stable")
-    arr = arr[order]
-    return arr[:, 0], arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int64)
+    # token counts stay integers (through float64 they rounded past 2^53)
+    arrival = np.array([r[0] for r in rows], dtype=np.float64)
+    order = np.argsort(arrival, kind="stable")
+    inp = np.array([r[1] for r in rows], dtype=np.int64)
+    out = np.array([r[2] for r in rows], dtype=np.int64)
+    return arrival[order], inp[order], out[order]
 
 
 def sample(spec, seed: int, where: str, base_dir=None):

@@ -271,7 +271,7 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                     raise ChakraMappingError(f"{t.where(k)}: depends on itself")
                 out.edge(int(entry[r][k]), int(exit_[r][pk]))
     warn.flush()
-    sched = _build(out)
+    sched = _build(out, by_rank)
     sched.meta.update({"workload": "chakra", "n_ranks": len(traces), "p2p": p2p,
                        "trace_files": [t.path for t in traces]})
     _check_dag(sched, by_rank, p2p, where)
@@ -661,7 +661,30 @@ def _group_members(v, pg, n_hosts, where) -> list[int]:
     return sorted(out)
 
 
-def _build(out: _Out) -> Schedule:
+def _check_widths(out: _Out, by_rank=None) -> None:
+    """Sizes beyond int64 and peers beyond int32, refused naming the node (the columns' casts
+    raised a bare OverflowError: an internal error instead of the trace's fault)."""
+    for name, col, lo, hi in (("comm_size", out.size, -(2**63), 2**63 - 1),
+                              ("peer rank", out.src, -(2**31), 2**31 - 1),
+                              ("peer rank", out.dst, -(2**31), 2**31 - 1)):
+        if not col or lo <= min(col) and max(col) <= hi:
+            continue
+        i = next(j for j, v in enumerate(col) if not lo <= v <= hi)
+        r, cid = out.rank[i], out.cid[i]
+        t = by_rank.get(r) if isinstance(by_rank, dict) else None
+        at = f"{t.path}: node id {cid}" if t is not None else f"rank {r}: node id {cid}"
+        what = "bytes an int64 holds" if name == "comm_size" else "ranks an int32 numbers"
+        raise ChakraMappingError(f"{at}: {name} {col[i]} is beyond the {hi} {what}")
+    if out.cid and max(out.cid) > 2**63 - 1:  # the chakra_id column is int64
+        i = max(range(len(out.cid)), key=out.cid.__getitem__)
+        t = by_rank.get(out.rank[i]) if isinstance(by_rank, dict) else None
+        raise ChakraMappingError(f"{t.path if t is not None else f'rank {out.rank[i]}'}: node "
+                                 f"id {out.cid[i]} is beyond the {2**63 - 1} this reader "
+                                 f"numbers nodes with")
+
+
+def _build(out: _Out, by_rank=None) -> Schedule:
+    _check_widths(out, by_rank)
     n = out.n
     child = np.asarray(out.child, dtype=np.int64)
     parent = np.asarray(out.parent, dtype=np.int64)
