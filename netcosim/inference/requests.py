@@ -22,6 +22,9 @@ ARRIVALS = ("poisson", "concurrency", "trace")
 KEYS = ("arrival", "rate", "duration_s", "count", "concurrency", "trace", "input_tokens",
         "output_tokens")
 MAX_REQUESTS = 10_000_000
+# longest request length taken (tokens): far beyond any context, and input + output of such
+# lengths stays within int64 (larger ones wrapped negative and slipped past the context check)
+MAX_TOKENS = 10**12
 
 
 def _num(d, k, where, integer=False, minimum=0.0):
@@ -36,8 +39,8 @@ def _num(d, k, where, integer=False, minimum=0.0):
 
 def _lengths(v, n, rng, where):
     if isinstance(v, int) and not isinstance(v, bool):
-        if v < 1:
-            raise InputError(f"{where} = {v}: expected a length of at least 1 token")
+        if not 1 <= v <= MAX_TOKENS:
+            raise InputError(f"{where} = {v}: expected a length of 1 to {MAX_TOKENS:.0e} tokens")
         return np.full(n, v, dtype=np.int64)
     if not isinstance(v, dict):
         raise InputError(f"{where} = {v!r}: expected an integer or a table with dist")
@@ -46,7 +49,7 @@ def _lengths(v, n, rng, where):
     dist = v.get("dist")
     need = {"uniform": ("min", "max"), "normal": ("mean", "std"),
             "lognormal": ("mean", "sigma")}
-    if dist not in need:
+    if not isinstance(dist, str) or dist not in need:
         raise InputError(f"{where}.dist = {dist!r}: expected one of {', '.join(need)}")
     check_keys(v, ("dist", "min", "max", "mean", "std", "sigma"), where)
     for k in need[dist]:
@@ -56,18 +59,24 @@ def _lengths(v, n, rng, where):
     lo = v.get("min", 1)
     hi = v.get("max", None)
     for k, x in (("min", lo), ("max", hi)):
-        if x is not None and (not isinstance(x, int) or isinstance(x, bool) or x < 1):
-            raise InputError(f"{where}.{k} = {x!r}: expected a length of at least 1 token")
+        if x is not None and (not isinstance(x, int) or isinstance(x, bool) or
+                              not 1 <= x <= MAX_TOKENS):
+            raise InputError(f"{where}.{k} = {x!r}: expected a length of 1 to "
+                             f"{MAX_TOKENS:.0e} tokens")
     if hi is not None and hi < lo:
         raise InputError(f"{where}.max = {hi}: below min = {lo}")
     if dist == "uniform":
         x = rng.integers(lo, hi + 1, n)
     elif dist == "normal":
-        x = np.rint(rng.normal(v["mean"], v["std"], n))
+        x = np.rint(rng.normal(v["mean"], float(v["std"]) + 0.0, n))  # -0.0: numpy refuses
     else:
-        s = float(v["sigma"])
+        s = float(v["sigma"]) + 0.0
         x = np.rint(rng.lognormal(math.log(v["mean"]) - s * s / 2, s, n))
-    return np.clip(x, lo, hi if hi is not None else None).astype(np.int64)
+    x = np.clip(x, lo, hi if hi is not None else None)
+    if not (x <= MAX_TOKENS).all():  # before the int64 cast, which would wrap them
+        raise InputError(f"{where}: lengths up to {np.nanmax(x):.3g} tokens drawn; at most "
+                         f"{MAX_TOKENS:.0e} (set max)")
+    return x.astype(np.int64)
 
 
 def _trace(path, base_dir, where):
@@ -91,10 +100,12 @@ def _trace(path, base_dir, where):
                              f"arrival_s,input_tokens,output_tokens") from None
         if not (math.isfinite(a) and a >= 0):
             raise InputError(f"{where}: line {i + 1}: arrival_s = {cells[0]}: expected >= 0")
-        if inp < 1:
-            raise InputError(f"{where}: line {i + 1}: input_tokens = {inp}: expected >= 1")
-        if out < 1:
-            raise InputError(f"{where}: line {i + 1}: output_tokens = {out}: expected >= 1")
+        if not 1 <= inp <= MAX_TOKENS:
+            raise InputError(f"{where}: line {i + 1}: input_tokens = {inp}: expected 1 to "
+                             f"{MAX_TOKENS:.0e}")
+        if not 1 <= out <= MAX_TOKENS:
+            raise InputError(f"{where}: line {i + 1}: output_tokens = {out}: expected 1 to "
+                             f"{MAX_TOKENS:.0e}")
         rows.append((a, inp, out))
     if not rows:
         raise InputError(f"{where} = {path!r}: no requests")
@@ -133,7 +144,11 @@ def sample(spec, seed: int, where: str, base_dir=None):
         if "count" in spec:
             n = _num(spec, "count", where, integer=True)
         elif "duration_s" in spec:
-            n = int(round(rate * _num(spec, "duration_s", where)))
+            m = rate * _num(spec, "duration_s", where)
+            if not math.isfinite(m):  # the product of two finite numbers overflowed
+                raise InputError(f"{where}: rate x duration_s = {m} requests; at most "
+                                 f"{MAX_REQUESTS:,}")
+            n = int(round(m))
         else:
             raise InputError(f"{where}.duration_s: missing (or count)")
         if n > MAX_REQUESTS:
