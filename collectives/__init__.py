@@ -77,8 +77,11 @@ OPS = tuple(ALGORITHMS)
 
 def resolve(op: str, algorithm: str) -> tuple[str, str]:
     """Canonical (op, algorithm); InputError naming the bad one."""
-    if op not in ALGORITHMS:
+    if not isinstance(op, str) or op not in ALGORITHMS:
         raise InputError(f"op = {op!r}: expected one of {', '.join(ALGORITHMS)}")
+    if not isinstance(algorithm, str):  # a list or table is no name (and not hashable)
+        raise InputError(f"algorithm = {algorithm!r}: {op} supports "
+                         f"{', '.join(ALGORITHMS[op])}")
     algorithm = ALIASES.get((op, algorithm), algorithm)
     if algorithm not in ALGORITHMS[op]:
         raise InputError(f"algorithm = {algorithm!r}: {op} supports "

@@ -19,6 +19,8 @@ PRECISIONS = ("fp16", "bf16", "fp8")
 # fp4 (Blackwell NVFP4/MXFP4) is priced for inference only (compute/inference.py): training
 # configurations keep PRECISIONS
 ALL_PRECISIONS = PRECISIONS + ("fp4",)
+# largest peak, capacity or bandwidth a spec takes: x 1e12 (TFLOP/s -> FLOP/s) stays finite
+MAX_SPEC = 1e290
 REQUIRED = ("name", "peak_tflops_fp16", "peak_tflops_bf16", "hbm_gb", "hbm_GBps", "scaleup_GBps")
 
 
@@ -112,8 +114,10 @@ def spec_from_dict(d: dict, where: str = "gpu") -> GPUSpec:
         if k in kw:
             v = kw[k]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                    or v < 0 or (k not in ("peak_tflops_fp8", "peak_tflops_fp4") and v == 0):
-                raise InputError(f"{where}.{k} = {v!r}: expected a positive number")
+                    or v < 0 or (k not in ("peak_tflops_fp8", "peak_tflops_fp4") and v == 0) \
+                    or v > MAX_SPEC:
+                raise InputError(f"{where}.{k} = {v!r}: expected a positive number (at most "
+                                 f"{MAX_SPEC:g})")
             kw[k] = float(v)
     dom = kw.get("scaleup_domain", 8)
     if isinstance(dom, bool) or not isinstance(dom, int) or dom < 1:

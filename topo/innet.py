@@ -108,7 +108,11 @@ def _rate(value, where: str):
     x = float(value)
     if not math.isfinite(x) or x < 0:
         raise InputError(f"{where} = {value!r}: expected a finite rate in Gb/s >= 0")
-    return x * 1e9 / 8
+    if x == 0:
+        return 0.0
+    from topo.builders._check import as_gbps  # a reducing switch: a link's range of rates
+
+    return as_gbps(x, where)
 
 
 def apply_reduce(topology, spec, where: str = FIELD):

@@ -52,7 +52,7 @@ def _lengths(v, n, rng, where):
     dist = v.get("dist")
     need = {"uniform": ("min", "max"), "normal": ("mean", "std"),
             "lognormal": ("mean", "sigma")}
-    if dist not in need:
+    if not isinstance(dist, str) or dist not in need:
         raise InputError(f"{where}.dist = {dist!r}: expected one of {', '.join(need)}")
     check_keys(v, ("dist", "min", "max", "mean", "std", "sigma"), where)
     for k in need[dist]:
@@ -71,9 +71,9 @@ def _lengths(v, n, rng, where):
     if dist == "uniform":
         x = rng.integers(lo, hi + 1, n)
     elif dist == "normal":
-        x = np.rint(rng.normal(v["mean"], v["std"], n))
+        x = np.rint(rng.normal(v["mean"], float(v["std"]) + 0.0, n))  # -0.0: numpy refuses
     else:
-        s = float(v["sigma"])
+        s = float(v["sigma"]) + 0.0
         x = np.rint(rng.lognormal(math.log(v["mean"]) - s * s / 2, s, n))
     x = np.clip(x, lo, hi if hi is not None else None)
     if len(x) and not x.max() <= MAX_TOKENS:  # before the cast: 1e30 became -2^63 tokens
@@ -150,7 +150,11 @@ def sample(spec, seed: int, where: str, base_dir=None):
         if "count" in spec:
             n = _num(spec, "count", where, integer=True)
         elif "duration_s" in spec:
-            n = int(round(rate * _num(spec, "duration_s", where)))
+            m = rate * _num(spec, "duration_s", where)
+            if not math.isfinite(m):  # the product of two finite numbers overflowed
+                raise InputError(f"{where}: rate x duration_s = {m} requests; at most "
+                                 f"{MAX_REQUESTS:,}")
+            n = int(round(m))
         else:
             raise InputError(f"{where}.duration_s: missing (or count)")
         if n > MAX_REQUESTS:

@@ -226,8 +226,13 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
 def schedule(figs: dict, host: int, iterations: list):
     """The placeholder Schedule of a serving run: one delay node as long as the served span,
     the figures in its meta."""
+    span = figs["serving_span_s"]
+    if not math.isfinite(span * 1e6):  # summary.json's makespan_us would be inf (null)
+        raise InputError(f"workload: the serving run would last {span:.3g} s, beyond what a "
+                         f"run's clock holds (workload.gpu's peaks, bandwidths or efficiency "
+                         f"too low)")
     b = ScheduleBuilder()
-    b.add_delay([host], [max(figs["serving_span_s"], 0.0)], label="serving")
+    b.add_delay([host], [max(span, 0.0)], label="serving")
     sched = b.build()
     sched.meta.update({"workload": "inference", "inference": figs,
                        "inference_iterations": iterations})

@@ -38,6 +38,20 @@ def as_number(value, field: str, positive: bool = True) -> float:
     return v
 
 
+# Link rates a builder takes: slower than 1 kbit/s only overflows the engines' times to
+# inf (5e-324 Gb/s), faster than 1e299 Gb/s overflows bytes/s; no fabric is either.
+MIN_GBPS, MAX_GBPS = 1e-6, 1e299
+
+
+def as_gbps(value, field: str) -> float:
+    """A link rate in Gb/s (MIN_GBPS..MAX_GBPS) as bytes/s."""
+    v = as_number(value, field)
+    if not MIN_GBPS <= v <= MAX_GBPS:
+        raise InputError(f"{field} = {value!r}: expected a rate in Gb/s from {MIN_GBPS:g} "
+                         f"to {MAX_GBPS:g}")
+    return v * 1e9 / 8.0
+
+
 def as_bool(value, field: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{field} = {value!r}: expected true or false")

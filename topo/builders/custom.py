@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from topo.builders._check import as_bool, as_int, as_number, check_size
+from topo.builders._check import as_bool, as_gbps, as_int, as_number, check_size
 from topo.errors import InputError
-from topo.topology import Topology, TopologyError, gbps, us
+from topo.topology import Topology, TopologyError, us
 
 LAYERS = ("edge", "fabric", "direct")
 
@@ -59,7 +59,7 @@ def custom(hosts, switches=0, links=(), hosts_forward=None, *,
                              f"(merge them into one link with the summed bandwidth)")
         seen[key] = i
         u[i], v[i] = a, b
-        bw[i] = gbps(as_number(rec[2], f"{f}[2] (gbps)"))
+        bw[i] = as_gbps(rec[2], f"{f}[2] (gbps)")
         lat[i] = us(as_number(rec[3], f"{f}[3] (latency_us)", positive=False))
     # layer from the endpoint kinds: host-switch "edge", switch-switch "fabric", host-host "direct"
     host_ends = (u < n_hosts).astype(np.int8) + (v < n_hosts)

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_int, as_number, check_size
+from topo.builders._check import as_gbps, as_int, as_number, check_size
 from topo.errors import InputError
-from topo.topology import Topology, gbps, us
+from topo.topology import Topology, us
 from topo.arrays import unique
 
 LAYERS = ("edge", "local", "global")
@@ -44,8 +44,8 @@ def dragonfly(groups, routers_per_group, hosts_per_router, global_links, link_gb
     a = as_int(routers_per_group, f"{where}.routers_per_group", lo=1)
     p = as_int(hosts_per_router, f"{where}.hosts_per_router", lo=1)
     h = as_int(global_links, f"{where}.global_links", lo=0)
-    bw = gbps(as_number(link_gbps, f"{where}.link_gbps"))
-    gbw = bw if global_gbps is None else gbps(as_number(global_gbps, f"{where}.global_gbps"))
+    bw = as_gbps(link_gbps, f"{where}.link_gbps")
+    gbw = bw if global_gbps is None else as_gbps(global_gbps, f"{where}.global_gbps")
     lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
     glat = lat if global_latency_us is None else us(
         as_number(global_latency_us, f"{where}.global_latency_us", positive=False))

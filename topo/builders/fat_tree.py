@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_int, as_number, check_size
+from topo.builders._check import as_gbps, as_int, as_number, check_size
 from topo.errors import InputError
-from topo.topology import Topology, gbps, us
+from topo.topology import Topology, us
 
 LAYERS = ("edge", "aggregation", "core")
 
@@ -26,7 +26,7 @@ def fat_tree(k, link_gbps=100.0, latency_us=1.0, *, where: str = "topology") -> 
     k = as_int(k, f"{where}.k", lo=2)
     if k % 2:
         raise InputError(f"{where}.k = {k}: a k-ary fat-tree needs an even k")
-    bw = gbps(as_number(link_gbps, f"{where}.link_gbps"))
+    bw = as_gbps(link_gbps, f"{where}.link_gbps")
     lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
     half = k // 2
     n_hosts = k ** 3 // 4

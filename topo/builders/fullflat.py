@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_int, as_number, check_size
+from topo.builders._check import as_gbps, as_int, as_number, check_size
 from topo.errors import InputError
-from topo.topology import Topology, gbps, us
+from topo.topology import Topology, us
 
 LAYERS = ("edge", "spine")
 
@@ -33,7 +33,7 @@ def fullflat(n_gpus, planes=8, switch_radix=64, gpu_gbps=7200.0, latency_us=1.0,
     n = as_int(n_gpus, f"{where}.n_gpus", lo=1)
     planes = as_int(planes, f"{where}.planes", lo=1)
     radix = as_int(switch_radix, f"{where}.switch_radix", lo=2)
-    gpu_bw = gbps(as_number(gpu_gbps, f"{where}.gpu_gbps"))
+    gpu_bw = as_gbps(gpu_gbps, f"{where}.gpu_gbps")
     lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
     bw = gpu_bw / planes
     single = n <= radix

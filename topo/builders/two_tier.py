@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_bool, as_int, as_number, check_size
-from topo.topology import Topology, gbps, us
+from topo.builders._check import as_bool, as_gbps, as_int, as_number, check_size
+from topo.topology import Topology, us
 
 LAYERS = ("scaleup", "edge", "spine")
 
@@ -46,13 +46,14 @@ def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
              where: str = "topology") -> Topology:
     nodes = as_int(nodes, f"{where}.nodes", lo=1)
     G = as_int(gpus_per_node, f"{where}.gpus_per_node", lo=1)
-    su_bw = gbps(as_number(scaleup_gbps, f"{where}.scaleup_gbps"))
-    nic_bw = gbps(as_number(nic_gbps, f"{where}.nic_gbps"))
+    su_bw = as_gbps(scaleup_gbps, f"{where}.scaleup_gbps")
+    nic_bw = as_gbps(nic_gbps, f"{where}.nic_gbps")
     su_lat = us(as_number(scaleup_latency_us, f"{where}.scaleup_latency_us", positive=False))
     lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
     rails = as_bool(rails, f"{where}.rails")
-    port = nic_gbps if nic_port_gbps is None else \
-        as_number(nic_port_gbps, f"{where}.nic_port_gbps")
+    if nic_port_gbps is not None:
+        as_gbps(nic_port_gbps, f"{where}.nic_port_gbps")  # a rate like nic_gbps (in Gb/s)
+    port = nic_gbps if nic_port_gbps is None else float(nic_port_gbps)
     os_ = as_number(oversubscription, f"{where}.oversubscription")
     if nodes_per_leaf is None:
         npl = nodes if rails else 1

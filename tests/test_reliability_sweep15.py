@@ -1,0 +1,137 @@
+"""Reliability sweep 15: bad input to serving (inference) scenarios, two_tier rates and the
+collective command, found by fuzzing the examples. Each must end with exit 2 and one line
+naming the field, or run to finite figures.
+"""
+import json
+
+import pytest
+
+from cli_helpers import cli, refused, write
+
+# one replica of TP 8 on one node, a handful of requests: runs in well under a second
+SERVE = """
+[topology]
+kind = "two_tier"
+nodes = 1
+gpus_per_node = 8
+scaleup_gbps = 3600
+nic_gbps = 400
+[workload]
+kind = "inference"
+model = "llama3-70b"
+gpu = "h100_sxm"
+parallel = {{ tp = 8, pp = 1, ep = 1, dp = 1 }}
+{extra}
+[workload.requests]
+arrival = "poisson"
+rate = 4
+count = 4
+input_tokens = {inp}
+output_tokens = 16
+"""
+
+
+def serve(tmp_path, inp="128", extra=""):
+    return write(tmp_path, SERVE.format(inp=inp, extra=extra))
+
+
+TOPO = "two_tier:nodes=2,gpus_per_node=4"
+
+
+# ======================================================================= link rates
+@pytest.mark.parametrize("kv,field", [
+    ("nic_gbps=1e-320", "--topo.nic_gbps = 1e-320"),     # inf times in the table
+    ("scaleup_gbps=5e-324", "--topo.scaleup_gbps = 5e-324"),
+    ("nic_gbps=1e300", "--topo.nic_gbps = 1e+300"),       # inf bytes/s (named no field)
+    ("nic_port_gbps=1e-9", "--topo.nic_port_gbps = 1e-09"),
+    ("reduce_gbps=scaleup:1e-320", "--topo.reduce_gbps.scaleup = 1e-320"),
+    ("reduce_gbps=5e-324", "--topo.reduce_gbps = 5e-324"),  # "time = 0.0" before
+])
+@pytest.mark.parametrize("engine", ["analytical", "flow"])
+def test_link_rates_beyond_the_range_are_refused_naming_the_field(capsys, kv, field, engine):
+    refused(capsys, "collective", "--topo", f"{TOPO},{kv}", "--op", "all_reduce",
+            "--sizes", "1KiB,1GiB", "--engine", engine, has=(field, "rate in Gb/s"))
+
+
+def test_link_rates_in_scenarios_are_refused_naming_the_field(tmp_path, capsys):
+    f = write(tmp_path, "[topology]\nkind = \"fat_tree\"\nk = 4\nlink_gbps = 1e-300\n"
+                        "[workload]\nkind = \"flows\"\nflows = [{src = 0, dst = 5, bytes = 1}]\n")
+    refused(capsys, "run", f, "--out", tmp_path / "o", has=("topology.link_gbps = 1e-300",))
+    assert not (tmp_path / "o").exists()
+
+
+def test_slow_but_valid_rates_still_run(capsys):
+    rc, out, err = cli(capsys, "collective", "--topo",
+                       f"{TOPO},nic_gbps=1e-6,reduce_gbps=scaleup:1e-6,nic_port_gbps=1e-6",
+                       "--op", "all_reduce", "--sizes", "1KiB")
+    assert rc == 0 and "inf" not in out and "nan" not in out, (out, err)
+
+
+# ======================================================================= the request stream
+@pytest.mark.parametrize("inp,has", [
+    ("9223372036854775807", "workload.requests.input_tokens = 9223372036854775807"),  # hang
+    ("18446744073709551616", "workload.requests.input_tokens = 18446744073709551616"),
+    ('{dist = "lognormal", mean = 1e300, sigma = 0.5}', "workload.requests.input_tokens: "),
+    ('{dist = "normal", mean = 1e300, std = 1}', "workload.requests.input_tokens: "),
+    ('{dist = "uniform", min = 9223372036854775807, max = 9223372036854775807}',
+     "workload.requests.input_tokens.min = 9223372036854775807"),
+    ('{dist = []}', "workload.requests.input_tokens.dist = []"),        # unhashable
+    ('{dist = {}}', "workload.requests.input_tokens.dist = {}"),
+])
+def test_request_lengths_beyond_int64_or_of_the_wrong_type_are_refused(tmp_path, capsys, inp,
+                                                                        has):
+    refused(capsys, "run", serve(tmp_path, inp), "--out", tmp_path / "o", has=(has,))
+    assert not (tmp_path / "o").exists()
+
+
+def test_rate_times_duration_overflowing_is_refused(tmp_path, capsys):
+    f = write(tmp_path, SERVE.format(inp="128", extra="").replace(
+        "count = 4", "duration_s = 1e300").replace("rate = 4", "rate = 1e300"))
+    refused(capsys, "run", f, "--out", tmp_path / "o",
+            has=("workload.requests: rate x duration_s = inf",))
+
+
+@pytest.mark.parametrize("inp", ['{dist = "lognormal", mean = 128, sigma = -0.0}',
+                                 '{dist = "normal", mean = 128, std = -0.0}'])
+def test_a_spread_of_minus_zero_is_zero(tmp_path, capsys, inp):
+    rc, out, err = cli(capsys, "run", serve(tmp_path, inp), "--out", tmp_path / "o")
+    assert rc == 0, err
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["input_tokens"] == 4 * 128
+
+
+def test_a_trace_with_a_huge_length_is_refused(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("0.0,9223372036854775807,4\n")
+    f = write(tmp_path, SERVE.format(inp="1", extra="").replace(
+        'arrival = "poisson"', 'arrival = "trace"\ntrace = "t.csv"').replace(
+        "rate = 4\ncount = 4\ninput_tokens = 1\noutput_tokens = 16\n", ""))
+    refused(capsys, "run", f, "--out", tmp_path / "o",
+            has=("workload.requests.trace: line 1: input_tokens = 9223372036854775807",))
+
+
+# ======================================================================= algorithms and GPU
+@pytest.mark.parametrize("algo,has", [
+    ("{all_reduce = []}", "workload.algorithm.all_reduce = []"),
+    ("{all_to_all = {}}", "workload.algorithm.all_to_all = {}"),
+])
+def test_an_algorithm_that_is_not_a_name_is_refused(tmp_path, capsys, algo, has):
+    refused(capsys, "run", serve(tmp_path, extra=f"algorithm = {algo}"), "--out",
+            tmp_path / "o", has=(has,))
+
+
+def test_a_scenario_collective_algorithm_that_is_not_a_name_is_refused(tmp_path, capsys):
+    f = write(tmp_path, "[topology]\nkind = \"fat_tree\"\nk = 4\n[workload]\n"
+                        "kind = \"collective\"\nop = \"all_reduce\"\nalgorithm = [\"ring\"]\n"
+                        "bytes = \"1MiB\"\n")
+    refused(capsys, "run", f, "--out", tmp_path / "o", has=("algorithm = ['ring']",))
+
+
+@pytest.mark.parametrize("gpu,has", [
+    ('{base = "h100_sxm", hbm_gb = 1e300}', "workload.gpu.hbm_gb = 1e+300"),  # NaN KV capacity
+    ('{base = "h100_sxm", peak_tflops_bf16 = 1e300}', "workload.gpu.peak_tflops_bf16 = 1e+300"),
+    ('{base = "h100_sxm", peak_tflops_bf16 = 1e-300, hbm_GBps = 1e-300}',
+     "the serving run would last"),  # inf makespan_us (null in summary.json)
+])
+def test_gpu_specs_that_overflow_the_run_are_refused(tmp_path, capsys, gpu, has):
+    f = write(tmp_path, SERVE.format(inp="128", extra="").replace('"h100_sxm"', gpu))
+    refused(capsys, "run", f, "--out", tmp_path / "o", has=(has,))
+    assert not (tmp_path / "o").exists()
