@@ -20,6 +20,7 @@ import operator
 import numpy as np
 
 from netcore.schedule import DELAY, TRANSFER, Schedule
+from netcore.sizes import MAX_BYTES
 from topo.errors import InputError
 
 JOIN = 3  # internal: a zero-time barrier node, emitted as a DELAY of duration 0
@@ -294,9 +295,9 @@ class Plan:
             idx = (int(lo[i]) + np.arange(int(n[i]))[:, None] * int(s[i]) +
                    np.arange(int(n2[i]))[None, :] * int(s2[i]))
             exact = sum(self.block_bytes[idx.reshape(-1)].tolist())
-            if exact > 2**63 - 1:
+            if exact > MAX_BYTES:
                 raise InputError(f"bytes: one transfer of this {self.algorithm} {self.op} "
-                                 f"carries {exact:,} bytes, beyond the {2**63 - 1:,} an int64 "
+                                 f"carries {exact:,} bytes, beyond the {MAX_BYTES:,} an int64 "
                                  f"holds")
             out[i] = exact
 

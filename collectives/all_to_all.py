@@ -11,6 +11,7 @@ import numpy as np
 from collectives._plan import (Plan, check_chunks, check_int, check_latency, check_nbytes,
                                check_ranks, split)
 from collectives.hierarchical import _check_groups
+from netcore.sizes import MAX_BYTES
 from topo.errors import InputError
 
 
@@ -64,7 +65,7 @@ def _check_matrix(M, n):
     if over.any():
         i, j = np.argwhere(over)[0]
         raise InputError(f"nbytes[{i}][{j}] = {A[i, j].item()!r}: larger than the "
-                         f"{2**63 - 1} bytes an int64 holds")
+                         f"{MAX_BYTES} bytes an int64 holds")
     A = A.astype(np.int64)
     if (A < 0).any():
         i, j = np.argwhere(A < 0)[0]
@@ -82,9 +83,9 @@ def _row_max(M) -> int:
         return int(M.sum(axis=1).max())
     rows = [sum(r) for r in M.tolist()]
     i = max(range(len(rows)), key=rows.__getitem__)
-    if rows[i] > 2**63 - 1:
+    if rows[i] > MAX_BYTES:
         raise InputError(f"nbytes[{i}]: rank {i} sends {rows[i]:,} bytes in all, beyond the "
-                         f"{2**63 - 1:,} an int64 holds")
+                         f"{MAX_BYTES:,} an int64 holds")
     return rows[i]
 
 

@@ -251,7 +251,6 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True), topology,
                             algorithm)
     wire = 1.0 if costs.num == costs.den else costs.den / costs.num
-    cap = costs.rate_cap(ranks)  # an LL transfer lasts at least payload / its share of cap
     fab = fabric or Fabric.cached(topology, routing)
 
     def R2(s, d, b):
@@ -327,7 +326,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
         hs = ranks[rings]
         options = dict(options, ring_step_s=float(costs.mean_latency(
             hs.reshape(-1), np.roll(hs, -1, axis=1).reshape(-1))))
-    # the rank's sends side by side share LL's cap, as the builders share it
+    # an LL transfer lasts at least its payload / its share of LL's cap: the rank's sends side
+    # by side share it, as the builders share it (R2 and R1 read it when _rounds calls them)
     cap = costs.rate_cap(ranks, protocols.channels(algorithm, n, _lanes(algorithm, options)))
     if chunks is None:
         C = _default_chunks(op, algorithm, int(S), n, options, proto)

@@ -1,4 +1,5 @@
-"""NCCL's own choice of algorithm and protocol for an all-reduce across whole two_tier nodes.
+"""NCCL's own choice of algorithm and protocol for collectives across whole two_tier nodes
+(all-reduce; all-gather and reduce-scatter, which NCCL runs as the ring there).
 
 NCCL does not run the fastest algorithm; it runs the one its tuner *predicts* to be fastest:
 time = latency + bytes / bandwidth per (algorithm, protocol) (src/graph/tuning.cc,

@@ -28,9 +28,10 @@ the cap (``Costs.rate_cap``): a ring rank sends its steps one after another, so 
 is a ring's bus bandwidth, stays under the cap as in NCCL's tuner; where a rank sends on
 several rings, chains or trees side by side (one per rail on whole two_tier nodes) or to
 every peer at once (the direct algorithms), each of those sends gets its share
-(``channels``), so that the rank's sends together stay under it. LL128's caps (perChMaxRingLL128Bws, perChMaxTreeLL128Bws: 29-36.7 GB/s per
-channel, times 16 or more channels) lie above what 8 x 400 Gb/s NICs or an NVLink 4 port
-carry, so they are not modelled.
+(``channels``), so that the rank's sends together stay under it. LL128's caps
+(perChMaxRingLL128Bws, perChMaxTreeLL128Bws: 29-36.7 GB/s per channel, times 16 or more
+channels) lie above what 8 x 400 Gb/s NICs or an NVLink 4 port carry, so they are not
+modelled.
 
 **Chunks.** NCCL cuts each channel's data into chunks (per channel: Simple 512 KiB per step,
 LL 32 KiB, LL128 576,000 bytes) and runs ``CHANNELS`` channels side by side. A transfer of our
@@ -51,6 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netcore.sizes import MAX_BYTES  # Schedule.size is int64
 from topo.errors import InputError
 
 
@@ -75,9 +77,6 @@ class Protocol:
         return int(out) if out.ndim == 0 else out
 
 
-INT64_MAX = 2**63 - 1
-
-
 def wire_of(payload, num: int, den: int, protocol: str | None = None) -> np.ndarray:
     """ceil(payload x den / num) in int64, exactly: as q x den + ceil(r x den / num) with
     payload = q x num + r, so no intermediate exceeds the result (``payload * den`` wrapped
@@ -86,13 +85,13 @@ def wire_of(payload, num: int, den: int, protocol: str | None = None) -> np.ndar
     p = np.asarray(payload, dtype=np.int64)
     num, den = int(num), int(den)
     if p.size and den > num:
-        limit = (INT64_MAX * num) // den  # the largest payload whose wire bytes fit
+        limit = (MAX_BYTES * num) // den  # the largest payload whose wire bytes fit
         hi, lo = int(p.max()), int(p.min())
         if max(hi, -lo) > limit:
             x = hi if hi >= -lo else lo
             raise InputError(f"bytes: {x:,} payload bytes are {-(-x * den // num):,} bytes on "
                              f"the wire with protocol {protocol or '?'} ({den} wire bytes per "
-                             f"{num}), beyond the {INT64_MAX:,} an int64 holds")
+                             f"{num}), beyond the {MAX_BYTES:,} an int64 holds")
     q, r = np.divmod(p, num)
     return q * den + (r * den + num - 1) // num
 
@@ -422,7 +421,7 @@ class Costs:
     def rate_cap(self, ranks, channels: int = 1) -> float:
         """Payload bytes per second an LL transfer among ``ranks`` (host ids) moves at most:
         LL_MAX_GBPS by the nodes they span, shared by the ``channels`` sends a rank keeps in
-        flight side by side (``channels``); 0.0 for other protocols (no cap)."""
+        flight side by side (``protocols.channels``); 0.0 for other protocols (no cap)."""
         if self.protocol != "ll":
             return 0.0
         nodes = spanned_nodes(self.topology, ranks)

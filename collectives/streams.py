@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from collectives._plan import chunked_layout
-from collectives.protocols import INT64_MAX, wire_of
+from collectives.protocols import wire_of
 from netcore.schedule import BYTES_SHORT, DELAY, TRANSFER, Schedule
+from netcore.sizes import MAX_BYTES
 from topo.arrays import unique
 from topo.errors import InputError
 
@@ -111,7 +112,7 @@ def ring_stream(op: str, algorithm: str, g: int, nbytes: int, chunks: int = 1,
                + 2 * g * chunks * den)  # + rounding of blocks to whole bytes
     if busiest >= 2**63:
         raise InputError(f"bytes = {nbytes}: a ring {op} over {g:,} ranks moves about "
-                         f"{busiest:,} bytes per connection, beyond the {2**63 - 1:,} an "
+                         f"{busiest:,} bytes per connection, beyond the {MAX_BYTES:,} an "
                          f"int64 holds")
     sent = ring_sent(op, int(nbytes), int(chunks), g, num, den)
     p = np.arange(g)
@@ -230,9 +231,9 @@ def ring_phase(members, shard, rs: bool, ag: bool, label: str, wire=(1, 1),
             out = out + (tot - np.roll(blk, -1, axis=1))
         if exact:
             top = max((int(x) for x in out.reshape(-1)), default=0)
-            if top > INT64_MAX:
+            if top > MAX_BYTES:
                 raise InputError(f"bytes: a ring phase ({label}) moves {top:,} bytes over one "
-                                 f"connection, beyond the {INT64_MAX:,} an int64 holds")
+                                 f"connection, beyond the {MAX_BYTES:,} an int64 holds")
             out = out.astype(np.int64)
         return out
 

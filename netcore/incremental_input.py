@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from netcore.sizes import MAX_BYTES
 from topo.errors import InputError
 
 
@@ -24,8 +25,8 @@ def check_new_transfers(n_hosts: int, now_s: float, src, dst, size, start_s):
         raise InputError(f"src and dst must differ; got {int(src[src == dst][0])} twice")
     if n and (not np.issubdtype(size.dtype, np.integer) or size.min() < 0):
         raise InputError(f"size must be non-negative integers (bytes); got {size[:3].tolist()}")
-    if n and int(size.max()) > 2**63 - 1:  # uint64: the engines' int64 casts wrap (-1 bytes)
-        raise InputError(f"size = {int(size.max())}: larger than the {2**63 - 1} bytes an int64 "
+    if n and int(size.max()) > MAX_BYTES:  # uint64: the engines' int64 casts wrap (-1 bytes)
+        raise InputError(f"size = {int(size.max())}: larger than the {MAX_BYTES} bytes an int64 "
                          f"holds")
     if start_s is None:
         return src, dst, size, np.full(n, float(now_s))

@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from netcore.sizes import MAX_BYTES
 from topo.errors import InputError
 
 ENGINES = ("flow", "packet")
@@ -105,8 +106,8 @@ class Session:
             raise InputError(f"send src = dst = {src}: a transfer's ends must differ")
         if nbytes < 0:
             raise InputError(f"send nbytes = {nbytes}: expected bytes >= 0")
-        if nbytes > 2**63 - 1:  # an OverflowError at the next run(), far from the send
-            raise InputError(f"send nbytes = {nbytes}: larger than the {2**63 - 1} bytes an "
+        if nbytes > MAX_BYTES:  # an OverflowError at the next run(), far from the send
+            raise InputError(f"send nbytes = {nbytes}: larger than the {MAX_BYTES} bytes an "
                              f"int64 holds")
         if on_done is not None and not callable(on_done):
             raise InputError(f"send on_done = {on_done!r}: expected a callable or None")

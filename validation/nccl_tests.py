@@ -28,8 +28,9 @@ Hardware figures (none fitted to these tables except where said):
   x 100 Gb/s, least squared log error): 5 us and ``reduce_gbps = {scaleup = 2400}`` (300
   GB/s; 275 GB/s with the step cost at 16 MiB steps). Those seven points are marked
   calibration and reported apart; every other point, the DGX table's 1-4 MiB and 64-512
-  MiB, the third cluster's 1-node table (added afterwards) and every multi-node point (NVLS-Tree, whose steps take the same two figures) but the
-  NIC's calibration points below, is a validation point.
+  MiB, the third cluster's 1-node table (added afterwards) and every multi-node point
+  (NVLS-Tree, whose steps take the same two figures) but the NIC's calibration points below,
+  is a validation point.
 * NIC: 400 Gb/s NDR InfiniBand, "46-48GB/s per NIC" achievable (NVIDIA,
   https://github.com/NVIDIA/nccl-tests/issues/290), a point-to-point figure. What a NIC
   carries inside NCCL's all-reduce is calibrated: on the plateaus (1-8 GiB) of the three
