@@ -135,3 +135,13 @@ def test_gpu_specs_that_overflow_the_run_are_refused(tmp_path, capsys, gpu, has)
     f = write(tmp_path, SERVE.format(inp="128", extra="").replace('"h100_sxm"', gpu))
     refused(capsys, "run", f, "--out", tmp_path / "o", has=(has,))
     assert not (tmp_path / "o").exists()
+
+
+# ======================================================================= netcosim collective
+@pytest.mark.parametrize("extra", [[], ["--chunks", "2"], ["--algo", "pairwise"]])
+def test_all_to_all_of_the_largest_size_runs(capsys, extra):
+    # the estimate split float(2**63 - 1) = 2**63 bytes into int64 (OverflowError)
+    rc, out, err = cli(capsys, "collective", "--topo", "two_tier:nodes=1,gpus_per_node=8",
+                       "--op", "all_to_all", "--sizes", str(2**63 - 1), *extra)
+    assert rc == 0, err
+    assert str(2**63 - 1) in out and "inf" not in out and "nan" not in out, out
