@@ -3,10 +3,17 @@ collective command, found by fuzzing the examples. Each must end with exit 2 and
 naming the field, or run to finite figures.
 """
 import json
+import os
+import sys
+import tomllib
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import cli, refused, write
+from fuzz_helpers import HUGE_OK, LITERALS, mutated, run_forked
 
 # one replica of TP 8 on one node, a handful of requests: runs in well under a second
 SERVE = """
@@ -145,3 +152,89 @@ def test_all_to_all_of_the_largest_size_runs(capsys, extra):
                        "--op", "all_to_all", "--sizes", str(2**63 - 1), *extra)
     assert rc == 0, err
     assert str(2**63 - 1) in out and "inf" not in out and "nan" not in out, out
+
+
+# ======================================================================= netcosim plan
+PLAN = """
+[topology]
+kind = "two_tier"
+nodes = 1
+gpus_per_node = 8
+[workload]
+kind = "training"
+granularity = "coarse"
+gpu = { base = "h100_sxm" }
+model = { preset = "mixtral-8x7b", seq = 4096 }
+parallel = { global_batch = 16 }
+plan = { top = 1 }
+"""
+
+
+@pytest.mark.parametrize("kv,has", [
+    ("workload.granularity=nan", "workload.granularity = nan"),  # exit 1 after the search
+    ("workload.tp_comm=1", "workload.tp_comm = 1"),
+    ("workload.symmetry=\"x\"", "workload.symmetry = 'x'"),
+    ("workload.parallel.global_batch=9223372036854775807",  # numpy "array is too big"
+     "workload.parallel.global_batch = 9223372036854775807: at most 1,000,000"),
+])
+def test_plan_refuses_options_every_layout_shares_before_its_search(tmp_path, capsys, kv, has):
+    refused(capsys, "plan", write(tmp_path, PLAN), "-j", "1", "--out", tmp_path / "o",
+            "--set", kv, has=(has,))
+    assert not (tmp_path / "o").exists()
+
+
+def test_run_refuses_a_global_batch_beyond_the_limit(tmp_path, capsys):
+    f = write(tmp_path, PLAN.replace("plan = { top = 1 }\n", "").replace(
+        "global_batch = 16", "tp = 1, ep = 8, global_batch = 1099511627776"))
+    refused(capsys, "run", f, "--out", tmp_path / "o",
+            has=("workload.parallel.global_batch = 1099511627776",))  # 256 GiB MemoryError
+
+
+# ======================================================================= property
+# Mutations of the small serving scenario (the request stream, layout, SLOs, algorithms, GPU
+# what-ifs) and of its two_tier fabric, run in a forked child: exit 0 or 2, one line, nothing
+# written on a refusal, finite non-negative figures otherwise. 15 examples by default
+# (NETCOSIM_FUZZ_EXAMPLES=500 x 3/8 for a longer search).
+SERVE_LITERALS = LITERALS + ['"lognormal"', '"normal"', '"uniform"', '"concurrency"', '"trace"',
+                             '"fp8"', '"fp4"', '"per_query_head"', '"none"', '"ll"', "1e-300",
+                             "5e-324", "-0.0", '{dist = "lognormal", mean = 1e300, sigma = 1}',
+                             '{dist = "normal", mean = 64, std = -0.0}', "[[]]", "8", "64"]
+SERVE_HUGE_OK = HUGE_OK | {"input_tokens", "output_tokens", "rate", "count", "duration_s",
+                           "mean", "max", "min", "std", "sigma", "ttft_ms", "tpot_ms",
+                           "context", "hbm_gb", "nic_port_gbps", "nic_gbps", "scaleup_gbps"}
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forks the test process")
+@settings(max_examples=int(os.environ.get("NETCOSIM_FUZZ_EXAMPLES", "40")) * 3 // 8,
+          deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzz_serving_scenarios_exit_0_or_2_with_one_line(tmp_path, data):
+    import tempfile
+
+    base = tomllib.loads(SERVE.format(
+        inp='{ dist = "lognormal", mean = 128, sigma = 0.6, min = 16, max = 512 }',
+        extra='algorithm = { all_reduce = "ring", protocol = "auto" }\n'
+              'gpu = { base = "h100_sxm", hbm_gb = 80 }\n'
+              '[workload.slo]\nttft_ms = 1000\ntpot_ms = 50').replace(
+        'gpu = "h100_sxm"\n', "").replace("nic_gbps = 400", "nic_gbps = 400\nnic_port_gbps = 400"))
+    scen, sets = mutated(base, data.draw, literals=SERVE_LITERALS, huge_ok=SERVE_HUGE_OK,
+                         add_keys=["colour", "max", "e2e_ms", "context", "reduce_gbps"])
+    here = Path(tempfile.mkdtemp(dir=tmp_path))
+    f = here / "s.json"
+    f.write_text(json.dumps(scen))
+    out = here / "out"
+    argv = ["run", f, "--out", out, *sets]
+    rc, err = run_forked(argv, here)
+    shown = f"netcosim {' '.join(map(str, argv))}\n{err}"
+    assert rc in (0, 2), shown
+    assert "Traceback" not in err and "internal error" not in err, shown
+    if rc == 2:
+        assert err.strip().splitlines()[-1].startswith("netcosim: error: "), shown
+        assert not out.exists(), shown
+    else:
+        text = (out / "summary.json").read_text()
+        assert "NaN" not in text and "Infinity" not in text, shown
+        s = json.loads(text)
+        assert s["makespan_us"] is not None and s["makespan_us"] >= 0, shown
+        assert all(v >= 0 for k, v in s.items() if k.endswith("_s") and v is not None), shown
