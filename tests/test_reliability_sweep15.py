@@ -190,6 +190,42 @@ def test_run_refuses_a_global_batch_beyond_the_limit(tmp_path, capsys):
             has=("workload.parallel.global_batch = 1099511627776",))  # 256 GiB MemoryError
 
 
+# ======================================================================= times above 2**64
+FLOWS = """
+[topology]
+kind = "fat_tree"
+k = 4
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 5, bytes = 100000}]
+"""
+
+
+def test_a_fault_time_above_2_64_is_a_time(tmp_path, capsys):
+    # np.isfinite(2**64) raised TypeError (exit 1); a JSON file can hold any integer
+    data = tomllib.loads(FLOWS)
+    data["faults"] = [{"link": [16, 24], "kind": "down", "at_us": 2**64}]
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(data))
+    rc, out, err = cli(capsys, "run", f, "--out", tmp_path / "o")
+    assert rc == 0, err  # after the run's end: it never strikes
+    data["faults"][0]["at_us"] = -(2**64)
+    f.write_text(json.dumps(data))
+    refused(capsys, "run", f, "--out", tmp_path / "o2", has=("faults[0].at_us = -",))
+
+
+def test_a_gpu_fault_time_above_2_64_is_a_time(tmp_path, capsys):
+    f = write(tmp_path, PLAN.replace("plan = { top = 1 }\n", "").replace(
+        "global_batch = 16", "tp = 1, ep = 8, global_batch = 16") +
+        "check_memory = false\ngpu_faults = [{gpus = [0], kind = \"slow\", factor = 0.5, at_us = 1}]\n")
+    data = tomllib.loads(f.read_text())
+    data["workload"]["gpu_faults"][0]["at_us"] = 2**64
+    g = tmp_path / "s.json"
+    g.write_text(json.dumps(data))
+    rc, out, err = cli(capsys, "run", g, "--out", tmp_path / "o")
+    assert rc == 0, err
+
+
 # ======================================================================= property
 # Mutations of the small serving scenario (the request stream, layout, SLOs, algorithms, GPU
 # what-ifs) and of its two_tier fabric, run in a forked child: exit 0 or 2, one line, nothing
