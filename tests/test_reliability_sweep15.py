@@ -132,6 +132,16 @@ def test_a_scenario_collective_algorithm_that_is_not_a_name_is_refused(tmp_path,
     refused(capsys, "run", f, "--out", tmp_path / "o", has=("algorithm = ['ring']",))
 
 
+def test_a_kv_capacity_beyond_int64_runs(tmp_path, capsys):
+    # hbm_gb = 1e15: 2.2e19 tokens of KV cache overflowed the serving loop's int64 (exit 1)
+    f = write(tmp_path, SERVE.format(inp="128", extra="").replace(
+        '"h100_sxm"', '{ base = "h100_sxm", hbm_gb = 1e15 }'))
+    rc, out, err = cli(capsys, "run", f, "--out", tmp_path / "o")
+    assert rc == 0, err
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["kv_capacity_tokens"] == 2**62 and s["requests"] == 4
+
+
 @pytest.mark.parametrize("gpu,has", [
     ('{base = "h100_sxm", hbm_gb = 1e300}', "workload.gpu.hbm_gb = 1e+300"),  # NaN KV capacity
     ('{base = "h100_sxm", peak_tflops_bf16 = 1e300}', "workload.gpu.peak_tflops_bf16 = 1e+300"),
