@@ -164,6 +164,18 @@ def test_all_to_all_of_the_largest_size_runs(capsys, extra):
     assert str(2**63 - 1) in out and "inf" not in out and "nan" not in out, out
 
 
+@pytest.mark.parametrize("ranks,has", [
+    ("[]", "workload.ranks = []: a collective needs at least 2 ranks"),  # numpy warnings too
+    ("[3]", "workload.ranks = [3]: a collective needs"),                  # "array([3])"
+])
+@pytest.mark.parametrize("algo", ["auto", "ring"])
+def test_too_few_ranks_is_one_line_naming_the_field(tmp_path, capsys, ranks, has, algo):
+    f = write(tmp_path, "[topology]\nkind = \"two_tier\"\nnodes = 2\ngpus_per_node = 4\n"
+                        "[workload]\nkind = \"collective\"\nop = \"all_reduce\"\n"
+                        f"algorithm = \"{algo}\"\nbytes = \"1MiB\"\nranks = {ranks}\n")
+    refused(capsys, "run", f, "--out", tmp_path / "o", has=(has,))
+
+
 # ======================================================================= netcosim plan
 PLAN = """
 [topology]
