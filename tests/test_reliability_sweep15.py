@@ -50,7 +50,7 @@ TOPO = "two_tier:nodes=2,gpus_per_node=4"
     ("nic_gbps=1e-320", "--topo.nic_gbps = 1e-320"),     # inf times in the table
     ("scaleup_gbps=5e-324", "--topo.scaleup_gbps = 5e-324"),
     ("nic_gbps=1e300", "--topo.nic_gbps = 1e+300"),       # inf bytes/s (named no field)
-    ("nic_port_gbps=1e-9", "--topo.nic_port_gbps = 1e-09"),
+    ("nic_port_gbps=1e-20", "--topo.nic_port_gbps = 1e-20"),
     ("reduce_gbps=scaleup:1e-320", "--topo.reduce_gbps.scaleup = 1e-320"),
     ("reduce_gbps=5e-324", "--topo.reduce_gbps = 5e-324"),  # "time = 0.0" before
 ])
@@ -69,7 +69,7 @@ def test_link_rates_in_scenarios_are_refused_naming_the_field(tmp_path, capsys):
 
 def test_slow_but_valid_rates_still_run(capsys):
     rc, out, err = cli(capsys, "collective", "--topo",
-                       f"{TOPO},nic_gbps=1e-6,reduce_gbps=scaleup:1e-6,nic_port_gbps=1e-6",
+                       f"{TOPO},nic_gbps=1e-15,reduce_gbps=scaleup:1e-15,nic_port_gbps=1e-15",
                        "--op", "all_reduce", "--sizes", "1KiB")
     assert rc == 0 and "inf" not in out and "nan" not in out, (out, err)
 
