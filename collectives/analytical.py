@@ -287,18 +287,20 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
 
         M = _check_matrix(nbytes, n).astype(np.float64)  # the schedule builders' own check
         S = float(M.sum(axis=1).max())
+        nb = int(S)
     else:
-        S = float(co._plan.check_nbytes(nbytes))
+        nb = int(co._plan.check_nbytes(nbytes))  # exact: float(2**63 - 1) is 2**63
+        S = float(nb)
         M = None
     if algorithm in co.IN_NETWORK:
         from collectives import innet
 
-        return innet.estimate(fab, op, algorithm, ranks, int(S), chunks, step_latency_s,
+        return innet.estimate(fab, op, algorithm, ranks, nb, chunks, step_latency_s,
                               options.get("trees"), proto)
     if algorithm == "nvls_tree":
         from collectives import nvls_tree
 
-        return nvls_tree.estimate(fab, ranks, int(S), chunks, step_latency_s,
+        return nvls_tree.estimate(fab, ranks, nb, chunks, step_latency_s,
                                   options.get("group_size"), proto, options.get("trees"))
     if algorithm == "ring" and op in ("all_reduce", "reduce_scatter", "all_gather",
                                       "broadcast", "reduce"):
@@ -330,12 +332,12 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     # by side share it, as the builders share it (R2 and R1 read it when _rounds calls them)
     cap = costs.rate_cap(ranks, protocols.channels(algorithm, n, _lanes(algorithm, options)))
     if chunks is None:
-        C = _default_chunks(op, algorithm, int(S), n, options, proto)
+        C = _default_chunks(op, algorithm, nb, n, options, proto)
     elif op == "all_to_all_v":
         C = check_int(chunks, "chunks")
     else:  # the builders' check: every block of every chunk keeps a byte
         rings = _side_by_side(options)
-        C = check_chunks(chunks, int(S), rings * protocols.blocks_per_chunk(
+        C = check_chunks(chunks, nb, rings * protocols.blocks_per_chunk(
             op, algorithm, n, options.get("group_size")), f"{algorithm} {op} over {n} ranks")
     return _rounds(op, algorithm, n, S, M, C, options, R2, R1) + costs.launch_s
 
@@ -508,7 +510,8 @@ def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
         return _pipeline(stages, C, beat)
     if op in ("all_to_all", "all_to_all_v"):
         if M is None:
-            M = np.broadcast_to(split(int(S), n), (n, n)).astype(np.float64)
+            # S is a float: 2**63 for the largest int64 size, which split cannot hold
+            M = np.broadcast_to(split(min(int(S), 2**63 - 1), n), (n, n)).astype(np.float64)
         a, b = np.nonzero(~np.eye(n, dtype=bool))
         if algorithm == "direct":
             return _serial([R2(a, b, M[a, b] / C)], C)

@@ -106,7 +106,9 @@ class CostModel:
         """Tokens of context the replica can cache: what is left of HBM x utilization after
         the weights and an activation reserve, over the per-token KV bytes of one GPU."""
         free = self.spec.hbm_bytes * memory_utilization - self.weight_bytes - reserve_bytes
-        return max(0, int(free // self.kv_bytes_per_token))
+        # at most 2**62: the serving loop holds it in int64 (hbm_gb = 1e15 overflowed it), and
+        # no stream of requests (at most 1e7 of 2e12 tokens) fills that many
+        return min(max(0, int(free // self.kv_bytes_per_token)), 2**62)
 
 
 # indices into CostModel.params

@@ -33,6 +33,9 @@ RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp8")
 INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch", "grad_bytes")
 BOOL_FIELDS = ("sp", "dist_opt", "flash_attention", "overlap_grad_reduce")
+# sequences per step: far beyond any published run; the 1F1B orders walk one entry per
+# micro-batch, and 2**63 - 1 stopped with a numpy "array is too big" (exit 1)
+MAX_GLOBAL_BATCH = 10**6
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class ParallelConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "dp" else 1):
                 raise InputError(f"parallel.{k} = {v!r}: expected a positive integer"
                                  + (" (or 0: derive)" if k == "dp" else ""))
+        if self.global_batch > MAX_GLOBAL_BATCH:
+            raise InputError(f"parallel.global_batch = {self.global_batch}: at most "
+                             f"{MAX_GLOBAL_BATCH:,} sequences per step")
         for k in BOOL_FIELDS:  # "no" or 0 must not be read as a truth value
             v = getattr(self, k)
             if not isinstance(v, bool):

@@ -36,6 +36,7 @@ from netcore.schedule import BYTES_SHORT, DELAY, TRANSFER, Schedule, connection_
 from netcore.schedule import COMPUTE as K_COMPUTE
 from topo.errors import InputError
 from topo.arrays import union1d, unique
+from topo.faults import to_float
 
 GRANULARITIES = ("op", "segment", "coarse")
 
@@ -215,7 +216,8 @@ def parse_gpu_faults(records, where: str = "gpu_faults") -> list[dict]:
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
             raise InputError(f"{at}.factor = {f!r}: expected the remaining fraction, in (0, 1]")
         t = rec.get("at_us", 0.0)
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or t < 0:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) \
+                or not np.isfinite(to_float(t)) or t < 0:
             raise InputError(f"{at}.at_us = {t!r}: expected a time >= 0 (microseconds)")
         out.append({"gpus": [int(h) for h in g], "kind": kind, "factor": float(f),
                     "at_us": float(t), "where": at})

@@ -102,6 +102,9 @@ def plan_spec(scenario, top=None, objective=None) -> PlanSpec:
     if wl.get("kind") != "training":
         raise InputError(f"workload.kind = {wl.get('kind')!r}: netcosim plan needs kind = "
                          f"\"training\"")
+    from netcosim.workload_kinds.training import check_options
+
+    check_options(wl)
     plan = wl.get("plan", {})
     if not isinstance(plan, dict):
         raise InputError(f"workload.plan = {plan!r}: expected a table")

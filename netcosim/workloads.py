@@ -260,6 +260,9 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         ranks = [_host(r, f"{where}.ranks[{i}]", n_hosts) for i, r in enumerate(ranks)]
     else:
         raise InputError(f"{where}.ranks = {ranks!r}: expected \"all\" or an array of host ids")
+    # at least 2, distinct: before the choice and the protocols price them (no ranks gave
+    # numpy's "Mean of empty slice" warnings above the error line)
+    collectives._plan.check_ranks(ranks, f"{where}.ranks")
     if op == "all_to_all_v":
         # sizes per (sender, receiver): the matrix goes where the other ops take one size
         if "bytes" in spec:

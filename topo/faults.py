@@ -7,6 +7,7 @@ that are down when it chooses a path; what happens to traffic in flight is the e
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,14 @@ UP = 2
 FAULT_KINDS = {"down": DOWN, "degrade": DEGRADE, "up": UP}
 FAULT_NAMES = {v: k for k, v in FAULT_KINDS.items()}
 _RECORD_KEYS = {"link", "kind", "at_us", "factor", "direction"}
+
+
+def to_float(x) -> float:
+    """x as a float, inf beyond the float range (np.isfinite refuses an int above 2**64)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
 
 
 class FaultError(InputError):
@@ -95,7 +104,7 @@ class LinkFaults:
                 raise FaultError(f"{where}.kind = {kind!r}: expected one of down, degrade, up")
             at_us = rec.get("at_us", 0.0)
             if not isinstance(at_us, (int, float)) or isinstance(at_us, bool) or \
-                    not np.isfinite(at_us) or at_us < 0:
+                    not np.isfinite(to_float(at_us)) or at_us < 0:
                 raise FaultError(f"{where}.at_us = {at_us!r}: expected a time >= 0")
             if kind == "degrade":
                 factor = rec.get("factor")
@@ -167,7 +176,7 @@ def random_failures(topology: Topology, fraction: float | None = None, count: in
     if (fraction is None) == (count is None):
         raise FaultError("give exactly one of fraction or count")
     if isinstance(at_us, bool) or not isinstance(at_us, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(at_us) or at_us < 0:
+            or not np.isfinite(to_float(at_us)) or at_us < 0:
         raise FaultError(f"at_us = {at_us!r}: expected a time >= 0")
     if count is not None and (isinstance(count, bool) or
                               not isinstance(count, (int, np.integer))):

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from topo.errors import InputError
+from topo.faults import to_float
 from topo.topology import Topology
 
 KEYS = ("topology", "npus_count", "bandwidth", "latency")
@@ -157,11 +158,11 @@ def from_dict(data, where: str = "network.yml", gb: str = "binary") -> Topology:
         n, bw, lat = npus[d], bws[d], lats[d]
         if isinstance(n, bool) or not isinstance(n, int) or n <= 1:
             raise InputError(f"{where}: npus_count[{d}] = {n!r}: expected an integer > 1")
-        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not np.isfinite(bw) \
-                or bw <= 0:
+        if isinstance(bw, bool) or not isinstance(bw, (int, float)) \
+                or not np.isfinite(to_float(bw)) or bw <= 0:
             raise InputError(f"{where}: bandwidth[{d}] = {bw!r}: expected a number of GB/s > 0")
-        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not np.isfinite(lat) \
-                or lat < 0:
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) \
+                or not np.isfinite(to_float(lat)) or lat < 0:
             raise InputError(f"{where}: latency[{d}] = {lat!r}: expected a number of ns >= 0")
     N = int(np.prod(npus, dtype=object))
     n_links = 0

@@ -57,11 +57,12 @@ def check_memory(model, par: ParallelConfig, gpu, n_gpus: int, where: str = "wor
     return rep
 
 
-def build(topology, spec: dict, where: str = "workload", seed: int = 0):
-    for k in ("model", "gpu"):
-        if k not in spec:
-            raise InputError(f"{where}.{k}: missing field")
-    par = _parallel(spec, where)
+def check_options(spec: dict, where: str = "workload") -> None:
+    """The options every layout shares, checked up front (netcosim plan too, before its
+    search: a bad one would fail every simulated layout)."""
+    from compute.training import GRANULARITIES
+    from netcosim.workloads import network_detail
+
     check = spec.get("check_memory", True)
     if not isinstance(check, bool):  # "no" must not mean yes
         raise InputError(f"{where}.check_memory = {check!r}: expected true or false")
@@ -69,6 +70,22 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         comm.algorithms(spec.get("algorithm"))  # up front, before memory and the build
     except InputError as e:
         raise InputError(f"{where}.{e}") from None
+    for k, default, ok in (("granularity", "segment", GRANULARITIES),
+                           ("tp_comm", "auto", ("auto", "local", "network")),
+                           ("symmetry", "auto", ("auto", "none"))):
+        v = spec.get(k, default)
+        if not isinstance(v, str) or v not in ok:
+            raise InputError(f"{where}.{k} = {v!r}: expected one of {', '.join(ok)}")
+    network_detail(spec, where)
+
+
+def build(topology, spec: dict, where: str = "workload", seed: int = 0):
+    for k in ("model", "gpu"):
+        if k not in spec:
+            raise InputError(f"{where}.{k}: missing field")
+    par = _parallel(spec, where)
+    check_options(spec, where)
+    check = spec.get("check_memory", True)
     from netcosim.workloads import network_detail, scenario_engine, scenario_faults
 
     detail = network_detail(spec, where)

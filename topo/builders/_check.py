@@ -38,9 +38,10 @@ def as_number(value, field: str, positive: bool = True) -> float:
     return v
 
 
-# Link rates a builder takes: slower than 1 kbit/s only overflows the engines' times to
-# inf (5e-324 Gb/s), faster than 1e299 Gb/s overflows bytes/s; no fabric is either.
-MIN_GBPS, MAX_GBPS = 1e-6, 1e299
+# Link rates a builder takes: far slower ones overflow the engines' times to inf (5e-324
+# Gb/s; 1e-15, a microbit/s, moves 2**63 bytes in a finite time), faster than 1e299 Gb/s
+# overflows bytes/s.
+MIN_GBPS, MAX_GBPS = 1e-15, 1e299
 
 
 def as_gbps(value, field: str) -> float:
