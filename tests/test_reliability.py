@@ -163,9 +163,12 @@ kind = "packet"
 kind = "flows"
 flows = [{src = 0, dst = 1, bytes = 1000}]
 """)
-    # refused where the rate is read (link rates from 1e-6 Gb/s, at which a frame takes
-    # seconds, far inside the packet engine's 2^60 ps clock)
-    refused(capsys, "validate", s, has=("topology.links[0][2] (gbps) = 1e-12", "1e-06"))
+    # 1e-12 Gb/s is inside the accepted link rates (from 1e-15): the packet engine's own
+    # clock limit refuses it, naming the link
+    refused(capsys, "validate", s, has=("link 0-1", "2^60 ps"))
+    # below the accepted rates the rate itself is refused, naming the field
+    s.write_text(s.read_text().replace("1e-12", "1e-16"))
+    refused(capsys, "validate", s, has=("topology.links[0][2] (gbps) = 1e-16", "1e-15"))
 
 
 def test_packet_api_refuses_what_it_cannot_represent():
