@@ -67,6 +67,12 @@ HOPS_INCLUDED = 6
 # members, 8.9 GB peak) was refused as 17.1 GiB with 12.6 left
 MEMBER_BYTES = 220
 ROUTED_NODE_BYTES = 50
+# One node of a built training schedule, from the base up (its arrays, the dependency CSR and
+# the columns the engines add): Mixtral 8x7B on 64 GPUs with 8 / 80 / 400 micro-batches (0.075 /
+# 0.74 / 3.69 M nodes) held 577 bytes a node once built; with the flow engine's routes and
+# state (ROUTED_NODE_BYTES, MEMBER_BYTES) the whole run peaked at 0.89 and 3.46 GB for the
+# last two, against 1.3 and 4.2 GB estimated
+SCHEDULE_NODE_BYTES = 640
 # flows whose hop counts are measured to estimate the mean: one breadth-first search each,
 # at most HOP_SAMPLE_WORK node visits in all (16 on a 3,000,000-node chain, about 5 s)
 HOP_SAMPLE = 32
@@ -229,6 +235,20 @@ def check_member_routes(n_nodes: int, n_members: int, where: str, what: str,
     need = int(n_nodes) * ROUTED_NODE_BYTES + int(n_members) * MEMBER_BYTES
     check_bytes(need, f"{where}: {what} is {int(n_nodes):,} schedule nodes and "
                       f"{int(n_members):,} member connections to route,", hint)
+
+
+def check_schedule(n_nodes: int, n_members: int, routed: bool, where: str, what: str,
+                   hint: str) -> None:
+    """InputError when a schedule of ``n_nodes`` nodes whose transfers stand for ``n_members``
+    member connections cannot be built and run: the schedule itself, then either the flow
+    engine's routes and state (``routed``) or one transfer per member (an engine that runs
+    every transfer). Checked before the schedule is built, from an estimate of its size."""
+    n_nodes, n_members = int(n_nodes), int(n_members)
+    run = (n_nodes * ROUTED_NODE_BYTES + n_members * MEMBER_BYTES if routed
+           else n_members * BYTES_PER_TRANSFER)
+    check_bytes(BASE_BYTES + n_nodes * SCHEDULE_NODE_BYTES + run,
+                f"{where}: {what} is about {n_nodes:,} schedule nodes standing for "
+                f"{n_members:,} member connections, which need", hint)
 
 
 def check_chakra(n_nodes: int, where: str) -> None:

@@ -62,3 +62,54 @@ def test_plan_takes_the_pipeline_layouts_run_takes():
     layouts.check_fixed(m, 16384, 2048, {"tp": 8, "pp": 16, "vp": 8})
     with pytest.raises(InputError, match="parallel.vp = 9"):
         layouts.check_fixed(m, 16384, 2048, {"tp": 8, "pp": 16, "vp": 9})
+
+
+def _probe_estimate(monkeypatch, tmp_path, capsys, text, *sets):
+    """(estimated nodes, estimated members) of the pre-build guard, and the step as built."""
+    from netcore.schedule import TRANSFER
+    from netcosim.scenario import load_scenario
+
+    seen = {}
+    real = memory_guard.check_schedule
+
+    def spy(n_nodes, n_members, *a, **k):
+        seen["nodes"], seen["members"] = n_nodes, n_members
+        return real(n_nodes, n_members, *a, **k)
+
+    monkeypatch.setattr(memory_guard, "check_schedule", spy)
+    s = load_scenario(write(tmp_path, text), sets).prepare().schedule
+    tr = s.kind == TRANSFER
+    return seen, (s.n, int(s.members_per_node()[tr].sum()))
+
+
+def test_step_size_is_estimated_exactly_before_it_is_built(tmp_path, capsys, monkeypatch):
+    """Two small builds (1 and 2 micro-batches, or pp and 2 pp when interleaved) give the size
+    of a step of many micro-batches: every micro-batch adds the same nodes."""
+    seen, built = _probe_estimate(monkeypatch, tmp_path, capsys, STEP,
+                                  "workload.parallel.global_batch=160")  # 80 micro-batches
+    assert (seen["nodes"], seen["members"]) == built
+    seen, built = _probe_estimate(monkeypatch, tmp_path, capsys, STEP,
+                                  "workload.parallel.vp=2", "workload.parallel.global_batch=256")
+    assert (seen["nodes"], seen["members"]) == built
+    # a step of few micro-batches is not probed (the guard after the build covers it)
+    seen, _ = _probe_estimate(monkeypatch, tmp_path, capsys, STEP)
+    assert not seen
+
+
+def test_step_too_large_for_memory_is_refused_before_it_is_built(tmp_path, capsys, monkeypatch):
+    """10,000 micro-batches of Mixtral 8x7B on 64 GPUs (about 90 GB of schedule) were killed
+    for memory mid-build; refused at once now, naming global_batch, nothing written."""
+    import time
+
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "mixtral_8x7b.toml"
+    out = tmp_path / "o"
+    monkeypatch.setenv(memory_guard.BUDGET_ENV, "20GiB")  # this machine size, on any machine
+    t = time.perf_counter()
+    rc, _, err = cli(capsys, "run", example, "--out", out,
+                     "--set", "workload.parallel.global_batch=320000")
+    assert rc == 2, err
+    assert time.perf_counter() - t < 60  # a hang guard, not a speed target
+    assert "10,000 micro-batches" in err and "parallel.global_batch" in err
+    assert "Traceback" not in err and not out.exists()

@@ -79,6 +79,42 @@ def check_options(spec: dict, where: str = "workload") -> None:
     network_detail(spec, where)
 
 
+# A step's schedule grows by the same nodes with every micro-batch (each adds its forward and
+# backward work on every stage), so its size is a + b x micro-batches. Above PROBE_MICRO
+# micro-batches (and PROBE_UNITS probe units) two small steps are built to measure a and b
+# before the real one: 10,000 micro-batches of Mixtral 8x7B on 64 GPUs are about 90 GB of
+# schedule, which the kernel killed mid-build instead of refusing.
+PROBE_MICRO = 64
+PROBE_UNITS = 16
+
+
+def _check_step_size(build_as, par: ParallelConfig, routed: bool, where: str,
+                     what: str) -> None:
+    """Refuse (netcosim/memory_guard.py) a step whose schedule, extrapolated from two small
+    builds in micro-batches, cannot fit in memory. ``par`` is validated (dp resolved)."""
+    from dataclasses import replace
+
+    from netcosim.memory_guard import check_schedule
+
+    n_micro = par.micro_batches
+    unit = par.pp if par.vp > 1 else 1  # interleaving needs a multiple of pp micro-batches
+    if n_micro < max(PROBE_MICRO, PROBE_UNITS * unit):
+        return
+    sizes = []
+    for k in (unit, 2 * unit):
+        s = build_as("auto", replace(par, global_batch=k * par.micro_batch * par.dp))
+        tr = s.kind == TRANSFER
+        sizes.append((s.n, int(s.members_per_node()[tr].sum())))
+    (n1, e1), (n2, e2) = sizes
+    scale = (n_micro - unit) / unit  # micro-batches beyond the first probe, in probe units
+    nodes = n1 + max(n2 - n1, 0) * scale
+    members = e1 + max(e2 - e1, 0) * scale
+    check_schedule(nodes, members, routed, where, f"{what} with {n_micro:,} micro-batches",
+                   "use a smaller parallel.global_batch (a step's time grows by the same "
+                   "amount with every micro-batch once the pipeline is full: simulate fewer "
+                   "and scale), fewer GPUs, or a machine with more memory")
+
+
 def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     for k in ("model", "gpu"):
         if k not in spec:
@@ -97,8 +133,8 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         mem = None
         if check:
             mem = check_memory(m, par, spec["gpu"], n_gpus, where)
-        def build_as(how):
-            return build_step(m, par, spec["gpu"], topology,
+        def build_as(how, p=par):
+            return build_step(m, p, spec["gpu"], topology,
                               placement=spec.get("placement", "packed"),
                               tp_comm=spec.get("tp_comm", "auto"),
                               symmetry=spec.get("symmetry", "auto"),
@@ -106,6 +142,9 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
                               algorithm=spec.get("algorithm"), network_detail=how,
                               gpu_faults=gpu_faults, **located)
 
+        routed = detail != "full" and scenario_engine() in (None, "flow")
+        _check_step_size(build_as, validate(m, par, n_gpus), routed, where,
+                         f"the training step on {n_gpus:,} GPUs")
         sched = build_as("auto")
         if detail != "full" and scenario_engine() in (None, "flow"):
             # routing every member of the scalable form can outgrow memory on its own (a
