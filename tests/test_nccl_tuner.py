@@ -194,3 +194,24 @@ def test_netcosim_run_runs_the_tuners_algorithm_and_protocol(tmp_path, capsys, s
     c = co.choose(t, "all_reduce", int(size[0]) << 20)
     assert (summary["algorithm"], summary["protocol"]) == (c.algorithm, c.protocol)
     assert summary["protocol"] == ("ll128" if size == "1MiB" else "simple")
+
+
+def test_attainable_counts_what_one_model_can_reach_across_disagreeing_tables():
+    """Tables of one node count from different clusters: at a size where they differ by more
+    than the band, no one value is within target of all of them (validation/nccl_tests.py)."""
+    from validation.nccl_tests import LARGE, attainable
+
+    def row(name, size, m):
+        return {"dataset": name, "nodes": 4, "bytes": size, "measured_busbw": m,
+                "target": .10 if size >= LARGE else .25, "calibration": False}
+
+    rows = [row("a", LARGE, 294.2), row("b", LARGE, 235.9), row("c", LARGE, 239.8),
+            row("a", 1 << 20, 80.0), row("b", 1 << 20, 68.0),  # 25% bands overlap
+            row("x", 2 << 20, 100.0)]
+    a = attainable(rows)
+    assert (a["large"], a["small"]) == (2, 3)
+    assert [(n, s, best) for n, s, _, best in a["conflicts"]] == [(4, LARGE, 2)]
+    # bands that only touch still leave one value within both
+    assert attainable([row("a", LARGE, 110.0), row("b", LARGE, 110.0 * 1.1 / 0.9)])["large"] == 2
+    # calibration points are not counted
+    assert attainable([dict(row("a", LARGE, 1.0), calibration=True)])["large"] == 0
