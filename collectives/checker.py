@@ -153,13 +153,16 @@ def check(s: Schedule, races: bool = True) -> dict:
     seq = np.lexsort((-tr, lv))  # transfers in a topological order
 
     if reducing:
-        state = np.zeros((rows, B, n), dtype=np.int32)
+        # contribution counts saturate at 2 ("more than once"): the check needs only 0, 1 or
+        # more, and a wrong schedule that keeps re-reducing (counts doubling per round) could
+        # otherwise wrap a fixed-width count back to exactly 1 and pass
+        state = np.zeros((rows, B, n), dtype=np.int8)
         state[np.arange(n), :, np.arange(n)] = 1
         for k in seq.tolist():
             b = blk[ptr[k]:ptr[k + 1]]
             vals = state[srank[k], b].copy()
             if red[k]:
-                state[drank[k], b] += vals
+                state[drank[k], b] = np.minimum(state[drank[k], b] + vals, 2)
             else:
                 state[drank[k], b] = vals
         _final_reduce(meta, op, state[:n], n, B, ranks)

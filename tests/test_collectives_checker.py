@@ -179,3 +179,14 @@ def test_checker_refuses_non_collective_schedules():
     s = Schedule.from_transfers([0], [1], [10])
     with pytest.raises(CheckFailed, match="meta"):
         check(s)
+
+
+def test_counts_past_any_integer_width_are_still_more_than_once():
+    """33 all-reduces in a row count each contribution 2^32 times: a 32-bit count wrapped to 0
+    and the checker reported the contributions missing; counts saturate now."""
+    one = co.ring_all_reduce(2, 200)
+    s = Schedule.concat([one] * 33, after_all=True)
+    s.meta.update(one.meta)
+    with pytest.raises(CheckFailed, match="more than once") as e:
+        check(s)
+    assert "missing" not in str(e.value)
