@@ -186,6 +186,33 @@ def test_packet_api_refuses_what_it_cannot_represent():
         netcore.simulate(fabric, sched, engine="packet")
 
 
+def test_packet_engine_refuses_node_counts_beyond_its_int32_ids(monkeypatch):
+    """The core numbers schedule nodes and counts parents in int32: beyond, refused (checked
+    with the limits lowered, as 2^31 nodes do not fit a test)."""
+    import netcore
+    from netcore.packet import PacketIncremental, limits
+    from netcore.schedule import Schedule
+    from topo.builders import fat_tree
+    from topo.routing import Routing
+
+    fabric = fat_tree(4)
+    three = Schedule.from_transfers([0, 1, 2], [5, 6, 7], [1000, 1000, 1000])
+    netcore.simulate(fabric, three, engine="packet")
+    monkeypatch.setattr(limits, "MAX_NODES", 2)
+    with pytest.raises(limits.PacketLimit, match="3 nodes"):
+        netcore.simulate(fabric, three, engine="packet")
+    inc = PacketIncremental(fabric, Routing(fabric, "ecmp"))
+    inc.add_transfers([0, 1], [5, 6], [1000, 1000])
+    with pytest.raises(limits.PacketLimit, match="3 transfers in all"):
+        inc.add_transfers([2], [7], [1000])
+    monkeypatch.setattr(limits, "MAX_NODES", 2**31 - 1)
+    monkeypatch.setattr(limits, "MAX_PARENTS", 1)
+    joined = Schedule.concat([Schedule.from_transfers([0, 1], [5, 6], [10, 10]),
+                              Schedule.from_transfers([2], [7], [10])], after_all=True)
+    with pytest.raises(limits.PacketLimit, match="node 2: 2 parents"):
+        netcore.simulate(fabric, joined, engine="packet")
+
+
 def test_packet_incremental_refuses_what_it_cannot_represent():
     from netcore.packet import PacketIncremental
     from netcore.packet.limits import PacketLimit

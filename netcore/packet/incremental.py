@@ -173,6 +173,9 @@ class PacketIncremental:
             flow, owner = np.concatenate([flow, flow[orig]]), np.concatenate([ids, ids[orig]])
             plane = np.concatenate([plane, pplane])
         first = len(self._src)
+        if first + len(src) > limits.MAX_NODES:
+            raise limits.PacketLimit(f"{first + len(src):,} transfers in all: the packet engine "
+                                     f"numbers at most {limits.MAX_NODES:,} (int32)")
         src32, dst32 = src.astype(np.int32), dst.astype(np.int32)
         ptr, links, reach = self._paths(src32, dst32, flow, self._alive, plane)
         got = _core(self._sim.add_transfers, src32, dst32, size, st, ptr, links,

@@ -23,6 +23,9 @@ TIME_LIMIT_US = TIME_LIMIT_PS / 1e6
 DELAY_LIMIT_PS = 1 << 60           # any one delay added to the clock (options, a frame's time)
 MAX_SEGMENTS = 2**31 - 2           # sim.hpp MAX_SEGMENTS: int32 segment numbers per connection
 MAX_EVENTS = 1 << 40               # event_queue.hpp MAX_SEQ
+# sim_core.cpp numbers schedule nodes in its events, and counts each node's parents, in int32
+MAX_NODES = 2**31 - 1
+MAX_PARENTS = 2**31 - 1
 
 TIME_LIMIT_TEXT = f"{TIME_LIMIT_US:.4g} us (2^62 ps, 53 days)"
 
@@ -112,6 +115,15 @@ def check_fabric(topology, opts: dict) -> None:
 def check_schedule(topology, schedule, opts: dict) -> None:
     from netcore.schedule import TRANSFER
 
+    if schedule.n > MAX_NODES:
+        raise PacketLimit(f"the schedule has {schedule.n:,} nodes; the packet engine numbers at "
+                          f"most {MAX_NODES:,} (int32)", what="nodes")
+    if schedule.n:
+        indeg = np.diff(np.asarray(schedule.dep_ptr, dtype=np.int64))
+        i = int(np.argmax(indeg))
+        if indeg[i] > MAX_PARENTS:
+            raise PacketLimit(f"node {i}: {int(indeg[i]):,} parents; the packet engine counts "
+                              f"at most {MAX_PARENTS:,} (int32)", node=i, what="parents")
     # times given in the input: starts, compute/delay durations
     for name, arr in (("start", schedule.start), ("duration", schedule.duration)):
         t = np.asarray(arr, dtype=np.float64) * PS
