@@ -74,6 +74,20 @@ def run_forked(argv, cwd, with_stdout=False):
         p.join()
 
 
+def run_clean(argv, cwd, out):
+    """Run ``netcosim argv`` forked (``run_forked``) and assert it ended cleanly: exit 0, or
+    exit 2 with one ``netcosim: error:`` line and nothing written to ``out``; never a
+    traceback. Returns (exit status, stderr, the command line and stderr for messages)."""
+    rc, err = run_forked(argv, cwd)
+    shown = f"netcosim {' '.join(map(str, argv))}\n{err}"
+    assert rc in (0, 2), shown
+    assert "Traceback" not in err and "internal error" not in err, shown
+    if rc == 2:
+        assert err.strip().splitlines()[-1].startswith("netcosim: error: "), shown
+        assert not out.exists(), shown
+    return rc, err, shown
+
+
 def mutated(data, draw, literals=LITERALS, huge_ok=HUGE_OK, add_keys=ADD_KEYS, as_sets=True):
     """A copy of ``data`` with up to 2 keys deleted, renamed, added or given another type, and
     up to 3 values replaced by TOML ``literals``: as ``--set PATH=LITERAL`` arguments (the

@@ -22,18 +22,24 @@ global_batch = 8
 """
 
 
-def test_step_is_refused_when_its_member_routes_do_not_fit(tmp_path, capsys, monkeypatch):
-    """What routing adds is held to the room left beside the built schedule: a budget the
-    scenario and the schedule fit in, but not the routes, refuses at this guard."""
-    path = write(tmp_path, STEP)
+def _spy(monkeypatch, name: str) -> dict:
+    """Record the (nodes, members) a memory_guard check is called with; it still checks."""
     seen = {}
-    real = memory_guard.check_member_routes
+    real = getattr(memory_guard, name)
 
     def spy(n_nodes, n_members, *a, **k):
         seen["nodes"], seen["members"] = n_nodes, n_members
         return real(n_nodes, n_members, *a, **k)
 
-    monkeypatch.setattr(memory_guard, "check_member_routes", spy)
+    monkeypatch.setattr(memory_guard, name, spy)
+    return seen
+
+
+def test_step_is_refused_when_its_member_routes_do_not_fit(tmp_path, capsys, monkeypatch):
+    """What routing adds is held to the room left beside the built schedule: a budget the
+    scenario and the schedule fit in, but not the routes, refuses at this guard."""
+    path = write(tmp_path, STEP)
+    seen = _spy(monkeypatch, "check_member_routes")
     monkeypatch.setenv(memory_guard.BUDGET_ENV, "1GiB")
     rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "a")
     assert rc == 0, err
@@ -69,14 +75,7 @@ def _probe_estimate(monkeypatch, tmp_path, capsys, text, *sets):
     from netcore.schedule import TRANSFER
     from netcosim.scenario import load_scenario
 
-    seen = {}
-    real = memory_guard.check_schedule
-
-    def spy(n_nodes, n_members, *a, **k):
-        seen["nodes"], seen["members"] = n_nodes, n_members
-        return real(n_nodes, n_members, *a, **k)
-
-    monkeypatch.setattr(memory_guard, "check_schedule", spy)
+    seen = _spy(monkeypatch, "check_schedule")
     s = load_scenario(write(tmp_path, text), sets).prepare().schedule
     tr = s.kind == TRANSFER
     return seen, (s.n, int(s.members_per_node()[tr].sum()))
