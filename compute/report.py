@@ -91,19 +91,26 @@ def summarize(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> dict:
         hosts = unique(schedule.src[comp])
         for h, ids in _member_touch(schedule, tr, hosts).items():
             t_src[h] = union1d(t_src.get(h, empty), ids)
+    # a simulated rank stands for ``mult`` GPUs (symmetry folding: its replica's peers, or its
+    # tensor-parallel group); per-GPU figures weigh it so. Unweighted, a slowed GPU simulated
+    # on its own counted as much as the representative of all healthy replicas
+    mult = x["mult"] if "mult" in x else np.ones(len(schedule.kind))
+    weight = 0.0
     for r in sim_ranks:
         cm = comp_of[int(r)]
+        w = float(mult[cm[0]])
+        weight += w
         h = int(schedule.src[cm[0]])
         cs, ce = start[cm], end[cm]
         busy = _union_len(cs, ce)
         tp_inside = float(tp_s[cm].sum())  # analytic TP time fused into compute nodes
-        busy_total += busy - tp_inside
+        busy_total += w * (busy - tp_inside)
         touch = union1d(t_src.get(h, empty), t_dst.get(h, empty))
         tck = ck[touch]
         d = tpd_of.get(int(r), empty)
         comm = np.concatenate([touch[tck != CKIND["sync"]], d])
         allu = _union_len(np.concatenate([cs, start[comm]]), np.concatenate([ce, end[comm]]))
-        exposed_total += allu - busy + tp_inside
+        exposed_total += w * (allu - busy + tp_inside)
         for k in kinds:
             code = CKIND[k]
             exp = 0.0
@@ -114,8 +121,8 @@ def summarize(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> dict:
             if sel.size:
                 a = _union_len(np.concatenate([cs, start[sel]]), np.concatenate([ce, end[sel]]))
                 exp += a - busy
-            exposed[k] += exp
-    nr = max(len(sim_ranks), 1)
+            exposed[k] += w * exp
+    nr = weight if weight > 0 else 1.0
     exposed = {k: v / nr for k, v in exposed.items() if v > 0}
     compute_s = busy_total / nr
     tokens = meta.get("tokens_per_step", 0)

@@ -698,15 +698,18 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             by_key.setdefault((it.group, it.op, it.matrix or it.nbytes), []).append(q)
         for (group, op, nbytes), qs in by_key.items():
             qs = np.asarray(qs)
-            g4 = grid[s][d_sim]  # (dsim, cp, tp)
+            # every replica's groups, folded ones too: their collectives wait for their
+            # representative's chain nodes (``node``) and it waits for them, as for the
+            # data-parallel rings, so the fabric carries the whole step's load (before, only
+            # the simulated replicas' TP, CP and EP collectives were generated)
+            g4 = grid[s]  # (dp, cp, tp)
             if group == "tp":
                 groups = g4.reshape(-1, T)
             elif group == "cp":
-                groups = grid[s][d_sim][:, :, :].transpose(0, 2, 1).reshape(-1, C)
+                groups = g4.transpose(0, 2, 1).reshape(-1, C)
             else:  # ep: consecutive data-parallel ranks
-                gg = grid[s][d_all].transpose(1, 2, 0).reshape(C * T, D // par.ep, par.ep)
-                groups = gg.reshape(-1, par.ep)
-                groups = groups[np.isin(groups[:, 0], grid[s][d_sim].ravel())]
+                groups = g4.transpose(1, 2, 0).reshape(C * T, D // par.ep, par.ep) \
+                    .reshape(-1, par.ep)
             kq = len(qs)
             G = np.repeat(groups[None], kq, axis=0).reshape(-1, groups.shape[1])
             qq = np.repeat(qs, len(groups))[:, None]
