@@ -40,3 +40,71 @@ def test_links_csv_pause_time_in_microseconds(tmp_path, capsys):
     for r in senders:
         assert float(r["busy_us"]) == pytest.approx(1005152 / 12.5e3, rel=1e-9)  # 12.5 kB/us
         assert 10.0 < float(r["pause_us"]) < span
+
+
+def test_plot_labels_of_rates_and_per_gpu_figures():
+    from netcosim.plots import label
+
+    # a rate is per second: "tokens per (s)" read as a time in seconds
+    assert label("tokens_per_s") == "tokens/s"
+    assert label("output_tokens_per_s") == "output tokens/s"
+    assert label("compute_s_per_gpu") == "compute per GPU (s)"
+    assert label("weights_GB_per_gpu") == "weights per GPU (GB)"
+    assert label("request_rate_rps") == "request rate (requests/s)"
+    assert label("bytes") == "bytes"
+    # unchanged
+    assert label("makespan_us") == "completion time (µs)"
+    assert label("topology.link_gbps") == "link (Gb/s)"
+    assert label("busbw_GBps") == "bus bandwidth (GB/s)"
+
+
+def _captured_labels(monkeypatch, call):
+    """x labels, legend titles and titles of every figure ``call`` saves."""
+    from netcosim import plots
+
+    seen = []
+
+    def fake_save(fig, stem, tight=True):
+        for ax in fig.axes:
+            leg = ax.get_legend()
+            seen.append((stem.name, ax.get_xlabel(), ax.get_title(),
+                         leg.get_title().get_text() if leg else ""))
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+        return []
+
+    monkeypatch.setattr(plots, "_save", fake_save)
+    call(plots)
+    return seen
+
+
+def test_gpu_fault_study_plots_say_gpus_not_links(tmp_path, monkeypatch):
+    # a study of slowed GPUs draws its fraction of GPUs; the axes said "fraction of links
+    # failed" and the CDF's legend "links failed"
+    rows = [{"study": "random", "fraction": f, "slowdown": s, "stranded_run": 0}
+            for f, s in ((0.25, 1.1), (0.25, 1.3), (0.5, 1.4), (0.5, 1.6))]
+    meta = {"scenario": "t", "fault_kind": "gpu_slow", "factor": 0.5}
+    seen = _captured_labels(monkeypatch, lambda p: p.fault_plots(tmp_path, rows, meta))
+    text = " ".join(" ".join(x) for x in seen)
+    assert "link" not in text, seen
+    assert any(x[1] == "fraction of GPUs slowed" for x in seen)
+    # a link study keeps its labels
+    meta = {"scenario": "t", "fault_kind": "down", "layer": "core"}
+    seen = _captured_labels(monkeypatch, lambda p: p.fault_plots(tmp_path, rows, meta))
+    assert any(x[1] == "fraction of links failed" for x in seen)
+    assert any(x[3] == "links failed" for x in seen)
+
+
+def test_fault_case_plot_titles_gpu_kinds(tmp_path, monkeypatch):
+    # a study file with kinds ["down", "gpu_slow:0.5"]: the GPU panel was titled "links
+    # degraded to 0.5 of their bandwidth" with a link-layer x label
+    (tmp_path / "study_summary.csv").write_text(
+        "case,kind,dir,baseline_us,fraction,failed_links,trials,finished,stranded_runs,errors,"
+        "median,p90,p99,worst,mean\n"
+        "a,down,a-down,10,0.1,1,2,2,0,0,1.2,1.3,1.3,1.3,1.2\n"
+        "a,gpu_slow:0.5,a-gpu_slow_0.5,10,0.1,,2,2,0,0,1.5,1.6,1.6,1.6,1.5\n")
+    meta = {"kind": "fault_cases", "name": "s", "layer": "any", "dirs": []}
+    seen = _captured_labels(monkeypatch, lambda p: p.fault_case_plots(tmp_path, meta))
+    by_title = {x[2]: x[1] for x in seen}
+    assert by_title == {"links down": "fraction of links failed (any layer)",
+                        "GPUs at 0.5 of their FLOP/s": "fraction of GPUs slowed"}, seen
