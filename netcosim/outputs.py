@@ -162,7 +162,8 @@ def flows_table(schedule, result, topology=None) -> tuple[list, list]:
         header.append("label")
         cols.append(Labels(schedule.label[t], schedule.labels))
     if schedule.has_members or (schedule.steps[t] > 1).any():
-        # a row stands for `members` transfers of `bytes` each, `steps` times in series
+        # a row stands for `members` connections each carrying `bytes` in all, as `steps`
+        # transfers in series (schedule.size is a stream's bytes over all its steps)
         header += ["members", "steps"]
         cols += [_ints(schedule.members_per_node()[t]), _ints(schedule.steps[t])]
     n = schedule.n
