@@ -108,3 +108,45 @@ def test_fault_case_plot_titles_gpu_kinds(tmp_path, monkeypatch):
     by_title = {x[2]: x[1] for x in seen}
     assert by_title == {"links down": "fraction of links failed (any layer)",
                         "GPUs at 0.5 of their FLOP/s": "fraction of GPUs slowed"}, seen
+
+
+TRAIN_SWEEP = """
+[topology]
+kind = "custom"
+hosts = 2
+links = [[0, 1, 100, 1.0]]
+[workload]
+kind = "training"
+gpu = "h100_sxm"
+model = { layers = 2, hidden = 256, heads = 4, seq = 128, vocab = 1024 }
+[workload.parallel]
+tp = 1
+pp = 1
+dp = 2
+micro_batch = 1
+global_batch = 4
+[sweep]
+"topology.links" = [[[0, 1, 100, 1.0]], [[0, 1, 50, 1.0]]]
+"""
+
+
+def test_training_sweep_rows_carry_exposed_comm_and_memory(tmp_path, capsys):
+    # a fixed-layout training sweep dropped summary.json's exposed_comm_s and memory tables
+    # (nested), so exposed data-parallel time could not be plotted or compared; a layout
+    # search's rows had exposed_<kind>_s
+    rc, out, err = cli(capsys, "sweep", write(tmp_path, TRAIN_SWEEP), "--out", tmp_path / "o",
+                       "-j", "1", "--no-progress")
+    assert rc == 0, err
+    rows = list(csv.DictReader(open(tmp_path / "o" / "sweep.csv")))
+    # by hand: 2 layers x (4h^2 + 4h + 8h^2) + V h = 1,837,056 parameters, fp32 gradients
+    # (4 B) all-reduced by a 2-rank ring: 2 steps of S/2 over the link plus 1 us each
+    params = 2 * (12 * 256**2 + 4 * 256) + 1024 * 256
+    S = 4 * params
+    for r, gbps in zip(rows, (100, 50)):
+        want = 2 * (S / 2) / (gbps * 1e9 / 8) + 2 * 1e-6
+        assert float(r["exposed_dp_s"]) == pytest.approx(want, rel=1e-9)
+        assert float(r["exposed_tp_s"]) == 0.0
+        # weights 2 B, gradients 4 B, optimizer 12 B per parameter (GB = 1e9 bytes, 3 decimals)
+        assert float(r["memory_weights_GB"]) == round(2 * params / 1e9, 3)
+        assert float(r["memory_optimizer_GB"]) == round(12 * params / 1e9, 3)
+        assert float(r["memory_capacity_GB"]) == 80.0
