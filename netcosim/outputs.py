@@ -162,7 +162,8 @@ def flows_table(schedule, result, topology=None) -> tuple[list, list]:
         header.append("label")
         cols.append(Labels(schedule.label[t], schedule.labels))
     if schedule.has_members or (schedule.steps[t] > 1).any():
-        # a row stands for `members` transfers of `bytes` each, `steps` times in series
+        # a row stands for `members` connections each carrying `bytes` in all, as `steps`
+        # transfers in series (schedule.size is a stream's bytes over all its steps)
         header += ["members", "steps"]
         cols += [_ints(schedule.members_per_node()[t]), _ints(schedule.steps[t])]
     n = schedule.n
@@ -171,6 +172,7 @@ def flows_table(schedule, result, topology=None) -> tuple[list, list]:
             continue
         arr = np.asarray(result.node_extra[name])
         if arr.ndim == 1 and len(arr) == n:
+            name, arr = _in_us(name, arr)
             header.append(name)
             cols.append(_column(arr[t]))
     ex = result.node_extra
@@ -207,9 +209,18 @@ def links_table(topology, result, span: float) -> tuple[list, list]:
             continue
         arr = np.asarray(result.link_extra[name])
         if arr.ndim == 1 and len(arr) == nd:
+            name, arr = _in_us(name, arr)
             header.append(name)
             cols.append(_column(arr))
     return header, cols
+
+
+def _in_us(name: str, arr: np.ndarray) -> tuple[str, np.ndarray]:
+    """An engine counter in seconds (``pause_s``) as the files write times: microseconds
+    (``pause_us``), like ``busy_us`` beside it; other counters unchanged."""
+    if name.endswith("_s") and arr.dtype.kind == "f":
+        return name[:-2] + "_us", arr * 1e6
+    return name, arr
 
 
 SERIES_KEYS = ("series_ptr", "series_t", "series_rate")

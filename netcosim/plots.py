@@ -46,11 +46,27 @@ def label(col: str) -> str:
     name = col.split(".")[-1]
     if name.lower() == "gbps":
         return "link bandwidth (Gb/s)"
+    if name.endswith("_per_gpu") and len(name) > 8:  # compute_s_per_gpu: "compute per GPU (s)"
+        inner = label(name[:-8])
+        head, paren, unit = inner.partition(" (")
+        return f"{head} per GPU" + (f" ({unit}" if paren else "")
+    if name.endswith("_per_s") and len(name) > 6:  # a rate: tokens_per_s is tokens/s, not s
+        return f"{name[:-6].replace('_', ' ')}/s"
     for suffix, unit in (("_gbps", "Gb/s"), ("_GBps", "GB/s"), ("_us", "µs"), ("_s", "s"),
-                         ("bytes", "bytes")):
+                         ("_rps", "requests/s"), ("_GB", "GB"), ("bytes", "bytes")):
         if name.endswith(suffix):
-            return f"{name[: -len(suffix)].rstrip('_').replace('_', ' ') or name} ({unit})"
+            head = name[: -len(suffix)].rstrip('_').replace('_', ' ')
+            return f"{head} ({unit})" if head else name
     return name.replace("_", " ")
+
+
+def _is_gpu_kind(kind) -> bool:
+    """A fault study of slowed GPUs (gpu_slow, hbm_degrade), whose fraction is of GPUs."""
+    return str(kind or "").partition(":")[0] in ("gpu_slow", "hbm_degrade")
+
+
+def _fraction_label(kind) -> str:
+    return "fraction of GPUs slowed" if _is_gpu_kind(kind) else label("fraction")
 
 
 def _plt():
@@ -418,8 +434,8 @@ def fault_plots(out: Path, rows, meta: dict) -> list[Path]:
                 + ("FLOP/s" if meta["fault_kind"] == "gpu_slow" else "HBM bandwidth"))
     title = f"{meta.get('scenario', '')}: {what}"
     if rand:
-        written += _slowdown_vs_fraction(out, rand, title)
-        written += _slowdown_cdf(out, rand, title)
+        written += _slowdown_vs_fraction(out, rand, title, meta.get("fault_kind"))
+        written += _slowdown_cdf(out, rand, title, meta.get("fault_kind"))
     cpath = out / "costliest_links.csv"
     if cpath.exists():
         _, costly = read_csv(cpath, f"plot {str(out)!r}")
@@ -442,7 +458,7 @@ def _by_fraction(rows):
     return g, n, strand
 
 
-def _slowdown_vs_fraction(out, rows, title):
+def _slowdown_vs_fraction(out, rows, title, kind=None):
     plt = _plt()
     g, n, strand = _by_fraction(rows)
     fr = sorted(f for f in n if _num(f))
@@ -462,14 +478,14 @@ def _slowdown_vs_fraction(out, rows, title):
             y = max(g[f]) if g[f] else 1.0
             ax.annotate(f"{strand[f]}/{n[f]} stranded", (f, y), textcoords="offset points",
                         xytext=(0, 8), ha="center", fontsize=7, color="firebrick")
-    ax.set_xlabel(label("fraction"))
+    ax.set_xlabel(_fraction_label(kind))
     ax.set_ylabel(label("slowdown"))
     ax.legend(loc="upper left")
     ax.set_title(title)
     return _save(fig, out / "slowdown_vs_fraction")
 
 
-def _slowdown_cdf(out, rows, title):
+def _slowdown_cdf(out, rows, title, kind=None):
     plt = _plt()
     g, n, strand = _by_fraction(rows)
     fig, ax = plt.subplots(figsize=(6.2, 4.0))
@@ -484,7 +500,7 @@ def _slowdown_cdf(out, rows, title):
     ax.set_xlabel(label("slowdown"))
     ax.set_ylabel("fraction of trials")
     ax.set_ylim(0, 1.02)
-    ax.legend(title="links failed", loc="lower right")
+    ax.legend(title="GPUs slowed" if _is_gpu_kind(kind) else "links failed", loc="lower right")
     ax.set_title(title)
     return _save(fig, out / "slowdown_cdf")
 
@@ -538,9 +554,15 @@ def fault_case_plots(out: Path, meta: dict) -> list[Path]:
             ax.plot(f, [r["p99"] for r in rs], ls=":", color=line.get_color())
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xscale("log")
-        ax.set_xlabel(label("fraction") + f" ({meta.get('layer', 'any')} layer)")
-        ax.set_title("links down" if k == "down" else
-                     f"links degraded to {k.partition(':')[2] or '0.25'} of their bandwidth")
+        kk, _, f = str(k).partition(":")
+        if _is_gpu_kind(k):  # GPUs slowed: no link layer, the factor of FLOP/s or HBM
+            ax.set_xlabel(_fraction_label(k))
+            ax.set_title(f"GPUs at {f or '0.5'} of their "
+                         + ("FLOP/s" if kk == "gpu_slow" else "HBM bandwidth"))
+        else:
+            ax.set_xlabel(label("fraction") + f" ({meta.get('layer', 'any')} layer)")
+            ax.set_title("links down" if k == "down" else
+                         f"links degraded to {f or '0.25'} of their bandwidth")
     axes[0][0].set_ylabel(label("slowdown"))
     # slowdowns set by timers reach 1000x beside 1.3x: a log axis keeps both readable
     _log_if_wide(axes[0][0], [r[k] for r in rows for k in ("median", "p90", "p99")], axis="y")

@@ -70,6 +70,15 @@ def run_one(index: int, pid: str, data: dict, strandable: bool = False) -> dict:
             if k in _SKIP or isinstance(v, (dict, list)):
                 continue
             row[k] = v
+        if isinstance(summary.get("exposed_comm_s"), dict):
+            # a training step's exposed communication by kind, as a layout search's rows have
+            # it (exposed_<kind>_s), so fixed and searched layouts share the columns
+            for k, v in plan.exposed(summary).items():
+                row.setdefault(f"exposed_{k}_s", v)
+        if isinstance(summary.get("memory"), dict):  # memory per GPU: memory_total_GB, ...
+            for k, v in summary["memory"].items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    row.setdefault(f"memory_{k}", v)
     except Exception as e:  # noqa: BLE001 - a run-time failure belongs in its row
         row["status"] = "infeasible" if type(e).__name__ == "MemoryInfeasible" else "error"
         row["error"] = _one_line(f"{e}" if isinstance(e, InputError)
