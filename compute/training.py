@@ -858,7 +858,9 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     hw_flops = model_flops + par.global_batch * m.recompute_flops_per_sequence(par.recompute)
     sym_text = []
     if len(d_sim) < D:
-        unfolded = (f"; the {len(bad_grp)} replica group(s) of {ep} holding a slowed GPU "
+        why = ("a slowed GPU or a GPU at a faulted link" if link_fold
+               else "a slowed GPU")
+        unfolded = (f"; the {len(bad_grp)} replica group(s) of {ep} holding {why} "
                     f"simulated on their own" if len(bad_grp) else "")
         sym_text.append(f"compute of {len(d_sim)} of {D} data-parallel replicas simulated "
                         f"(identical replicas{unfolded}); all network transfers of all replicas "
