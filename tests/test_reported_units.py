@@ -150,3 +150,36 @@ def test_training_sweep_rows_carry_exposed_comm_and_memory(tmp_path, capsys):
         assert float(r["memory_weights_GB"]) == round(2 * params / 1e9, 3)
         assert float(r["memory_optimizer_GB"]) == round(12 * params / 1e9, 3)
         assert float(r["memory_capacity_GB"]) == 80.0
+
+
+def test_sweep_sizes_listed_with_units_are_bytes_in_the_table(tmp_path, capsys):
+    # a list of size strings stayed text in sweep.csv (a range's sizes were bytes), so the
+    # column sorted as text and --plot drew no figure; the scenarios keep what was written
+    text = """
+[topology]
+kind = "custom"
+hosts = 2
+links = [[0, 1, 8, 1.0]]
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 1, bytes = "1MB"}]
+[sweep]
+"workload.flows.0.bytes" = ["1MB", "4MiB", "2MB"]
+[[plot]]
+x = "workload.flows.0.bytes"
+y = "makespan_us"
+"""
+    rc, _, err = cli(capsys, "sweep", write(tmp_path, text), "--out", tmp_path / "o", "-j", "1",
+                     "--no-progress", "--plot")
+    assert rc == 0, err
+    rows = list(csv.DictReader(open(tmp_path / "o" / "sweep.csv")))
+    assert [r["workload.flows.0.bytes"] for r in rows] == ["1000000", str(4 << 20), "2000000"]
+    assert [json.loads(r["scenario"])["workload"]["flows"][0]["bytes"] for r in rows] == \
+        ["1MB", "4MiB", "2MB"]
+    # 8 Gb/s: 1 MB takes 1,000 us (+1 us latency)
+    assert float(rows[0]["makespan_us"]) == pytest.approx(1001.0, rel=1e-6)
+    assert list((tmp_path / "o").glob("*.png")), err
+    from netcosim.sweep.points import column_value
+
+    assert [column_value(v) for v in ("x7", "ring", "10us", "400", 5, "1.5KB")] == \
+        ["x7", "ring", "10us", "400", 5, 1500]  # only sizes with a unit change

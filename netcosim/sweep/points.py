@@ -164,7 +164,7 @@ def _point(spec: SweepSpec, block: Block, fixed: dict, pick, index: int) -> Poin
     data = copy.deepcopy(fixed)
     params = dict(block.constants)
     for axis, i in zip(block.axes, pick):
-        params[axis.column] = axis.values[i]
+        params[axis.column] = column_value(axis.values[i])
         for path, value in axis.settings[i]:
             _apply(data, path, copy.deepcopy(value), f"{block.where}.{axis.key}")
     label = ", ".join(f"{k}={_fmt(v)}" for k, v in params.items())
@@ -174,6 +174,23 @@ def _point(spec: SweepSpec, block: Block, fixed: dict, pick, index: int) -> Poin
     except InputError as e:
         raise InputError(f"{where}: {e}") from None
     return Point(index, params, data, where)
+
+
+def column_value(v):
+    """An axis value as the table's column holds it: a size written with a unit ("16MB",
+    "1MiB") in bytes, as a range's sizes are, so the column sorts and plots as numbers (a list
+    of size strings left the column text and `--plot` drew nothing); anything else as given.
+    The point's scenario keeps the value as written."""
+    if isinstance(v, str):
+        from netcore.sizes import _SIZE_RE, SIZE_UNITS, parse_bytes
+
+        m = _SIZE_RE.match(v)
+        if m and m.group(2) and m.group(2) in SIZE_UNITS:
+            try:
+                return parse_bytes(v)
+            except InputError:
+                return v
+    return v
 
 
 def _apply(data: dict, path: list, value, where: str) -> None:
