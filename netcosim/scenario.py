@@ -328,7 +328,10 @@ class Scenario:
     def build_faults(self, topology):
         from topo.faults import LinkFaults
 
-        return LinkFaults.from_records(topology, self.faults, field_name="faults")
+        from netcosim.units import records_with_times
+
+        return LinkFaults.from_records(topology, records_with_times(self.faults, "at_us", "faults"),
+                                       field_name="faults")
 
     def build_schedule(self, topology, faults=None, routing=None):
         from netcosim import workloads

@@ -116,6 +116,20 @@ def parse_us(value, field: str = "us") -> float:
     return t
 
 
+def records_with_times(records, key: str, where: str):
+    """``records`` (a list of tables, e.g. ``faults``) with every string ``key`` ("1ms",
+    "500ns") parsed to microseconds, as a flow's ``start_us`` is; anything else, and a value
+    that is not a list of tables, is left for its own check."""
+    if not isinstance(records, list):
+        return records
+    out = []
+    for i, rec in enumerate(records):
+        if isinstance(rec, dict) and isinstance(rec.get(key), str):
+            rec = {**rec, key: parse_us(rec[key], f"{where}[{i}].{key}")}
+        out.append(rec)
+    return out
+
+
 def _parse_quantity(value, field, units, what, example) -> float:
     if _is_number(value):
         x = float(value)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cli_helpers import cli, write
+from cli_helpers import cli, refused, write
 
 # four 1 MB flows into one host of a 100 Gb/s star, DCQCN with PFC: the senders' links pause
 PFC_INCAST = """
@@ -183,3 +183,33 @@ y = "makespan_us"
 
     assert [column_value(v) for v in ("x7", "ring", "10us", "400", 5, "1.5KB")] == \
         ["x7", "ring", "10us", "400", 5, 1500]  # only sizes with a unit change
+
+
+def test_fault_times_take_units_as_start_times_do(tmp_path, capsys):
+    # a flow's start_us took "2ms" while a fault's at_us = "1ms" was refused as not a time
+    base = """
+[topology]
+kind = "custom"
+hosts = 2
+links = [[0, 1, 8, 1.0]]
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 1, bytes = "2MB"}]
+[[faults]]
+link = [0, 1]
+kind = "degrade"
+factor = 0.5
+at_us = AT
+"""
+    got = {}
+    for at in ('"500us"', "500", '"0.5ms"'):
+        rc, _, err = cli(capsys, "run", write(tmp_path, base.replace("AT", at)), "--out",
+                         tmp_path / f"o{len(got)}")
+        assert rc == 0, err
+        got[at] = json.loads((tmp_path / f"o{len(got)}" / "summary.json").read_text())
+    # 2 MB over 8 Gb/s: 500 us at full rate moves 0.5 MB, the 1.5 MB left at half rate take
+    # 3,000 us
+    spans = {g["makespan_us"] for g in got.values()}
+    assert len(spans) == 1 and spans.pop() == pytest.approx(3501.0, rel=1e-6)
+    refused(capsys, "run", write(tmp_path, base.replace("AT", '"-1ms"')), "--out",
+            tmp_path / "bad", has=("faults[0].at_us = '-1ms'",))

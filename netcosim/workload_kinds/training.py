@@ -125,7 +125,11 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     from netcosim.workloads import network_detail, scenario_engine, scenario_faults
 
     detail = network_detail(spec, where)
-    gpu_faults = parse_gpu_faults(spec.get("gpu_faults"), f"{where}.gpu_faults")
+    from netcosim.units import records_with_times
+
+    gpu_faults = parse_gpu_faults(records_with_times(spec.get("gpu_faults"), "at_us",
+                                                     f"{where}.gpu_faults"),
+                                  f"{where}.gpu_faults")
     located = fault_args(topology, scenario_faults())
     n_gpus = par.n_gpus if par.dp else topology.n_hosts
     try:
