@@ -41,12 +41,13 @@ def test_step_is_refused_when_its_member_routes_do_not_fit(tmp_path, capsys, mon
     path = write(tmp_path, STEP)
     seen = _spy(monkeypatch, "check_member_routes")
     monkeypatch.setenv(memory_guard.BUDGET_ENV, "1GiB")
-    rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "a")
+    few = ("--set", "workload.parallel.global_batch=4")  # 2 micro-batches: no pre-build probe
+    rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "a", *few)
     assert rc == 0, err
     assert seen["members"] > 0
     # routes of 2 GiB: over the 1 GiB budget the rest of the run fits in
     monkeypatch.setattr(memory_guard, "MEMBER_BYTES", (2 << 30) // seen["members"] + 1)
-    rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "b")
+    rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "b", *few)
     assert rc == 2, err
     assert "member connections to route" in err and "Traceback" not in err
     assert not (tmp_path / "b").exists()
@@ -70,29 +71,43 @@ def test_plan_takes_the_pipeline_layouts_run_takes():
         layouts.check_fixed(m, 16384, 2048, {"tp": 8, "pp": 16, "vp": 9})
 
 
-def _probe_estimate(monkeypatch, tmp_path, capsys, text, *sets):
-    """(estimated nodes, estimated members) of the pre-build guard, and the step as built."""
+def _probe_estimate(monkeypatch, tmp_path, text, *sets):
+    """The (nodes, members) the pre-build guard was called with, call by call, with its first
+    call (the one-unit bound) made to fail as on a machine too small for it; and the step as
+    built."""
     from netcore.schedule import TRANSFER
     from netcosim.scenario import load_scenario
+    from topo.errors import InputError
 
-    seen = _spy(monkeypatch, "check_schedule")
+    calls = []
+    real = memory_guard.check_schedule
+
+    def spy(n_nodes, n_members, *a, **k):
+        calls.append((n_nodes, n_members))
+        if len(calls) == 1:
+            raise InputError("the bound does not fit")
+        return real(n_nodes, n_members, *a, **k)
+
+    monkeypatch.setattr(memory_guard, "check_schedule", spy)
     s = load_scenario(write(tmp_path, text), sets).prepare().schedule
     tr = s.kind == TRANSFER
-    return seen, (s.n, int(s.members_per_node()[tr].sum()))
+    return calls, (s.n, int(s.members_per_node()[tr].sum()))
 
 
-def test_step_size_is_estimated_exactly_before_it_is_built(tmp_path, capsys, monkeypatch):
-    """Two small builds (1 and 2 micro-batches, or pp and 2 pp when interleaved) give the size
-    of a step of many micro-batches: every micro-batch adds the same nodes."""
-    seen, built = _probe_estimate(monkeypatch, tmp_path, capsys, STEP,
-                                  "workload.parallel.global_batch=160")  # 80 micro-batches
-    assert (seen["nodes"], seen["members"]) == built
-    seen, built = _probe_estimate(monkeypatch, tmp_path, capsys, STEP,
-                                  "workload.parallel.vp=2", "workload.parallel.global_batch=256")
-    assert (seen["nodes"], seen["members"]) == built
+def test_step_size_is_estimated_before_it_is_built(tmp_path, monkeypatch):
+    """A step of one unit (a micro-batch, or pp when interleaved) times the units bounds the
+    step; where the bound does not fit, a second step of two units gives the size exactly:
+    every micro-batch adds the same nodes."""
+    for sets in (["workload.parallel.global_batch=160"],  # 80 micro-batches
+                 ["workload.parallel.vp=2", "workload.parallel.global_batch=256"]):
+        calls, built = _probe_estimate(monkeypatch, tmp_path, STEP, *sets)
+        assert len(calls) == 2
+        bound, exact = calls
+        assert exact == built
+        assert bound[0] >= built[0] and bound[1] >= built[1]
     # a step of few micro-batches is not probed (the guard after the build covers it)
-    seen, _ = _probe_estimate(monkeypatch, tmp_path, capsys, STEP)
-    assert not seen
+    calls, _ = _probe_estimate(monkeypatch, tmp_path, STEP, "workload.parallel.global_batch=6")
+    assert not calls
 
 
 def test_step_too_large_for_memory_is_refused_before_it_is_built(tmp_path, capsys, monkeypatch):

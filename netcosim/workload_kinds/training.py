@@ -80,39 +80,47 @@ def check_options(spec: dict, where: str = "workload") -> None:
 
 
 # A step's schedule grows by the same nodes with every micro-batch (each adds its forward and
-# backward work on every stage), so its size is a + b x micro-batches. Above PROBE_MICRO
-# micro-batches (and PROBE_UNITS probe units) two small steps are built to measure a and b
-# before the real one: 10,000 micro-batches of Mixtral 8x7B on 64 GPUs are about 90 GB of
-# schedule, which the kernel killed mid-build instead of refusing.
-PROBE_MICRO = 64
-PROBE_UNITS = 16
+# backward work on every stage), so its size is a + b x micro-batches. From PROBE_UNITS probe
+# units of micro-batches on, a step of one unit is built first: its size times the units is an
+# upper bound (a >= 0); only when that bound does not fit is a step of two units built too,
+# which gives a and b exactly. 10,000 micro-batches of Mixtral 8x7B on 64 GPUs (about 90 GB of
+# schedule), or DeepSeek-V3 with EP 64 on 16,384 GPUs and 16 micro-batches (every expert
+# group's all-to-alls on the fabric), were killed for memory mid-build instead of refused.
+PROBE_UNITS = 4
 
 
 def _check_step_size(build_as, par: ParallelConfig, routed: bool, where: str,
                      what: str) -> None:
-    """Refuse (netcosim/memory_guard.py) a step whose schedule, extrapolated from two small
-    builds in micro-batches, cannot fit in memory. ``par`` is validated (dp resolved)."""
+    """Refuse (netcosim/memory_guard.py) a step whose schedule, extrapolated from small builds
+    in micro-batches, cannot fit in memory. ``par`` is validated (dp resolved)."""
     from dataclasses import replace
 
     from netcosim.memory_guard import check_schedule
 
     n_micro = par.micro_batches
     unit = par.pp if par.vp > 1 else 1  # interleaving needs a multiple of pp micro-batches
-    if n_micro < max(PROBE_MICRO, PROBE_UNITS * unit):
-        return
-    sizes = []
-    for k in (unit, 2 * unit):
+    if n_micro < PROBE_UNITS * unit:
+        return  # the probe would cost a large share of the build; the guard after it runs
+
+    def size(k):
         s = build_as("auto", replace(par, global_batch=k * par.micro_batch * par.dp))
         tr = s.kind == TRANSFER
-        sizes.append((s.n, int(s.members_per_node()[tr].sum())))
-    (n1, e1), (n2, e2) = sizes
-    scale = (n_micro - unit) / unit  # micro-batches beyond the first probe, in probe units
-    nodes = n1 + max(n2 - n1, 0) * scale
-    members = e1 + max(e2 - e1, 0) * scale
-    check_schedule(nodes, members, routed, where, f"{what} with {n_micro:,} micro-batches",
-                   "use a smaller parallel.global_batch (a step's time grows by the same "
-                   "amount with every micro-batch once the pipeline is full: simulate fewer "
-                   "and scale), fewer GPUs, or a machine with more memory")
+        return s.n, int(s.members_per_node()[tr].sum())
+
+    hint = ("use a smaller parallel.global_batch (a step's time grows by the same amount with "
+            "every micro-batch once the pipeline is full: simulate fewer and scale), fewer "
+            "GPUs, or a machine with more memory")
+    what = f"{what} with {n_micro:,} micro-batches"
+    units = n_micro / unit
+    n1, e1 = size(unit)
+    try:
+        check_schedule(n1 * units, e1 * units, routed, where, what, hint)
+        return
+    except InputError:
+        pass  # the bound does not fit: the exact size decides
+    n2, e2 = size(2 * unit)
+    check_schedule(n1 + max(n2 - n1, 0) * (units - 1), e1 + max(e2 - e1, 0) * (units - 1),
+                   routed, where, what, hint)
 
 
 def build(topology, spec: dict, where: str = "workload", seed: int = 0):
