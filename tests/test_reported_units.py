@@ -152,18 +152,22 @@ def test_training_sweep_rows_carry_exposed_comm_and_memory(tmp_path, capsys):
         assert float(r["memory_capacity_GB"]) == 80.0
 
 
-def test_sweep_sizes_listed_with_units_are_bytes_in_the_table(tmp_path, capsys):
-    # a list of size strings stayed text in sweep.csv (a range's sizes were bytes), so the
-    # column sorted as text and --plot drew no figure; the scenarios keep what was written
-    text = """
+# one flow of SIZE over one 8 Gb/s link (1 MB takes 1,000 us, plus 1 us of latency)
+ONE_FLOW = """
 [topology]
 kind = "custom"
 hosts = 2
 links = [[0, 1, 8, 1.0]]
 [workload]
 kind = "flows"
-flows = [{src = 0, dst = 1, bytes = "1MB"}]
-[sweep]
+flows = [{src = 0, dst = 1, bytes = "SIZE"}]
+"""
+
+
+def test_sweep_sizes_listed_with_units_are_bytes_in_the_table(tmp_path, capsys):
+    # a list of size strings stayed text in sweep.csv (a range's sizes were bytes), so the
+    # column sorted as text and --plot drew no figure; the scenarios keep what was written
+    text = ONE_FLOW.replace("SIZE", "1MB") + """[sweep]
 "workload.flows.0.bytes" = ["1MB", "4MiB", "2MB"]
 [[plot]]
 x = "workload.flows.0.bytes"
@@ -187,15 +191,7 @@ y = "makespan_us"
 
 def test_fault_times_take_units_as_start_times_do(tmp_path, capsys):
     # a flow's start_us took "2ms" while a fault's at_us = "1ms" was refused as not a time
-    base = """
-[topology]
-kind = "custom"
-hosts = 2
-links = [[0, 1, 8, 1.0]]
-[workload]
-kind = "flows"
-flows = [{src = 0, dst = 1, bytes = "2MB"}]
-[[faults]]
+    base = ONE_FLOW.replace("SIZE", "2MB") + """[[faults]]
 link = [0, 1]
 kind = "degrade"
 factor = 0.5
