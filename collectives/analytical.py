@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from netcore.sizes import MAX_BYTES
 from topo.errors import InputError
 from topo.arrays import union1d, unique
 
@@ -511,7 +512,7 @@ def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
     if op in ("all_to_all", "all_to_all_v"):
         if M is None:
             # S is a float: 2**63 for the largest int64 size, which split cannot hold
-            M = np.broadcast_to(split(min(int(S), 2**63 - 1), n), (n, n)).astype(np.float64)
+            M = np.broadcast_to(split(min(int(S), MAX_BYTES), n), (n, n)).astype(np.float64)
         a, b = np.nonzero(~np.eye(n, dtype=bool))
         if algorithm == "direct":
             return _serial([R2(a, b, M[a, b] / C)], C)

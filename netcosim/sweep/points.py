@@ -181,15 +181,13 @@ def column_value(v):
     "1MiB") in bytes, as a range's sizes are, so the column sorts and plots as numbers (a list
     of size strings left the column text and `--plot` drew nothing); anything else as given.
     The point's scenario keeps the value as written."""
-    if isinstance(v, str):
-        from netcore.sizes import _SIZE_RE, SIZE_UNITS, parse_bytes
+    if isinstance(v, str) and v.strip()[-1:].isalpha():  # a unit, not a bare number
+        from netcore.sizes import parse_bytes
 
-        m = _SIZE_RE.match(v)
-        if m and m.group(2) and m.group(2) in SIZE_UNITS:
-            try:
-                return parse_bytes(v)
-            except InputError:
-                return v
+        try:
+            return parse_bytes(v)
+        except InputError:
+            return v
     return v
 
 

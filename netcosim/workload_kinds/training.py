@@ -19,6 +19,7 @@ from compute.parallel import ParallelConfig, validate
 from compute.report import summarize
 from compute.training import build_step, fault_args, parse_gpu_faults
 from netcore.schedule import TRANSFER
+from netcosim.units import records_with_times
 from topo.errors import InputError
 
 KEYS = ("model", "gpu", "parallel", "placement", "tp_comm", "symmetry", "granularity",
@@ -133,8 +134,6 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     from netcosim.workloads import network_detail, scenario_engine, scenario_faults
 
     detail = network_detail(spec, where)
-    from netcosim.units import records_with_times
-
     gpu_faults = parse_gpu_faults(records_with_times(spec.get("gpu_faults"), "at_us",
                                                      f"{where}.gpu_faults"),
                                   f"{where}.gpu_faults")
@@ -158,7 +157,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         _check_step_size(build_as, validate(m, par, n_gpus), routed, where,
                          f"the training step on {n_gpus:,} GPUs")
         sched = build_as("auto")
-        if detail != "full" and scenario_engine() in (None, "flow"):
+        if routed:
             # routing every member of the scalable form can outgrow memory on its own (a
             # plan-chosen layout with CP 16 and PP 64 on 16,384 GPUs: 41 M members)
             from netcosim.memory_guard import check_member_routes
