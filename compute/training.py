@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from compute import comm, pipeline
+from compute import comm, pair_classes, pipeline
 from compute.hardware import GPUSpec, get_gpu
 from compute.layers import (CKIND, CKIND_NAMES, COMM_LOCAL, COMM_NET, COMPUTE, Item, LayerModel,
                             ep_rank_shares)
@@ -327,6 +327,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     if not isinstance(network_detail, str) or network_detail not in ("auto", "full"):
         raise InputError(f"network_detail = {network_detail!r}: expected auto or full")
     agg = network_detail == "auto"
+    # all-to-all pairs fall into classes only where hosts have groups (compute/pair_classes.py)
+    grouped = topology is not None and pair_classes.has_groups(topology.host_group)
     algos = comm.algorithms(algorithm)  # checked before anything is built
     n_gpus = None
     if n_hosts is None:
@@ -418,6 +420,15 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             if simulated[r]:
                 steps_of[r] = merged
 
+    # timing key of every rank (compute/pair_classes.py): ranks with one key run identical
+    # chains and reach a collective together. An expert imbalance keys ranks by their place
+    # in the expert group; every rank of an expert group simulated on its own (a slowed GPU, a
+    # fault at one of its hosts) and, with faults not located, every rank gets its own key
+    imbalanced = bool(m.experts) and m.expert_imbalance is not None and ep > 1
+    tkey = (dp_i % ep).astype(np.int64) if imbalanced else np.zeros(par.n_gpus, np.int64)
+    own = np.isin(dp_i // ep, bad_grp) | bool(faults and not link_fold)
+    tkey[own] = ep + np.flatnonzero(own)
+
     acc = _Acc()
     lay = layer_split(m, par)  # transformer layers of every pipeline position
     off = np.concatenate([[0], np.cumsum(lay)])  # first layer of every position
@@ -425,7 +436,6 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
 
     # ---- GPU classes: (EP index, compute factor, HBM factor); every class prices the layers
     # with its own spec and expert load, with the same chain structure
-    imbalanced = bool(m.experts) and m.expert_imbalance is not None and ep > 1
     lms: dict = {}
 
     def lm_of(cls):
@@ -587,6 +597,10 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         if tpl.n == 0:
             acc.edges(done, ready)
             return
+        if agg and sw is None and k % fold == 0 and grouped and \
+                pair_classes.independent_transfers(tpl):
+            stamp_classes(op, tpl, groups, ready, done, ckind, tag, lab, fold)
+            return
         if agg and sw is None and fold > 1 and k % fold == 0:
             stamp_folded(op, tpl, groups, ready, done, ckind, tag, lab, fold)
             return
@@ -658,6 +672,32 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         ids = add_instances(op, tpl, hosts[:, 0], groups.reshape(inst, fold, g)[:, 0], ckind,
                             tag, lab, mset)
         wire(tpl, ids, ready.reshape(inst, fold, g), done.reshape(inst, fold, g))
+
+    def stamp_classes(op, tpl, groups, ready, done, ckind, tag, lab, fold):
+        """``stamp`` of an all-to-all (independent transfers) in the scalable form: one node per
+        class of pairs (compute/pair_classes.py) for each run of ``fold`` copies, a member set
+        over the class's pairs of every copy. A class node waits for the ready nodes of its
+        members' ends, and the done node of each end waits for every class node touching it."""
+        k, g = groups.shape
+        inst = k // fold
+        hosts = host[groups].reshape(inst, fold, g)
+        granks = groups.reshape(inst, fold, g)
+        rdy, dn = ready.reshape(inst, fold * g), done.reshape(inst, fold * g)
+        same = (hosts == hosts[:1]).all()  # every chain position runs on the same groups
+        for i in ([0] if same else range(inst)):
+            rows = slice(None) if same else slice(i, i + 1)
+            reps = inst if same else 1
+            pc = pair_classes.classes(tpl, hosts[i], topology, tkey[granks[i]])
+            sid = np.array([acc.sets.add(pc.src[a:b], pc.dst[a:b])
+                            for a, b in zip(pc.ptr[:-1], pc.ptr[1:])], dtype=np.int64)
+            first = pc.ptr[:-1]
+            ids = acc.add(reps * pc.n, kind=TRANSFER, src=np.tile(pc.src[first], reps),
+                          dst=np.tile(pc.dst[first], reps), size=np.tile(pc.size, reps),
+                          tag=tag, label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
+                          rank=np.tile(granks[i, pc.copy, tpl.src[pc.pair]], reps),
+                          ckind=ckind, stream=1, mset=np.tile(sid, reps)).reshape(reps, pc.n)
+            acc.edges(ids[:, pc.end_cls], rdy[rows][:, pc.end_pos])
+            acc.edges(dn[rows][:, pc.end_pos], ids[:, pc.end_cls])
 
     def stamp_streams(op, st, groups, ready, done, ckind, tag, lab):
         """``stamp`` of a ring-like collective in the scalable form: per row of ``groups``, one

@@ -67,6 +67,13 @@ HOPS_INCLUDED = 6
 # members, 8.9 GB peak) was refused as 17.1 GiB with 12.6 left
 MEMBER_BYTES = 220
 ROUTED_NODE_BYTES = 50
+# A flow's path in the engine is its members' links folded into link classes, so beyond a few
+# thousand members it stops growing with them: DeepSeek-V3 with EP 64 on 16,384 GPUs (42,480
+# flows, an all-to-all class up to 57,344 members, 240.6 M member connections) peaked at
+# 8.4 GB, where 220 bytes for every member connection said 53 GB and refused it. A transfer
+# node is counted for at most MEMBER_CAP of its members: 10.7 GB there, 5.2 GB against 1.9
+# measured on 2,048 GPUs; sets below the cap (the calibrations above) are counted as before
+MEMBER_CAP = 4096
 # One node of a built training schedule, from the base up (its arrays, the dependency CSR and
 # the columns the engines add): Mixtral 8x7B on 64 GPUs with 8 / 80 / 400 micro-batches (0.075 /
 # 0.74 / 3.69 M nodes) held 577 bytes a node once built; with the flow engine's routes and
@@ -227,24 +234,34 @@ def check_transfers(n_transfers: int, where: str, what: str, hint: str,
                 f"{where}: {what} is {n_transfers:,} transfers{extra},", hint)
 
 
+def routed_members(members_per_node) -> int:
+    """The member connections the flow engine's routes and state cost, from the members of
+    every transfer node: each node counted for at most MEMBER_CAP."""
+    return int(np.minimum(np.asarray(members_per_node, dtype=np.int64), MEMBER_CAP).sum())
+
+
 def check_member_routes(n_nodes: int, n_members: int, where: str, what: str,
-                        hint: str) -> None:
+                        hint: str, n_routed: int | None = None) -> None:
     """InputError when a built scalable-form schedule (``n_nodes`` nodes whose transfers stand
-    for ``n_members`` member connections) cannot also hold the flow engine's routes and state:
-    what they add is held to the room left now, beside the schedule."""
-    need = int(n_nodes) * ROUTED_NODE_BYTES + int(n_members) * MEMBER_BYTES
+    for ``n_members`` member connections, ``n_routed`` of them as ``routed_members`` counts)
+    cannot also hold the flow engine's routes and state: what they add is held to the room
+    left now, beside the schedule."""
+    n_routed = n_members if n_routed is None else n_routed
+    need = int(n_nodes) * ROUTED_NODE_BYTES + int(n_routed) * MEMBER_BYTES
     check_bytes(need, f"{where}: {what} is {int(n_nodes):,} schedule nodes and "
                       f"{int(n_members):,} member connections to route,", hint)
 
 
 def check_schedule(n_nodes: int, n_members: int, routed: bool, where: str, what: str,
-                   hint: str) -> None:
+                   hint: str, n_routed: int | None = None) -> None:
     """InputError when a schedule of ``n_nodes`` nodes whose transfers stand for ``n_members``
-    member connections cannot be built and run: the schedule itself, then either the flow
-    engine's routes and state (``routed``) or one transfer per member (an engine that runs
-    every transfer). Checked before the schedule is built, from an estimate of its size."""
+    member connections (``n_routed`` as ``routed_members`` counts them) cannot be built and
+    run: the schedule itself, then either the flow engine's routes and state (``routed``) or
+    one transfer per member (an engine that runs every transfer). Checked before the schedule
+    is built, from an estimate of its size."""
     n_nodes, n_members = int(n_nodes), int(n_members)
-    run = (n_nodes * ROUTED_NODE_BYTES + n_members * MEMBER_BYTES if routed
+    n_routed = n_members if n_routed is None else int(n_routed)
+    run = (n_nodes * ROUTED_NODE_BYTES + n_routed * MEMBER_BYTES if routed
            else n_members * BYTES_PER_TRANSFER)
     check_bytes(BASE_BYTES + n_nodes * SCHEDULE_NODE_BYTES + run,
                 f"{where}: {what} is about {n_nodes:,} schedule nodes standing for "

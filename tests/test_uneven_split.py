@@ -18,8 +18,9 @@ DUMBBELL = custom(5, 2, [[0, 5, 100, 1], [1, 5, 100, 1], [2, 5, 100, 1], [3, 6, 
                          [4, 6, 100, 1], [5, 6, 100, 1]])
 
 
-def _sets_schedule(members):
-    """One transfer node per set; ``members``: list of sets, each a list of (src, dst)."""
+def _sets_schedule(members, steps=None):
+    """One transfer node per set; ``members``: list of sets, each a list of (src, dst);
+    ``steps``: serial steps of each node (1)."""
     ptr = np.concatenate([[0], np.cumsum([len(m) for m in members])])
     src = np.array([a for m in members for a, _ in m])
     dst = np.array([b for m in members for _, b in m])
@@ -27,7 +28,21 @@ def _sets_schedule(members):
     return Schedule(kind=[TRANSFER] * k, src=src[ptr[:-1]], dst=dst[ptr[:-1]],
                     size=[1 << 20] * k, duration=[0.0] * k, start=[0.0] * k,
                     dep_ptr=np.zeros(k + 1, np.int64), dep_idx=np.zeros(0),
-                    mset=np.arange(k), sets=MemberSets(ptr, src, dst))
+                    mset=np.arange(k), sets=MemberSets(ptr, src, dst), steps=steps)
+
+
+def test_independent_members_colliding_on_their_own_are_outliers_a_rings_are_not():
+    # set A: 0->3 and 1->4 both cross 5->6, 2->0 stays on switch 5. Set B (2->1, 1->0) loads
+    # the host links so that, counted over both sets, every member of A has the same share
+    # (a half). Counted on its own, A's two crossing members share 5->6 while 2->0 has its
+    # links to itself: when A runs they move at half the rate of 2->0
+    sets = [[(0, 3), (1, 4), (2, 0)], [(2, 1), (1, 0)]]
+    r = Routing(DUMBBELL, "shortest")
+    one_step = outlier_members(_sets_schedule(sets, steps=[1, 2]), r)
+    assert one_step.tolist() == [True, True, False, False, False]
+    # as a ring stream (3 steps) A's connections wait for one another at every step in the
+    # full form too: the collision slows the whole ring there as well, lock step is right
+    assert outlier_members(_sets_schedule(sets, steps=[3, 2]), r) is None
 
 
 def test_the_member_sharing_a_link_with_another_set_is_the_outlier():

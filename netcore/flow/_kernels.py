@@ -1073,32 +1073,44 @@ def relayout_slots(new_off, new_cap, EI, SI, SD, LI):
 @njit(cache=True)
 def dedupe_entries(ptr, link, weight):
     """Merge repeated links inside one flow's entry list (summing weights), in place order.
-    Returns (ptr, link, weight) unchanged when there is nothing to merge."""
+    Returns (ptr, link, weight) unchanged when there is nothing to merge. Linear in the
+    entries: a member set's path can cross thousands of links (an all-to-all's class of pairs
+    on 16,384 GPUs), where comparing every pair of a flow's entries took minutes."""
     n = ptr.shape[0] - 1
+    m_in = link.shape[0]
+    if m_in == 0:
+        return ptr, link, weight
+    n_links = 0
+    for a in range(m_in):
+        if link[a] + 1 > n_links:
+            n_links = link[a] + 1
+    seen = np.full(n_links, -1, dtype=np.int64)  # the flow that last met each link
     dup = False
     for f in range(n):
         for a in range(ptr[f], ptr[f + 1]):
-            for b in range(a + 1, ptr[f + 1]):
-                if link[a] == link[b]:
-                    dup = True
+            if seen[link[a]] == f:
+                dup = True
+                break
+            seen[link[a]] = f
+        if dup:
+            break
     if not dup:
         return ptr, link, weight
+    seen[:] = -1
+    at = np.empty(n_links, dtype=np.int64)  # where the current flow keeps each link
     nptr = np.zeros(n + 1, dtype=np.int64)
-    nl = np.empty(link.shape[0], dtype=np.int64)
-    nw = np.empty(link.shape[0], dtype=np.float64)
+    nl = np.empty(m_in, dtype=np.int64)
+    nw = np.empty(m_in, dtype=np.float64)
     m = 0
     for f in range(n):
-        s = m
         for a in range(ptr[f], ptr[f + 1]):
-            found = -1
-            for b in range(s, m):
-                if nl[b] == link[a]:
-                    found = b
-                    break
-            if found >= 0:
-                nw[found] += weight[a]
+            k = link[a]
+            if seen[k] == f:
+                nw[at[k]] += weight[a]
             else:
-                nl[m] = link[a]
+                seen[k] = f
+                at[k] = m
+                nl[m] = k
                 nw[m] = weight[a]
                 m += 1
         nptr[f + 1] = m

@@ -15,12 +15,22 @@ set's best member's is an outlier, and is split off exactly as a member behind a
 (``fault_split.split``): it becomes a transfer of its own with the same dependencies, and the
 set's other members keep one smaller set.
 
+A set of independent transfers (every node naming it is one step: an all-to-all's class of
+pairs, compute/pair_classes.py; the same pipeline send of every replica) is also tested on its
+own: the members' share counting only that set's member paths. Its members run at one time, so
+two of them hashed onto one spine link slow each other whenever the set runs, which the count
+over every set of the step (most of which run at other times) dilutes. A ring stream (more
+than one step) is not: its connections wait for one another at every step in the full form
+too, so a collision among them slows the whole ring there as well.
+
 Splitting costs one flow per outlier for every node naming the set. On a fabric where hashing
 makes nearly every set uneven (FullFlat's 8 planes under ECMP), repairing all of them would
 approach the full form's size (GPT-3 175B on 2,048 GPUs: 544,155 pieces against 37,480
 flows). So sets are repaired in order of how uneven they are (best share over worst share;
 ties by set id), whole sets at a time, while the pieces stay within ``budget``: by default as
-many as the scalable form's own flows, so the engine's work at most doubles.
+many as the scalable form's own flows, and at least ``MIN_BUDGET`` (a step whose all-to-alls
+are a few classes of pairs has few flows, and its few hundred thousand pieces cost the engine
+seconds), so the engine's work stays within a small factor.
 """
 from __future__ import annotations
 
@@ -28,6 +38,33 @@ import numpy as np
 
 from netcore.flow.member_routing import route_members
 from netcore.schedule import TRANSFER, Schedule
+from topo.arrays import unique
+
+
+MIN_BUDGET = 200_000  # pieces the repair may always add (module docstring)
+
+
+def _one_step_sets(schedule: Schedule, used: np.ndarray) -> np.ndarray:
+    """bool per set of ``used``: every transfer naming it is a single step."""
+    t = (schedule.kind == TRANSFER) & (schedule.mset >= 0)
+    multi = unique(schedule.mset[t & (schedule.steps > 1)])
+    return ~np.isin(used, multi)
+
+
+def _own_share(owner, link, weight, cap, set_of, n_links, which) -> np.ndarray:
+    """Per member: the least, over its path, of capacity over the weight of its own set's
+    member paths on that link (inf for members of sets not in ``which``)."""
+    sel = which[set_of][owner]
+    key = set_of[owner[sel]] * np.int64(n_links) + link[sel]
+    o = np.argsort(key, kind="stable")
+    ks = key[o]
+    starts = np.flatnonzero(np.concatenate([[True], ks[1:] != ks[:-1]]))
+    load = np.add.reduceat(weight[sel][o], starts) if len(o) else np.zeros(0)
+    per = np.empty(len(o))
+    per[o] = np.repeat(load, np.diff(np.concatenate([starts, [len(o)]])))
+    out = np.full(len(set_of), np.inf)
+    np.minimum.at(out, owner[sel], cap[link[sel]] / per)
+    return out
 
 
 def outlier_members(schedule: Schedule, routing, budget: int | None = None,
@@ -56,13 +93,26 @@ def outlier_members(schedule: Schedule, routing, budget: int | None = None,
     np.minimum.at(worst, set_of, share)
     # exact comparison of floats computed identically: members on equal links tie exactly
     outlier = share < best[set_of]
+    uneven_by = best / worst  # how uneven each set is: repaired most uneven first
+    one_step = _one_step_sets(schedule, used)
+    if one_step.any():
+        own = _own_share(owner, link, np.asarray(p.weight, dtype=np.float64), cap,
+                         set_of, n_links, one_step)
+        best_own = np.zeros(len(used))
+        worst_own = np.full(len(used), np.inf)
+        np.maximum.at(best_own, set_of, own)
+        np.minimum.at(worst_own, set_of, own)
+        outlier |= own < best_own[set_of]
+        with np.errstate(invalid="ignore"):  # inf / inf for the sets not tested on their own
+            uneven_by = np.where(one_step, np.maximum(uneven_by, best_own / worst_own),
+                                 uneven_by)
     n_out = np.bincount(set_of, weights=outlier, minlength=len(used)).astype(np.int64)
     uneven = np.flatnonzero(n_out > 0)
     if not uneven.size:
         return None
     cost = n_out[uneven] * uses[uneven]
-    order = np.lexsort((used[uneven], -(best[uneven] / worst[uneven])))
-    limit = int(t.sum()) if budget is None else int(budget)
+    order = np.lexsort((used[uneven], -uneven_by[uneven]))
+    limit = max(int(t.sum()), MIN_BUDGET) if budget is None else int(budget)
     take = uneven[order][np.cumsum(cost[order]) <= limit]
     if not take.size:
         return None

@@ -96,7 +96,7 @@ def _check_step_size(build_as, par: ParallelConfig, routed: bool, where: str,
     in micro-batches, cannot fit in memory. ``par`` is validated (dp resolved)."""
     from dataclasses import replace
 
-    from netcosim.memory_guard import check_schedule
+    from netcosim.memory_guard import check_schedule, routed_members
 
     n_micro = par.micro_batches
     unit = par.pp if par.vp > 1 else 1  # interleaving needs a multiple of pp micro-batches
@@ -105,23 +105,23 @@ def _check_step_size(build_as, par: ParallelConfig, routed: bool, where: str,
 
     def size(k):
         s = build_as("auto", replace(par, global_batch=k * par.micro_batch * par.dp))
-        tr = s.kind == TRANSFER
-        return s.n, int(s.members_per_node()[tr].sum())
+        m = s.members_per_node()[s.kind == TRANSFER]
+        return s.n, int(m.sum()), routed_members(m)
 
     hint = ("use a smaller parallel.global_batch (a step's time grows by the same amount with "
             "every micro-batch once the pipeline is full: simulate fewer and scale), fewer "
             "GPUs, or a machine with more memory")
     what = f"{what} with {n_micro:,} micro-batches"
     units = n_micro / unit
-    n1, e1 = size(unit)
+    n1, e1, r1 = size(unit)
     try:
-        check_schedule(n1 * units, e1 * units, routed, where, what, hint)
+        check_schedule(n1 * units, e1 * units, routed, where, what, hint, r1 * units)
         return
     except InputError:
         pass  # the bound does not fit: the exact size decides
-    n2, e2 = size(2 * unit)
-    check_schedule(n1 + max(n2 - n1, 0) * (units - 1), e1 + max(e2 - e1, 0) * (units - 1),
-                   routed, where, what, hint)
+    n2, e2, r2 = size(2 * unit)
+    grow = lambda a1, a2: a1 + max(a2 - a1, 0) * (units - 1)  # noqa: E731
+    check_schedule(grow(n1, n2), grow(e1, e2), routed, where, what, hint, grow(r1, r2))
 
 
 def build(topology, spec: dict, where: str = "workload", seed: int = 0):
@@ -162,11 +162,13 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
             # plan-chosen layout with CP 16 and PP 64 on 16,384 GPUs: 41 M members)
             from netcosim.memory_guard import check_member_routes
 
-            tr = sched.kind == TRANSFER
-            check_member_routes(sched.n, int(sched.members_per_node()[tr].sum()), where,
+            from netcosim.memory_guard import routed_members
+
+            per_node = sched.members_per_node()[sched.kind == TRANSFER]
+            check_member_routes(sched.n, int(per_node.sum()), where,
                                 f"the training step on {n_gpus:,} GPUs",
                                 "use fewer GPUs, fewer pipeline stages or micro-batches, or a "
-                                "machine with more memory")
+                                "machine with more memory", routed_members(per_node))
         if detail == "full":
             # the scalable form counts the transfers of the full one: refuse before building
             # what cannot fit (netcosim/memory_guard.py)
