@@ -10,11 +10,15 @@ figures are what a user sees, start-up and Numba cache loading included. Cases:
   switches, 7.2 Tb/s per GPU);
 * ``llama``: llama3-405b, TP 8, PP 16, VP 8, full recompute, global batch 2,048 sequences
   (examples/llama3_405b_16k.toml), on two_tier;
+* ``moe``: deepseek-v3 (256 routed experts, top 8), TP 1, PP 16, EP 64, selective recompute,
+  distributed optimizer, 16 micro-batches of one sequence, on two_tier: its expert
+  all-to-alls are 4,032 pairs each, in classes (compute/pair_classes.py);
 * ``ring`` / ``dbt``: 1 GiB all-reduce over every host of fat_tree k (ecmp).
 
     python benchmarks/bench_scale.py gpt3 --gpus 1024 4096 16384 65536 102400 [--fabric fullflat]
     python benchmarks/bench_scale.py ring --k 16 32 64 128
     python benchmarks/bench_scale.py gpt3 --gpus 2048 --detail full     # the reference form
+    python benchmarks/bench_scale.py moe --gpus 2048 4096 16384
 
 Prints one row per point and, with three or more points, the exponent of a power-law fit of
 wall time against GPUs (the issue's "no faster than about linearly").
@@ -38,6 +42,11 @@ def training_scenario(model: str, gpus: int, fabric: str, detail: str) -> str:
         par = dict(tp=8, pp=8, vp=12, sp="true", recompute='"selective"', dist_opt="true",
                    global_batch=max(gpus // 4, 8 * dp))
         name = "gpt3-175b"
+    elif model == "moe":
+        dp = gpus // 16
+        par = dict(tp=1, pp=16, ep=64, recompute='"selective"', dist_opt="true", micro_batch=1,
+                   global_batch=16 * dp)
+        name = "deepseek-v3"
     else:
         dp = gpus // 128  # the layout of examples/llama3_405b_16k.toml
         par = dict(tp=8, pp=16, vp=8, sp="true", recompute='"full"', dist_opt="true",
@@ -95,7 +104,7 @@ def run_point(text: str, timeout: float) -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("case", choices=("gpt3", "llama", "ring", "dbt"))
+    ap.add_argument("case", choices=("gpt3", "llama", "moe", "ring", "dbt"))
     ap.add_argument("--gpus", type=int, nargs="*", default=[1024, 4096, 16384, 65536, 102400])
     ap.add_argument("--k", type=int, nargs="*", default=[16, 32, 64])
     ap.add_argument("--fabric", choices=("two_tier", "fullflat"), default="two_tier")
@@ -105,7 +114,7 @@ def main(argv=None):
     # one warm-up so the first point does not pay Numba's first compilation
     run_point(collective_scenario("ring", 4, "auto"), a.timeout)
     rows = []
-    if a.case in ("gpt3", "llama"):
+    if a.case in ("gpt3", "llama", "moe"):
         points = [(g, training_scenario(a.case, g, a.fabric, a.detail)) for g in a.gpus]
         what = f"{a.case} on {a.fabric}, network_detail {a.detail}"
     else:

@@ -421,11 +421,15 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 steps_of[r] = merged
 
     # timing key of every rank (compute/pair_classes.py): ranks with one key run identical
-    # chains and reach a collective together. An expert imbalance keys ranks by their place
-    # in the expert group; every rank of an expert group simulated on its own (a slowed GPU, a
-    # fault at one of its hosts) and, with faults not located, every rank gets its own key
+    # chains and reach a collective together. An expert imbalance keys ranks by the load of
+    # their place in the expert group (equal loads price their layers alike: Zipf 0 gives one
+    # key); every rank of an expert group simulated on its own (a slowed GPU, a fault at one
+    # of its hosts) and, with faults not located, every rank gets its own key
     imbalanced = bool(m.experts) and m.expert_imbalance is not None and ep > 1
-    tkey = (dp_i % ep).astype(np.int64) if imbalanced else np.zeros(par.n_gpus, np.int64)
+    tkey = np.zeros(par.n_gpus, np.int64)
+    if imbalanced:
+        load_key = np.unique(ep_rank_shares(m, ep), return_inverse=True)[1]
+        tkey = load_key.astype(np.int64)[dp_i % ep]
     own = np.isin(dp_i // ep, bad_grp) | bool(faults and not link_fold)
     tkey[own] = ep + np.flatnonzero(own)
 

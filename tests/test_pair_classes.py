@@ -147,3 +147,12 @@ def test_a_torus_keeps_one_node_per_pair():
     assert _ep_nodes(s) % 12 == 0
     full = build_step(MOE, par, "h100_sxm", torus, granularity="coarse", network_detail="full")
     assert s.total_bytes == full.total_bytes
+
+
+def test_an_imbalance_of_zero_is_balanced_routing_with_as_few_classes():
+    fab = two_tier(nodes=8, gpus_per_node=4, nic_gbps=400)
+    par = dict(tp=1, pp=1, ep=8, global_batch=64, recompute="selective")
+    flat, _, t_flat = _step(fab, par, "auto", dict(MOE, expert_imbalance={"zipf": 0}))
+    bal, _, t_bal = _step(fab, par, "auto", MOE)
+    assert _ep_nodes(flat) == _ep_nodes(bal)
+    assert t_flat == pytest.approx(t_bal, rel=1e-9)
