@@ -302,7 +302,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     algorithm for network collectives, one name or ``{op: name}`` (``comm.algorithms``;
     default ring, direct for all-to-all). ``network_detail``: ``full`` generates every
     point-to-point transfer; ``auto`` the scalable form (docs/scale.md): a ring collective as one
-    stream over all its groups, any other collective one transfer per template step over all
+    stream over all its groups, an all-to-all one transfer per class of pairs over all groups
+    (compute/pair_classes.py), any other collective one transfer per template step over all
     groups, a pipeline send as one transfer over every replica that makes it.
     ``fault_hosts`` (hosts at a link with a fault event) and ``fault_scaleup`` (a fault on a
     scale-up link) say where the faults are: tensor parallelism stays analytic unless a

@@ -87,7 +87,9 @@ def _composed(name, algo, fab, policy, protocol, nbytes=1 << 30, **opts):
 def cases(quick: bool):
     sizes = (512,) if quick else (512, 1024, 2048)
     for fabric in ("two_tier", "fullflat"):
-        for g in sizes:
+        # fullflat's full form on 2,048 GPUs (striped over its 8 planes: about 25 M flows)
+        # no longer fits the 24 GB machine; it was killed for memory
+        for g in (sizes if fabric == "two_tier" else sizes[:2]):
             par = dict(GPT3, global_batch=max(g // 4, 8 * (g // 64)))
             yield lambda g=g, fabric=fabric, par=par: _training(
                 f"GPT-3 175B, {g} GPUs, {fabric}", "gpt3-175b", par, _fabric(fabric, g))
