@@ -55,16 +55,21 @@ def _own_share(owner, link, weight, cap, set_of, n_links, which) -> np.ndarray:
     """Per member: the least, over its path, of capacity over the weight of its own set's
     member paths on that link (inf for members of sets not in ``which``)."""
     sel = which[set_of][owner]
-    key = set_of[owner[sel]] * np.int64(n_links) + link[sel]
-    o = np.argsort(key, kind="stable")
-    ks = key[o]
-    starts = np.flatnonzero(np.concatenate([[True], ks[1:] != ks[:-1]]))
-    load = np.add.reduceat(weight[sel][o], starts) if len(o) else np.zeros(0)
-    per = np.empty(len(o))
-    per[o] = np.repeat(load, np.diff(np.concatenate([starts, [len(o)]])))
+    key = set_of[owner[sel]] * np.int64(n_links) + link[sel]  # (set, link)
+    at = np.searchsorted(unique(key), key)
+    load = np.bincount(at, weights=weight[sel])
     out = np.full(len(set_of), np.inf)
-    np.minimum.at(out, owner[sel], cap[link[sel]] / per)
+    np.minimum.at(out, owner[sel], cap[link[sel]] / load[at])
     return out
+
+
+def _best_worst(share, set_of, n_sets) -> tuple[np.ndarray, np.ndarray]:
+    """The largest and the least ``share`` of the members of each set."""
+    best = np.zeros(n_sets)
+    worst = np.full(n_sets, np.inf)
+    np.maximum.at(best, set_of, share)
+    np.minimum.at(worst, set_of, share)
+    return best, worst
 
 
 def outlier_members(schedule: Schedule, routing, budget: int | None = None,
@@ -87,10 +92,7 @@ def outlier_members(schedule: Schedule, routing, budget: int | None = None,
     share = np.full(len(pos), np.inf)
     np.minimum.at(share, owner, cap[link] / load[link])
     set_of = np.repeat(np.arange(len(used)), ms.sizes[used])  # index into used
-    best = np.zeros(len(used))
-    worst = np.full(len(used), np.inf)
-    np.maximum.at(best, set_of, share)
-    np.minimum.at(worst, set_of, share)
+    best, worst = _best_worst(share, set_of, len(used))
     # exact comparison of floats computed identically: members on equal links tie exactly
     outlier = share < best[set_of]
     uneven_by = best / worst  # how uneven each set is: repaired most uneven first
@@ -98,10 +100,7 @@ def outlier_members(schedule: Schedule, routing, budget: int | None = None,
     if one_step.any():
         own = _own_share(owner, link, np.asarray(p.weight, dtype=np.float64), cap,
                          set_of, n_links, one_step)
-        best_own = np.zeros(len(used))
-        worst_own = np.full(len(used), np.inf)
-        np.maximum.at(best_own, set_of, own)
-        np.minimum.at(worst_own, set_of, own)
+        best_own, worst_own = _best_worst(own, set_of, len(used))
         outlier |= own < best_own[set_of]
         with np.errstate(invalid="ignore"):  # inf / inf for the sets not tested on their own
             uneven_by = np.where(one_step, np.maximum(uneven_by, best_own / worst_own),
