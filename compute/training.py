@@ -556,6 +556,32 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     def algo(op):
         return algos.get(op, algos.get("all_to_all")) if op == "all_to_all_v" else algos.get(op)
 
+    def rail_m(op, groups, tpl=None, sw=None):
+        """GPUs of each two_tier node every group holds, where its ring runs one per rail
+        (collectives/rail.py, as NCCL lays its ring channels through every NIC: one ring in
+        rank order would leave each node through one NIC), else None."""
+        if tpl is None and sw is None and comm.runs_rail_rings(op, algo(op)):
+            return comm.per_node(topology, host[groups])
+        return None
+
+    def streams_of(op, nbytes, groups, tpl=None, sw=None):
+        """The streams (collectives.streams) a ring-like collective on every row of ``groups``
+        is in the scalable form: one per rail ring, or one; None where it has none (not
+        ``agg``, in-network, trees, all-to-alls)."""
+        if not agg or sw is not None or (tpl is None and comm.in_network(algos.get(op))):
+            return None
+        g = groups.shape[1]
+        m = rail_m(op, groups, tpl, sw)
+        if m is not None:
+            rs = comm.rail_streams(op, g, _size(nbytes), algo(op), m)
+            if rs is not None:
+                return rs
+        st = None if tpl is not None else comm.stream(op, g, _size(nbytes), algo(op))
+        if st is None:
+            tpl = comm.template(op, g, _size(nbytes), algo(op)) if tpl is None else tpl
+            st = stream_of(tpl) if tpl.n else None
+        return None if st is None else [st]
+
     def stamp(op, nbytes, groups, ready, done, ckind, tag=-1, lab=None, tpl=None, sw=None,
               fold=1):
         """Run ``op`` on every row of ``groups`` (global ranks, shape (k, g)); its first transfers
@@ -571,32 +597,12 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                                                       topology):
                 stamp(op, nbytes, groups[rows], ready[rows], done[rows], ckind, tag, lab, t_, sw_)
             return
-        # a group holding m GPUs of each of several two_tier nodes runs its rings one per
-        # rail (collectives/rail.py), as NCCL lays its ring channels through every NIC: one
-        # ring in rank order would leave each node through one NIC
-        m = comm.per_node(topology, host[groups]) if tpl is None and sw is None and \
-            comm.runs_rail_rings(op, algo(op)) else None
-        if agg and sw is None and m is not None:
-            rs = comm.rail_streams(op, g, _size(nbytes), algo(op), m)
-            if rs is not None:
-                for st in rs:
-                    stamp_streams(op, st, groups, ready, done, ckind, tag, lab)
-                return
-        if agg and sw is None:
-            # a ring-like collective: each group becomes one stream (all its connections in
-            # lock step). Copies of a group on other rails stay separate streams: they hash to
-            # other paths, and in lock step they would wait for one another (a MoE step +1.27%
-            # with copies merged, +1.07% apart, -0.49% once the flow engine splits the members
-            # a collision leaves uneven; docs/scale.md). Other collectives keep one
-            # transfer per template node and group; their count does not grow with the
-            # data-parallel degree, as only the simulated replicas run them
-            st = None if tpl is not None else comm.stream(op, g, _size(nbytes), algo(op))
-            if st is None:
-                tpl = comm.template(op, g, _size(nbytes), algo(op)) if tpl is None else tpl
-                st = stream_of(tpl) if tpl.n else None
-            if st is not None:
+        sts = streams_of(op, nbytes, groups, tpl, sw)
+        if sts is not None:
+            for st in sts:
                 stamp_streams(op, st, groups, ready, done, ckind, tag, lab)
-                return
+            return
+        m = rail_m(op, groups, tpl, sw)
         if tpl is None:
             tpl = comm.template(op, g, _size(nbytes), algo(op), per_node=m)
         if tpl.n == 0:
@@ -704,17 +710,25 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             acc.edges(ids[:, pc.end_cls], rdy[rows][:, pc.end_pos])
             acc.edges(dn[rows][:, pc.end_pos], ids[:, pc.end_cls])
 
-    def stamp_streams(op, st, groups, ready, done, ckind, tag, lab):
+    def stamp_streams(op, st, groups, ready, done, ckind, tag, lab, copies=None, copy_of=None):
         """``stamp`` of a ring-like collective in the scalable form: per row of ``groups``, one
         transfer standing for every connection of that group (collectives.streams), after a
         step-latency delay if it has one. It waits for the row's ready nodes, and the row's done
-        nodes wait for it (groups folded by symmetry share nodes; the schedule keeps each edge
-        once). All rows are added at once: a large MoE step stamps hundreds of thousands of
-        streams."""
+        nodes wait for it. With ``copies`` (a list of (n, g) group arrays) row r stands for the
+        connections of every group in ``copies[copy_of[r]]``: copies that start and end on the
+        same chain nodes. All rows are added at once: a large MoE step stamps hundreds of
+        thousands of streams."""
         k = groups.shape[0]
         hosts = host[groups]
-        sid = np.array([acc.sets.add(hosts[r, st.src], hosts[r, st.dst]) for r in range(k)],
-                       dtype=np.int64)
+        if copies is None:
+            sid = np.array([acc.sets.add(hosts[r, st.src], hosts[r, st.dst]) for r in range(k)],
+                           dtype=np.int64)
+            short = st.short
+        else:
+            sets = np.array([acc.sets.add(host[c][:, st.src], host[c][:, st.dst])
+                             for c in copies], dtype=np.int64)
+            sid = sets[copy_of]
+            short = st.short * np.array([len(c) for c in copies], dtype=np.int64)[copy_of]
         first = hosts[:, st.src[0]]
         after = ready
         if st.delay_s > 0:
@@ -726,9 +740,25 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         node = acc.add(k, kind=TRANSFER, src=first, dst=hosts[:, st.dst[0]], size=st.nbytes,
                        tag=tag, label=acc.lab(lab or f"comm:{CKIND_NAMES[ckind]}:{op}"),
                        rank=groups[:, st.src[0]], ckind=ckind, stream=1, mset=sid,
-                       steps=st.steps, short=st.short)
+                       steps=st.steps, short=short)
         acc.edges(node[:, None], after)
         acc.edges(done, node[:, None])
+
+    def stamp_copies(op, st, groups, qs, ckind):
+        """The ring-like collective ``op`` at chain positions ``qs`` on every row of ``groups``
+        (the tensor-, context- or expert-parallel groups of one stage, every replica's) in the
+        scalable form. Groups whose ranks fold onto the same representative chains start and
+        end on the same chain nodes: one stream over all their connections per position (a
+        copy that routing leaves slower than the others is split off by the flow engine,
+        netcore/flow/uneven_split.py). A replica simulated on its own keeps its own stream."""
+        _, first, inv = np.unique(rep[groups], axis=0, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        copies = [groups[inv == c] for c in range(len(first))]
+        lead = groups[first]  # (classes, g): each class named by its first group
+        R = np.tile(lead, (len(qs), 1))
+        qq = np.repeat(qs, len(first))[:, None]
+        stamp_streams(op, st, R, node(R, qq - 1), node(R, qq), ckind, -1, None, copies,
+                      np.tile(np.arange(len(first)), len(qs)))
 
     d_all = np.arange(D)
     for s in range(P):
@@ -755,6 +785,11 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             else:  # ep: consecutive data-parallel ranks
                 groups = g4.transpose(1, 2, 0).reshape(C * T, D // par.ep, par.ep) \
                     .reshape(-1, par.ep)
+            sts = streams_of(op, nbytes, groups)
+            if sts is not None:
+                for st in sts:
+                    stamp_copies(op, st, groups, qs, CKIND[group])
+                continue
             kq = len(qs)
             G = np.repeat(groups[None], kq, axis=0).reshape(-1, groups.shape[1])
             qq = np.repeat(qs, len(groups))[:, None]
