@@ -564,14 +564,12 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             return comm.per_node(topology, host[groups])
         return None
 
-    def streams_of(op, nbytes, groups, tpl=None, sw=None):
-        """The streams (collectives.streams) a ring-like collective on every row of ``groups``
-        is in the scalable form: one per rail ring, or one; None where it has none (not
-        ``agg``, in-network, trees, all-to-alls)."""
+    def streams_of(op, nbytes, g, m, tpl=None, sw=None):
+        """The streams (collectives.streams) a ring-like collective over g ranks, ``m`` of them
+        per node (``rail_m``), is in the scalable form: one per rail ring, or one; None where
+        it has none (not ``agg``, in-network, trees, all-to-alls)."""
         if not agg or sw is not None or (tpl is None and comm.in_network(algos.get(op))):
             return None
-        g = groups.shape[1]
-        m = rail_m(op, groups, tpl, sw)
         if m is not None:
             rs = comm.rail_streams(op, g, _size(nbytes), algo(op), m)
             if rs is not None:
@@ -597,12 +595,12 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                                                       topology):
                 stamp(op, nbytes, groups[rows], ready[rows], done[rows], ckind, tag, lab, t_, sw_)
             return
-        sts = streams_of(op, nbytes, groups, tpl, sw)
+        m = rail_m(op, groups, tpl, sw)
+        sts = streams_of(op, nbytes, g, m, tpl, sw)
         if sts is not None:
             for st in sts:
                 stamp_streams(op, st, groups, ready, done, ckind, tag, lab)
             return
-        m = rail_m(op, groups, tpl, sw)
         if tpl is None:
             tpl = comm.template(op, g, _size(nbytes), algo(op), per_node=m)
         if tpl.n == 0:
@@ -720,15 +718,12 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         thousands of streams."""
         k = groups.shape[0]
         hosts = host[groups]
-        if copies is None:
-            sid = np.array([acc.sets.add(hosts[r, st.src], hosts[r, st.dst]) for r in range(k)],
-                           dtype=np.int64)
-            short = st.short
-        else:
-            sets = np.array([acc.sets.add(host[c][:, st.src], host[c][:, st.dst])
-                             for c in copies], dtype=np.int64)
-            sid = sets[copy_of]
-            short = st.short * np.array([len(c) for c in copies], dtype=np.int64)[copy_of]
+        if copies is None:  # every row stands for its own group
+            copies, copy_of = [groups[r:r + 1] for r in range(k)], np.arange(k)
+        sets = np.array([acc.sets.add(host[c][:, st.src], host[c][:, st.dst]) for c in copies],
+                        dtype=np.int64)
+        sid = sets[copy_of]
+        short = st.short * np.array([len(c) for c in copies], dtype=np.int64)[copy_of]
         first = hosts[:, st.src[0]]
         after = ready
         if st.delay_s > 0:
@@ -785,7 +780,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             else:  # ep: consecutive data-parallel ranks
                 groups = g4.transpose(1, 2, 0).reshape(C * T, D // par.ep, par.ep) \
                     .reshape(-1, par.ep)
-            sts = streams_of(op, nbytes, groups)
+            sts = streams_of(op, nbytes, groups.shape[1], rail_m(op, groups))
             if sts is not None:
                 for st in sts:
                     stamp_copies(op, st, groups, qs, CKIND[group])
