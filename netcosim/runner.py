@@ -31,6 +31,12 @@ def simulate_scenario(scenario, prepared=None, check_reachability: bool = True):
     except EngineUnavailable as e:
         raise InputError(f"engine.kind = {prepared.engine!r}: {e}") from None
     options = dict(prepared.engine_options or {})
+    if prepared.engine == "flow" and options.get("memory_budget") is None:
+        # the flow engine refuses a scalable-form schedule whose paths cannot fit, before
+        # building them (netcore/flow/engine.py), with the room the memory guard measures now
+        from netcosim.memory_guard import budget
+
+        options["memory_budget"] = budget()[0]
     # prepare() already validated the schedule (build_workload does): do not pay for it twice.
     result = simulate(prepared.topology, prepared.schedule, prepared.routing, prepared.faults,
                       engine=prepared.engine, seed=scenario.seed, validate=False, **options)

@@ -253,6 +253,27 @@ class MemberRouting:
                      p.latency, p.hops)
 
     # ------------------------------------------------------------------ engine interface
+    def entry_count(self, nodes: np.ndarray) -> int:
+        """Path entries (flow, representative link) the engine will hold for ``nodes`` with
+        every link up, without building them: a set's folded path is counted once per node
+        naming it (each node is a flow of its own), a single transfer by its own folded path
+        (several planes or paths under striping). What the engine's memory grows with
+        (netcore/flow/engine.py, memory_budget)."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        ms = self.mset[nodes]
+        grouped = ms[ms >= 0]
+        n = 0
+        if grouped.size:
+            table = self._cache.get(None)
+            if table is None:
+                table = self._cache[None] = self._fold(self._route_sets(self.used_sets, None))
+            per_set = np.diff(table.ptr)
+            n += int(per_set[np.searchsorted(self.used_sets, grouped)].sum())
+        single = nodes[ms < 0]
+        if single.size:
+            n += int(np.diff(self._fold(self._route_single(single, None)).ptr).sum())
+        return n
+
     def node_paths(self, nodes: np.ndarray, alive) -> Paths:
         nodes = np.asarray(nodes, dtype=np.int64)
         ms = self.mset[nodes]

@@ -32,6 +32,11 @@ DEFAULTS = {
     # (docs/flow_engine.md "Local repair"); false: every change re-solves its whole connected
     # component, as before (same rates to rounding; for checking and timing)
     "local_repair": True,
+    # bytes the run may still allocate (None: unchecked). A schedule of member sets (the
+    # scalable form) is refused with an InputError, before its paths are built, when its path
+    # entries would need more (engine.py, ENTRY_BYTES); `netcosim run` passes its memory
+    # guard's budget, so a run that cannot fit says so instead of being killed for memory
+    "memory_budget": None,
 }
 
 TRANSPORTS = ("fluid", "tcp")
@@ -91,6 +96,10 @@ def check_options(opts: dict) -> dict:
     iw = out["init_cwnd"]
     if not isinstance(iw, int) or isinstance(iw, bool) or iw < 1:
         raise InputError(f"engine.init_cwnd = {iw!r}: expected an integer >= 1 (segments)")
+    mb = out["memory_budget"]
+    if mb is not None and (not _is_number(mb) or not math.isfinite(mb) or mb <= 0):
+        raise InputError(f"engine.memory_budget = {mb!r}: expected a number of bytes > 0 "
+                         f"(or nothing)")
     for key in ("link_series", "record_paths", "handshake", "local_repair"):
         if not isinstance(out[key], bool):
             raise InputError(f"engine.{key} = {out[key]!r}: expected true or false")
