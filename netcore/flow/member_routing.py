@@ -105,6 +105,7 @@ class MemberRouting:
         faulted = unique(np.asarray(faults.dlink, dtype=np.int64))
         self.rep = np.arange(self.L, dtype=np.int64)
         self.n_classes = self.n_used_links = 0
+        self._singles_up = None  # every single transfer's path with all links up (unfolded)
         set_paths = self._build_quotient(used, faulted)
         if set_paths is not None:
             self._cache[None] = self._fold(set_paths)
@@ -178,6 +179,7 @@ class MemberRouting:
 
         set_paths = self._route_sets(used, None) if len(used) else None
         single_paths = self._route_single(self.single, None) if len(self.single) else None
+        self._singles_up = single_paths
         dead_any = np.zeros(self.L, bool)
         dead_any[faulted] = True
         for p, ids, route in ((set_paths, used, self._route_sets),
@@ -253,6 +255,22 @@ class MemberRouting:
                      p.latency, p.hops)
 
     # ------------------------------------------------------------------ engine interface
+    def _set_table(self, akey, alive) -> Paths:
+        """Folded paths of every used set under one alive mask (``akey``: its packed bits,
+        None with every link up), routed once per mask."""
+        table = self._cache.get(akey)
+        if table is None:  # every used set at once: one routing call per alive mask
+            table = self._cache[akey] = self._fold(self._route_sets(self.used_sets, alive))
+        return table
+
+    def _single_table(self, nodes: np.ndarray, alive) -> Paths:
+        """Folded paths of the single transfers ``nodes``: with every link up and all of them
+        asked for, the routing made when the classes were built is reused."""
+        if alive is None and self._singles_up is not None and \
+                np.array_equal(nodes, self.single):
+            return self._fold(self._singles_up)
+        return self._fold(self._route_single(nodes, alive))
+
     def entry_count(self, nodes: np.ndarray) -> int:
         """Path entries (flow, representative link) the engine will hold for ``nodes`` with
         every link up, without building them: a set's folded path is counted once per node
@@ -264,14 +282,11 @@ class MemberRouting:
         grouped = ms[ms >= 0]
         n = 0
         if grouped.size:
-            table = self._cache.get(None)
-            if table is None:
-                table = self._cache[None] = self._fold(self._route_sets(self.used_sets, None))
-            per_set = np.diff(table.ptr)
+            per_set = np.diff(self._set_table(None, None).ptr)
             n += int(per_set[np.searchsorted(self.used_sets, grouped)].sum())
         single = nodes[ms < 0]
         if single.size:
-            n += int(np.diff(self._fold(self._route_single(single, None)).ptr).sum())
+            n += int(np.diff(self._single_table(single, None).ptr).sum())
         return n
 
     def node_paths(self, nodes: np.ndarray, alive) -> Paths:
@@ -282,12 +297,9 @@ class MemberRouting:
         parts = []
         single = np.flatnonzero(ms < 0)
         if single.size:
-            parts.append((single, self._fold(self._route_single(nodes[single], alive))))
+            parts.append((single, self._single_table(nodes[single], alive)))
         grouped = np.flatnonzero(ms >= 0)
         if grouped.size:
-            table = self._cache.get(akey)
-            if table is None:  # every used set at once: one routing call per alive mask
-                table = self._cache[akey] = self._fold(self._route_sets(self.used_sets, alive))
             row = np.searchsorted(self.used_sets, ms[grouped])
-            parts.append((grouped, table.take(row)))
+            parts.append((grouped, self._set_table(akey, alive).take(row)))
         return _merge(len(nodes), parts)

@@ -160,9 +160,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
         if routed:
             # routing every member of the scalable form can outgrow memory on its own (a
             # plan-chosen layout with CP 16 and PP 64 on 16,384 GPUs: 41 M members)
-            from netcosim.memory_guard import check_member_routes
-
-            from netcosim.memory_guard import routed_members
+            from netcosim.memory_guard import check_member_routes, routed_members
 
             per_node = sched.members_per_node()[sched.kind == TRANSFER]
             check_member_routes(sched.n, int(per_node.sum()), where,
