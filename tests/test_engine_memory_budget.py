@@ -39,9 +39,9 @@ def test_entry_count_is_what_the_engine_holds(monkeypatch):
 
     real_fit = flow_state.FlowState.fit_slots
 
-    def grab(self, slack=1.0):
+    def grab(self):
         held.append(self.n_ent)
-        return real_fit(self, slack)
+        return real_fit(self)
 
     monkeypatch.setattr(E, "_check_entries", spy)
     monkeypatch.setattr(flow_state.FlowState, "fit_slots", grab)

@@ -13,9 +13,14 @@ Vocabulary
 * slot: while a flow is active each of its entries occupies one slot in its link's contiguous
   slot range ``[LOFF[l], LOFF[l] + NACT[l])`` of the slot pool (``SI``: flow, entry; ``SD``:
   weight, current rate). Insert appends, remove swaps the last slot in, so scanning "the flows
-  on link l" streams through memory instead of chasing pointers. Each link's slot capacity is
-  the number of not-finished transfers whose current path crosses it (set from Python), so a
-  link never overflows.
+  on link l" streams through memory instead of chasing pointers. A link's slot capacity
+  follows the flows active on it at once, not every transfer that will ever cross it (most of
+  a training step's transfers wait or are done at any instant): a flow that would overflow one
+  of its links waits in the pending list (``PLIST``), and so does every flow activated after
+  it in the same batch, which keeps each link's slot order what it would have been; the event
+  loop then returns RC_GROW_SLOTS, Python lays the pool out again with more room
+  (``FlowState.grow_slots``) and the next call activates the pending flows, in order, before
+  the batch's re-allocation. Results do not depend on the capacities.
 * The max-min solver (``_recompute``) only touches the connected component of the flow/link
   graph reached from the links an event changed; after an event that only removed flows it
   also leaves alone every flow slower than the slowest removed one (docs/flow_engine.md has
@@ -46,7 +51,9 @@ KIND, NDEPS, POFF, PLEN, STATE, ISNEW, FSTAMP, FFRZ, CF, ADDL = range(10)
 # CAPB: 1 when the last solve froze the flow at its slow-start cap; CAPEV: highest slow-start
 # round for which a cap-doubling event was queued (-1: none)
 CAPB, CAPEV = range(10, 12)
-N_NI = 12
+# PLIST: position i holds the i-th flow waiting for slot room (isc[PACT_N] of them)
+PLIST = 12
+N_NI = 13
 # ---------------------------------------------------------------- entry int columns (EI)
 ELINK, EFLOW, ESLOT = range(3)
 N_EI = 3
@@ -71,7 +78,10 @@ DEFER, DFULL, NDONE, CAPEVENTS, CAPS = range(15, 20)
 LOCAL_OK, LOCAL_FAIL, LOCAL_ROUNDS, LOCAL_SKIP, LOCAL_STREAK = range(20, 25)
 # path entries of the active flows (slots in use): the size of a whole-fabric solve
 ACT_ENT = 25
-N_ISC = 26
+# flows waiting for slot room (PLIST); 1 while the event loop waits for Python to grow the slot
+# pool (its batch resumes, its completions so far kept: NDONE and the batch's first NDONE0)
+PACT_N, SLOTWAIT, NDONE0 = 26, 27, 28
+N_ISC = 29
 # relative slack of rate comparisons: rates that are equal in exact arithmetic can differ in
 # the last bits when different solves produced them (a sum of rates rounds differently), so
 # a tie must not be read as "slower" (the removal threshold, the local repair's checks)
@@ -94,7 +104,7 @@ WAIT, ACTIVE, FLIGHT, DONE, STALLED, STRANDED, HSHAKE = 0, 1, 2, 3, 4, 5, 6
 EV_END, EV_START, EV_DATA, EV_CAP = 0, 1, 2, 3
 
 # advance() return codes
-RC_STOP, RC_GROW_SERIES, RC_DEFER = 0, 2, 3
+RC_STOP, RC_GROW_SERIES, RC_DEFER, RC_GROW_SLOTS = 0, 2, 3, 4
 # advance() mode bits: stop after the events of a time stamp that completed nodes (before its
 # re-allocation, so that nodes added by the caller at that instant join the same batch), and
 # treat t_stop as inclusive (process the instant t_stop, then stop the same way)
@@ -248,6 +258,34 @@ def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
             LF[BUSY_SINCE, l] = t
         _seed(LI, isc, l)
     isc[ACT_ENT] += NI[f, PLEN]
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _try_activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
+    """Activate f if every link of its path has a free slot and no flow is pending before
+    it; else f joins the pending list (activated after the pool grows, in list order)."""
+    if isc[PACT_N] == 0:
+        fits = True
+        p0 = NI[f, POFF]
+        for e in range(p0, p0 + NI[f, PLEN]):
+            l = EI[e, ELINK]
+            if LI[NACT, l] >= LI[LCAP, l]:
+                fits = False
+                break
+        if fits:
+            _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc)
+            return
+    NI[isc[PACT_N], PLIST] = f
+    isc[PACT_N] += 1
+
+
+@njit(cache=True, _nrt=False)
+def flush_pending(t, NI, EI, ew, SI, SD, LF, LI, isc):
+    """Activate the pending flows at t, in the order they were deferred (the pool has room:
+    FlowState.grow_slots)."""
+    for i in range(isc[PACT_N]):
+        _activate(NI[i, PLIST], t, NI, EI, ew, SI, SD, LF, LI, isc)
+    isc[PACT_N] = 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -757,7 +795,7 @@ def _begin_data(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
         NI[c, ISNEW] = 1
         NI[isc[N_ADD], ADDL] = c
         isc[N_ADD] += 1
-        _activate(c, t, NI, EI, ew, SI, SD, LF, LI, isc)
+        _try_activate(c, t, NI, EI, ew, SI, SD, LF, LI, isc)
 
 
 @njit(cache=True, _nrt=False)
@@ -797,7 +835,9 @@ def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, 
             dhi, dpos, rhk, rhi, rpos, ls_t, ls_l, ls_r, isc, fsc, chk, chi, cpos, cbuf):
     """Process every event with time < ``t_stop`` (all events of one time stamp as one batch,
     followed by one component-local re-allocation). Returns RC_STOP, or RC_GROW_SERIES when the
-    caller must enlarge the link-series arrays before resuming.
+    caller must enlarge the link-series arrays before resuming, or RC_GROW_SLOTS when flows of
+    the current batch wait for slot room (the caller grows the pool and calls again: the batch
+    resumes where it stopped).
 
     ``mode`` (incremental driving, 0 in batch runs): with M_STOPC, a time stamp at which nodes
     ended stops the loop after its events and before its re-allocation (RC_DEFER; the ended
@@ -806,7 +846,8 @@ def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, 
     next call first finishes the deferred batch, including whatever the caller started at that
     instant, so driving step by step gives the same batches as one batch run."""
     n_links = LI.shape[1]
-    isc[NDONE] = 0
+    if isc[SLOTWAIT] == 0:
+        isc[NDONE] = 0
     while True:
         resume = isc[DEFER] == 1
         if resume:
@@ -832,10 +873,15 @@ def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, 
                 return RC_STOP
         if isc[SERIES] == 1 and isc[LS_N] + n_links > ls_t.shape[0]:
             return RC_GROW_SERIES
+        ndone0 = isc[NDONE]
         if resume:
             isc[DEFER] = 0
             theta = fsc[THETA]
             full = isc[DFULL] == 1
+            if isc[SLOTWAIT] == 1:  # the pool has grown: the batch's pending flows start now
+                isc[SLOTWAIT] = 0
+                ndone0 = isc[NDONE0]
+                flush_pending(t, NI, EI, ew, SI, SD, LF, LI, isc)
         else:
             fsc[CLOCK] = t
             theta = np.inf
@@ -846,7 +892,6 @@ def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, 
             isc[PEND] = 0
             full = True
         nev = 0
-        ndone0 = isc[NDONE]
         while True:
             progressed = False
             while isc[DH_N] > 0 and dhk[0] <= t:
@@ -896,6 +941,13 @@ def advance(t_stop, mode, NF, NI, cptr, cidx, EI, ew, SI, SD, LF, LI, lptr, wl, 
             if not progressed:
                 break
         isc[EVENTS] += nev
+        if isc[PACT_N] > 0:  # flows wait for slot room: Python grows the pool, then resume
+            fsc[THETA] = theta
+            isc[DFULL] = 1 if full else 0
+            isc[DEFER] = 1
+            isc[SLOTWAIT] = 1
+            isc[NDONE0] = ndone0
+            return RC_GROW_SLOTS
         if isc[N_ADD] > 0:
             full = True
         if ((mode & M_STOPC) != 0 and isc[NDONE] > ndone0) or \
@@ -999,7 +1051,7 @@ def resume_flows(flows, t, NF, NI, EI, ew, SI, SD, LF, LI, isc):
         NF[f, SEG0] = NF[f, REM]
         NI[isc[N_ADD], ADDL] = f
         isc[N_ADD] += 1
-        _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc)
+        _try_activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc)
 
 
 @njit(cache=True)

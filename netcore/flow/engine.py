@@ -336,6 +336,7 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -
                     local_repairs_given_up=int(st.isc[K.LOCAL_FAIL]),
                     local_repair_rounds=int(st.isc[K.LOCAL_ROUNDS]),
                     cap_events=int(st.isc[K.CAPEVENTS]),
+                    slot_layouts=st.slot_layouts, slots=int(st.LI[K.LCAP].sum()),
                     events_per_s=events / loop_s if loop_s > 0 else 0.0,
                     stranded=int(stranded.sum()), stranded_no_path=int(direct.sum()))
     return res

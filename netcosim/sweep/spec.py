@@ -164,7 +164,7 @@ ROW_COLUMNS = ("point", "point_id", "status", "error", "run_s", "cpu_s", "engine
 ENGINE_COLUMNS = {
     "flow": ("compile_s", "setup_s", "loop_s", "wall_total_s", "time_steps", "recomputes",
              "solved_flows", "skipped_recomputes", "local_repairs", "local_repairs_given_up",
-             "local_repair_rounds", "cap_events", "events_per_s",
+             "local_repair_rounds", "cap_events", "slot_layouts", "slots", "events_per_s",
              "stranded_no_path", "link_classes", "links_used", "member_sets", "split_pieces"),
     "packet": ("transport", "mtu", "mss", "events_per_s", "reroutes", "reroute_wall_s", "drops",
                "ecn_marks", "retransmissions", "headroom_violations", "peak_packets",

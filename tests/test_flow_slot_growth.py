@@ -1,0 +1,110 @@
+"""The flow engine's slot pool grows with the flows active at once (docs/flow_engine.md, "Per-link
+slot lists"): runs that start with room for every transfer, with the default 16 per link and
+with a single slot per link (a growth at almost every start) give the same bits."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import collectives as co
+from netcore import Schedule, simulate
+from netcore.flow import state as flow_state
+from topo.builders import fat_tree
+from topo.faults import DEGRADE, DOWN, UP, LinkFaults
+
+FT4 = fat_tree(4, link_gbps=100, latency_us=1.0)
+ARRAYS = ("start", "end", "link_bytes", "link_busy")
+
+
+def _run(start, *args, **opts):
+    keep = flow_state.SLOT_START
+    flow_state.SLOT_START = start
+    try:
+        return simulate(*args, **opts)
+    finally:
+        flow_state.SLOT_START = keep
+
+
+def _assert_identical(a, b):
+    for k in ARRAYS:
+        assert np.array_equal(getattr(a, k), getattr(b, k), equal_nan=True), k
+    for k in ("path_ptr", "path_link", "path_weight"):
+        assert np.array_equal(a.node_extra[k], b.node_extra[k]), k
+    for k in ("series_ptr", "series_t", "series_rate"):
+        if k in a.link_extra:
+            assert np.array_equal(a.link_extra[k], b.link_extra[k]), k
+    assert a.events == b.events
+    assert a.info["recomputes"] == b.info["recomputes"]
+
+
+def _three(*args, **opts):
+    full = _run(None, *args, **opts)
+    default = _run(16, *args, **opts)
+    tight = _run(1, *args, **opts)
+    _assert_identical(full, default)
+    _assert_identical(full, tight)
+    return full, default, tight
+
+
+@st.composite
+def dags(draw):
+    """Random transfer DAGs on fat_tree(4), many starting together (ties included)."""
+    n = draw(st.integers(20, 120))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    src = rng.integers(0, 16, n)
+    dst = (src + rng.integers(1, 16, n)) % 16
+    size = rng.integers(1_000, 3_000_000, n)
+    start = rng.choice([0.0, 5e-6, 20e-6], n)
+    deps = [[int(rng.integers(0, i))] if i and rng.random() < 0.4 else [] for i in range(n)]
+    policy = draw(st.sampled_from(["ecmp", "spray", "shortest"]))
+    transport = draw(st.sampled_from(["fluid", "tcp"]))
+    return Schedule.from_transfers(src, dst, size, start=start, deps=deps), policy, transport
+
+
+@settings(max_examples=25, deadline=None)
+@given(dags(), st.integers(0, 2**32 - 1))
+def test_growing_slots_changes_no_bit(sc, seed):
+    sched, policy, transport = sc
+    rng = np.random.default_rng(seed)
+    rows = []
+    for d in rng.choice(FT4.n_dlinks // 2, 3, replace=False) * 2:
+        t0 = float(rng.random() * 200e-6)
+        kind = int(rng.choice([DOWN, DEGRADE]))
+        f = 0.0 if kind == DOWN else 0.5
+        for x in (int(d), int(d) ^ 1):
+            rows.append((t0, x, kind, f))
+            rows.append((t0 + float(rng.random() * 300e-6), x, UP, 1.0))
+    rows.sort()
+    faults = LinkFaults(*(np.array(c) for c in zip(*rows)))
+    _three(FT4, sched, policy, faults, link_series=True, reroute_delay_us=2.0,
+           transport=transport)
+
+
+def test_all_to_all_starting_at_once():
+    """240 transfers start at 0: one growth makes room for all of them."""
+    s = co.build("all_to_all", "direct", list(range(16)), 16 << 20)
+    full, default, tight = _three(FT4, s, "ecmp")
+    assert default.info["slot_layouts"] == 2
+
+
+def test_pipelined_tree_holds_few_slots():
+    """A pipelined tree's chunks start one after another: the pool follows the chunks in
+    flight, a fraction of the entries of the whole schedule."""
+    s = co.build("all_reduce", "double_binary_tree", list(range(16)), 64 << 20, chunks=64)
+    full, default, _ = _three(FT4, s, "ecmp")
+    assert default.info["slots"] * 4 < full.info["slots"]
+
+
+def test_session_driving_is_unchanged(monkeypatch):
+    """Incremental runs (netcore.session) keep sizing by their transfers' demand; the pending
+    list never fills there, and the results match a batch run."""
+    from netcore.session import Session
+
+    monkeypatch.setattr(flow_state, "SLOT_START", 1)
+    sess = Session(FT4, engine="flow", routing="ecmp")
+    for i in range(16):
+        sess.send(i, (i + 5) % 16, 1 << 20)
+    t = sess.run()
+    batch = simulate(FT4, Schedule.from_transfers(np.arange(16), (np.arange(16) + 5) % 16,
+                                                  np.full(16, 1 << 20)), "ecmp")
+    assert t == pytest.approx(batch.makespan, rel=1e-12)
