@@ -6,30 +6,18 @@ import numpy as np
 import pytest
 
 from cli_helpers import refused, write
-from compute.training import build_step
+from member_fixtures import member_step
 from netcore.api import simulate
 from netcore.flow import state as flow_state
 from netcore.flow.engine import ENTRY_BYTES
 from netcore.schedule import TRANSFER
-from topo.builders import fullflat
 from topo.errors import InputError
-
-MODEL = dict(layers=4, hidden=512, heads=8, seq=512, vocab=1024)
-PAR = dict(tp=4, pp=2, sp=True, recompute="selective", dist_opt=True, global_batch=8)
-
-
-def _member_step():
-    fab = fullflat(32, planes=2, switch_radix=16, gpu_gbps=800)
-    s = build_step(MODEL, PAR, "h100_sxm", fab, granularity="coarse", network_detail="auto")
-    assert s.has_members
-    return fab, s
-
 
 def test_entry_count_is_what_the_engine_holds(monkeypatch):
     """The count the check is made from equals the entries the engine then assigns."""
     from netcore.flow import engine as E
 
-    fab, s = _member_step()
+    fab, s = member_step()
     counted, held = [], []
     real_check = E._check_entries
 
@@ -50,7 +38,7 @@ def test_entry_count_is_what_the_engine_holds(monkeypatch):
 
 
 def test_a_budget_below_the_entries_is_refused_and_none_is_unchecked():
-    fab, s = _member_step()
+    fab, s = member_step()
     free = simulate(fab, s, "ecmp", engine="flow")
     with pytest.raises(InputError, match=r"engine\.memory_budget") as e:
         simulate(fab, s, "ecmp", engine="flow", memory_budget=ENTRY_BYTES)
@@ -61,7 +49,7 @@ def test_a_budget_below_the_entries_is_refused_and_none_is_unchecked():
 
 @pytest.mark.parametrize("bad", [0, -5, float("inf"), "8GiB", True])
 def test_memory_budget_option_is_checked(bad):
-    fab, s = _member_step()
+    fab, s = member_step()
     with pytest.raises(InputError, match=r"engine\.memory_budget"):
         simulate(fab, s, "ecmp", engine="flow", memory_budget=bad)
 

@@ -9,15 +9,25 @@ Vocabulary
 * node: a Schedule node (transfer, compute or delay); a *flow* is an active transfer, indexed
   by its node id.
 * entry: one (flow, directed link, weight) membership. A flow's entries are
-  ``[poff, poff + plen)`` of the entry pool (``EI``, ``ew``).
+  ``[poff, poff + plen)`` of the entry pool (``EI``, ``ew``). Flows standing for the same
+  member set under the same alive mask share one copy of its path (a *shared* path; a
+  training step names each all-to-all class once per micro-batch and layer): their entries
+  hold no per-flow state. What a flow needs of its own while active, the slot each entry
+  occupies (``ESLOT``), lives in the rows ``[aoff, aoff + plen)``: the entries themselves for a
+  private path (``AOFF = POFF``), else a block of the arena, rows of ``EI`` that Python
+  reserved (``[ARENA_TOP, ARENA_END)`` still free), taken at activation and given back at
+  deactivation to the path's free list (its head in ``EFLOW`` of the path's first entry, the
+  next block in ``EFLOW`` of a free block's first row). ``EFLOW`` of a private entry is its
+  flow.
 * slot: while a flow is active each of its entries occupies one slot in its link's contiguous
   slot range ``[LOFF[l], LOFF[l] + NACT[l])`` of the slot pool (``SI``: flow, entry; ``SD``:
   weight, current rate). Insert appends, remove swaps the last slot in, so scanning "the flows
   on link l" streams through memory instead of chasing pointers. A link's slot capacity
   follows the flows active on it at once, not every transfer that will ever cross it (most of
   a training step's transfers wait or are done at any instant): a flow that would overflow one
-  of its links waits in the pending list (``PLIST``), and so does every flow activated after
-  it in the same batch, which keeps each link's slot order what it would have been; the event
+  of its links (or a shared-path flow that finds the arena full) waits in the pending list
+  (the last ``isc[PACT_N]`` flows of ``ADDL``), and so does every flow activated after it in
+  the same batch, which keeps each link's slot order what it would have been; the event
   loop then returns RC_GROW_SLOTS, Python lays the pool out again with more room
   (``FlowState.grow_slots``) and the next call activates the pending flows, in order, before
   the batch's re-allocation. Results do not depend on the capacities.
@@ -51,8 +61,9 @@ KIND, NDEPS, POFF, PLEN, STATE, ISNEW, FSTAMP, FFRZ, CF, ADDL = range(10)
 # CAPB: 1 when the last solve froze the flow at its slow-start cap; CAPEV: highest slow-start
 # round for which a cap-doubling event was queued (-1: none)
 CAPB, CAPEV = range(10, 12)
-# PLIST: position i holds the i-th flow waiting for slot room (isc[PACT_N] of them)
-PLIST = 12
+# AOFF: first row of the flow's slot positions (ESLOT): POFF for a private path; for a
+# shared path an arena block while active, -1 otherwise
+AOFF = 12
 N_NI = 13
 # ---------------------------------------------------------------- entry int columns (EI)
 ELINK, EFLOW, ESLOT = range(3)
@@ -78,10 +89,11 @@ DEFER, DFULL, NDONE, CAPEVENTS, CAPS = range(15, 20)
 LOCAL_OK, LOCAL_FAIL, LOCAL_ROUNDS, LOCAL_SKIP, LOCAL_STREAK = range(20, 25)
 # path entries of the active flows (slots in use): the size of a whole-fabric solve
 ACT_ENT = 25
-# flows waiting for slot room (PLIST); 1 while the event loop waits for Python to grow the slot
-# pool (its batch resumes, its completions so far kept: NDONE and the batch's first NDONE0)
-PACT_N, SLOTWAIT, NDONE0 = 26, 27, 28
-N_ISC = 29
+# flows waiting for slot room (the last PACT_N of ADDL); 1 while the event loop waits for
+# Python to grow the slot pool or the arena (its batch resumes, its completions so far kept:
+# NDONE and the batch's first NDONE0); the arena's free rows [ARENA_TOP, ARENA_END)
+PACT_N, SLOTWAIT, NDONE0, ARENA_TOP, ARENA_END = 26, 27, 28, 29, 30
+N_ISC = 31
 # relative slack of rate comparisons: rates that are equal in exact arithmetic can differ in
 # the last bits when different solves produced them (a sum of rates rounds differently), so
 # a tie must not be read as "slower" (the removal threshold, the local repair's checks)
@@ -243,16 +255,19 @@ def _seed(LI, isc, l):
 @njit(cache=True, _nrt=False, inline="always")
 def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
     """Put flow f's entries into its links' slot ranges (it starts sending at t). Its slot
-    rate is +inf until the solver gives it a rate, so every threshold test includes it."""
+    rate is +inf until the solver gives it a rate, so every threshold test includes it. Its
+    slot rows (AOFF) are set: a shared path's block is taken before."""
     p0 = NI[f, POFF]
-    for e in range(p0, p0 + NI[f, PLEN]):
+    a0 = NI[f, AOFF]
+    for i in range(NI[f, PLEN]):
+        e = p0 + i
         l = EI[e, ELINK]
         k = LI[LOFF, l] + LI[NACT, l]
         SI[k, SFLOW] = f
-        SI[k, SENT] = e
+        SI[k, SENT] = a0 + i
         SD[k, SW] = ew[e]
         SD[k, SR] = np.inf
-        EI[e, ESLOT] = k
+        EI[a0 + i, ESLOT] = k
         LI[NACT, l] += 1
         if LI[NACT, l] == 1:
             LF[BUSY_SINCE, l] = t
@@ -261,9 +276,26 @@ def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _take_block(f, NI, EI, isc):
+    """First row of a free arena block for shared-path flow f (its path's free list first,
+    then fresh arena rows), or -1 when the arena is full."""
+    p0 = NI[f, POFF]
+    head = EI[p0, EFLOW]
+    if head >= 0:
+        EI[p0, EFLOW] = EI[head, EFLOW]
+        return head
+    a = isc[ARENA_TOP]
+    if a + NI[f, PLEN] <= isc[ARENA_END]:
+        isc[ARENA_TOP] = a + NI[f, PLEN]
+        return a
+    return -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _try_activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
-    """Activate f if every link of its path has a free slot and no flow is pending before
-    it; else f joins the pending list (activated after the pool grows, in list order)."""
+    """Activate f if every link of its path has a free slot (and a shared path a free arena
+    block) and no flow is pending before it; else f joins the pending list (the last
+    isc[PACT_N] flows of ADDL, activated in order once Python made room)."""
     if isc[PACT_N] == 0:
         fits = True
         p0 = NI[f, POFF]
@@ -272,28 +304,37 @@ def _try_activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
             if LI[NACT, l] >= LI[LCAP, l]:
                 fits = False
                 break
+        if fits and NI[f, AOFF] < 0:
+            a = _take_block(f, NI, EI, isc)
+            if a < 0:
+                fits = False
+            else:
+                NI[f, AOFF] = a
         if fits:
             _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc)
             return
-    NI[isc[PACT_N], PLIST] = f
     isc[PACT_N] += 1
 
 
 @njit(cache=True, _nrt=False)
 def flush_pending(t, NI, EI, ew, SI, SD, LF, LI, isc):
-    """Activate the pending flows at t, in the order they were deferred (the pool has room:
+    """Activate the pending flows at t, in the order they were deferred (Python made room:
     FlowState.grow_slots)."""
-    for i in range(isc[PACT_N]):
-        _activate(NI[i, PLIST], t, NI, EI, ew, SI, SD, LF, LI, isc)
+    for i in range(isc[N_ADD] - isc[PACT_N], isc[N_ADD]):
+        f = NI[i, ADDL]
+        if NI[f, AOFF] < 0:
+            NI[f, AOFF] = _take_block(f, NI, EI, isc)
+        _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc)
     isc[PACT_N] = 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc):
     p0 = NI[f, POFF]
-    for e in range(p0, p0 + NI[f, PLEN]):
-        l = EI[e, ELINK]
-        k = EI[e, ESLOT]
+    a0 = NI[f, AOFF]
+    for i in range(NI[f, PLEN]):
+        l = EI[p0 + i, ELINK]
+        k = EI[a0 + i, ESLOT]
         last = LI[LOFF, l] + LI[NACT, l] - 1
         if k != last:
             SI[k, SFLOW] = SI[last, SFLOW]
@@ -301,12 +342,16 @@ def _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc):
             SD[k, SW] = SD[last, SW]
             SD[k, SR] = SD[last, SR]
             EI[SI[k, SENT], ESLOT] = k
-        EI[e, ESLOT] = -1
+        EI[a0 + i, ESLOT] = -1
         LI[NACT, l] -= 1
         if LI[NACT, l] == 0:
             LF[BUSY, l] += t - LF[BUSY_SINCE, l]
         _seed(LI, isc, l)
     isc[ACT_ENT] -= NI[f, PLEN]
+    if a0 != p0:  # a shared path's block goes back to its free list
+        EI[a0, EFLOW] = EI[p0, EFLOW]
+        EI[p0, EFLOW] = a0
+        NI[f, AOFF] = -1
 
 
 @njit(cache=True, _nrt=False)
@@ -510,9 +555,9 @@ def _apply(t, ncf, keep_ties, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpo
             NF[f, REM] = rem if rem > 0.0 else 0.0
             NF[f, TLAST] = t
         NF[f, RATE] = new
-        p0 = NI[f, POFF]
-        for e in range(p0, p0 + NI[f, PLEN]):
-            SD[EI[e, ESLOT], SR] = new
+        a0 = NI[f, AOFF]
+        for r in range(a0, a0 + NI[f, PLEN]):
+            SD[EI[r, ESLOT], SR] = new
         if new > 0.0:
             isc[DH_N] = _hset(dhk, dhi, dpos, isc[DH_N], f, t + NF[f, REM] / new)
             isc[RH_N] = _hset(rhk, rhi, rpos, isc[RH_N], f, -new)
@@ -1170,27 +1215,27 @@ def dedupe_entries(ptr, link, weight):
 
 
 @njit(cache=True)
-def path_tails(ptr, link, weight, bw, latency, hops, size, mtu):
+def path_tails(start, end, link, weight, bw, latency, hops, size, mtu):
     """Time added after the last byte leaves the source: propagation latency plus, when
     ``mtu > 0``, one store-and-forward serialisation of the last packet (min(mtu, size) bytes)
     on every hop after the first. Single-path flows (all weights 1) use each hop's own
     bandwidth in hop order; split flows use (hops - 1) packets at their slowest link."""
-    n = ptr.shape[0] - 1
+    n = start.shape[0]
     out = np.empty(n, dtype=np.float64)
     for f in range(n):
         x = latency[f]
         if mtu > 0 and hops[f] > 1:
             pkt = float(mtu) if size[f] > mtu else float(size[f])
             single = True
-            for e in range(ptr[f], ptr[f + 1]):
+            for e in range(start[f], end[f]):
                 if weight[e] != 1.0:
                     single = False
             if single:
-                for e in range(ptr[f] + 1, ptr[f + 1]):
+                for e in range(start[f] + 1, end[f]):
                     x += pkt / bw[link[e]]
             else:
                 bmin = np.inf
-                for e in range(ptr[f], ptr[f + 1]):
+                for e in range(start[f], end[f]):
                     if bw[link[e]] < bmin:
                         bmin = bw[link[e]]
                 x += (hops[f] - 1) * pkt / bmin
@@ -1213,7 +1258,7 @@ def solve_all(NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos, rhk
 
 
 @njit(cache=True)
-def tcp_path_params(ptr, link, weight, bw, latency, hops, payload, mss, hdr, l2, ack_bytes,
+def tcp_path_params(start, end, link, weight, bw, latency, hops, payload, mss, hdr, l2, ack_bytes,
                     syn_bytes, init_cwnd, handshake, first_window):
     """Per transfer, from its path and the protocol's packet sizes (docs/flow_engine.md, "TCP
     start-up"): (tail, handshake delay, RTT, slow-start cap base, first-round cap, cap bound).
@@ -1232,7 +1277,7 @@ def tcp_path_params(ptr, link, weight, bw, latency, hops, payload, mss, hdr, l2,
       serialised again on every hop after the first.
     Split (spray) flows use their hop count and slowest link instead of per-hop sums.
     """
-    n = ptr.shape[0] - 1
+    n = start.shape[0]
     tail = np.zeros(n)
     hs = np.zeros(n)
     rtt = np.zeros(n)
@@ -1246,7 +1291,7 @@ def tcp_path_params(ptr, link, weight, bw, latency, hops, payload, mss, hdr, l2,
     ack = float(ack_bytes + l2)
     syn = float(syn_bytes + l2)
     for f in range(n):
-        if ptr[f + 1] == ptr[f]:
+        if end[f] == start[f]:
             continue
         s = payload[f]
         npk = int(np.ceil(s / mss)) if s > 0 else 0
@@ -1257,7 +1302,7 @@ def tcp_path_params(ptr, link, weight, bw, latency, hops, payload, mss, hdr, l2,
         single = True
         bmax = np.inf
         bmin = np.inf
-        for e in range(ptr[f], ptr[f + 1]):
+        for e in range(start[f], end[f]):
             if weight[e] != 1.0:
                 single = False
             b = bw[link[e]]
@@ -1269,13 +1314,13 @@ def tcp_path_params(ptr, link, weight, bw, latency, hops, payload, mss, hdr, l2,
             ser = 0.0
             sa = 0.0
             ss = 0.0
-            for e in range(ptr[f], ptr[f + 1]):
+            for e in range(start[f], end[f]):
                 l = link[e]
                 ser += pkt / bw[l] + ack / bw[l ^ 1]
                 ss += syn / bw[l] + syn / bw[l ^ 1]
-                if e > ptr[f]:
+                if e > start[f]:
                     sa += last / bw[l]
-            first = bw[link[ptr[f]]]
+            first = bw[link[start[f]]]
         else:
             h = hops[f]
             ser = h * (pkt + ack) / bmin

@@ -277,19 +277,22 @@ class LinkStats:
 def link_stats(st, topology) -> LinkStats:
     """LinkStats of ``st`` (a FlowState after ``assign`` with at least one entry)."""
     L = st.L
-    m = st.n_ent
-    link = st.EI[:m, K.ELINK]
-    flow = st.EI[:m, K.EFLOW]
-    w = st.ew[:m]
-    # entries of transfers whose path is current (re-routes leave old entries behind)
-    off = st.NI[flow, K.POFF]
-    ln = st.NI[flow, K.PLEN]
-    cur = (np.arange(m) >= off) & (np.arange(m) < off + np.maximum(ln, 0))
+    # the current path entries of every transfer (re-routes leave old entries behind; flows
+    # of one member set share theirs), one record per (transfer, entry), in entry order
+    NI = st.NI[: st.n]
+    tr = np.flatnonzero((NI[:, K.KIND] == K.TRANSFER) & (NI[:, K.PLEN] > 0))
+    ln = NI[tr, K.PLEN]
+    off = NI[tr, K.POFF]
+    idx = np.repeat(off - np.cumsum(ln) + ln, ln) + np.arange(int(ln.sum()))
+    flow = np.repeat(tr, ln)
+    order = np.argsort(idx, kind="stable")
+    idx, flow = idx[order], flow[order]
+    link = st.EI[idx, K.ELINK]
+    w = st.ew[idx]
     # the first and the last link of every entry's transfer: the link it leaves its source
     # on and the receiver link its path ends on
-    first = st.EI[off, K.ELINK][cur]
-    last = st.EI[np.maximum(off + ln - 1, 0), K.ELINK][cur]
-    link, flow, w = link[cur], flow[cur], w[cur]
+    first = st.EI[NI[flow, K.POFF], K.ELINK]
+    last = st.EI[NI[flow, K.POFF] + NI[flow, K.PLEN] - 1, K.ELINK]
     # transfers sharing each link: a transfer split over paths (spray) counts once on each
     # link it uses; a member set (netcore/flow/member_routing.py) counts its members there.
     # Transfers that cannot overlap must not count together (a chain of dependent transfers

@@ -162,11 +162,18 @@ def _check_faults(topology, faults):
                          f"degrade and up 0 < factor <= 1")
 
 
-def _route(routing, st: FlowState, flows: np.ndarray, alive):
+def _assign(routing, st: FlowState, flows: np.ndarray, alive) -> np.ndarray:
+    """Route ``flows`` (under ``alive``; None: every link up) and give them their paths.
+    Returns the unreachable ones."""
     if hasattr(routing, "node_paths"):  # member sets (netcore/flow/member_routing.py)
-        return routing.node_paths(flows, alive)
+        single, single_paths, grouped, rows, table, key = routing.node_paths(flows, alive)
+        lost = [st.assign(flows[single], single_paths)] if single.size else []
+        if grouped.size:  # the flows of one set share its path
+            lost.append(st.assign_shared(flows[grouped], rows, table, key))
+        return np.concatenate(lost) if lost else np.zeros(0, dtype=np.int64)
     key = flows if st.flow_key is None else st.flow_key[flows]
-    return routing.paths(st.src[flows], st.dst[flows], flow_id=key, alive=alive)
+    return st.assign(flows, routing.paths(st.src[flows], st.dst[flows], flow_id=key,
+                                          alive=alive))
 
 
 def _run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> Result:
@@ -177,7 +184,7 @@ def _run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> R
         st.flow_key = schedule.routing_keys(np.arange(schedule.n))
     tr = np.flatnonzero(schedule.kind == TRANSFER).astype(np.int64)
     if len(tr):
-        st.assign(tr, _route(routing, st, tr, None))
+        _assign(routing, st, tr, None)
     st.fit_slots()
     if opts["contention"] != "fluid":
         from netcore.flow.contention import link_efficiency
@@ -272,7 +279,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
                                  (st.NI[:, K.PLEN] < 0))
             wait = union1d(wait, unr)
         if len(wait):
-            st.assign(wait, _route(routing, st, wait, alive))
+            _assign(routing, st, wait, alive)
             st.moved[wait] = True
             st.fit_slots()
     due = reroute_at.pop(t, None)
@@ -281,7 +288,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
         flows = flows[st.NI[flows, K.STATE] == K.STALLED]
         if len(flows):
             st.reroutes[flows] += 1
-            lost = st.assign(flows, _route(routing, st, flows, alive))
+            lost = _assign(routing, st, flows, alive)
             ok = np.setdiff1d(flows, lost)
             st.NI[lost, K.STATE] = K.STRANDED
             st.fit_slots()
@@ -356,6 +363,7 @@ def max_min_rates(ptr, link, weight, cap, caps=None) -> np.ndarray:
     NI = np.zeros((n, K.N_NI), dtype=np.int64)
     NF[:, K.SIZE] = 1.0
     NI[:, K.POFF] = ptr[:-1]
+    NI[:, K.AOFF] = ptr[:-1]
     NI[:, K.PLEN] = np.diff(ptr)
     EI = np.full((len(link), K.N_EI), -1, dtype=np.int64)
     EI[:, K.ELINK] = link

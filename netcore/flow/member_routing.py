@@ -24,7 +24,7 @@ import numpy as np
 
 from netcore.schedule import TRANSFER, connection_keys
 from topo._routing import hash3
-from topo.routing import Paths, _merge
+from topo.routing import Paths
 from topo.arrays import unique
 
 def _alive_states(n_dlinks: int, faults) -> list[np.ndarray]:
@@ -273,33 +273,32 @@ class MemberRouting:
 
     def entry_count(self, nodes: np.ndarray) -> int:
         """Path entries (flow, representative link) the engine will hold for ``nodes`` with
-        every link up, without building them: a set's folded path is counted once per node
-        naming it (each node is a flow of its own), a single transfer by its own folded path
-        (several planes or paths under striping). What the engine's memory grows with
-        (netcore/flow/engine.py, memory_budget)."""
+        every link up, without building them: the set table's once (every node naming a set
+        shares its row), and each single transfer's own folded path (several planes or paths
+        under striping). What the engine's memory grows with (netcore/flow/engine.py,
+        memory_budget), besides the arena of the shared paths in use at once."""
         nodes = np.asarray(nodes, dtype=np.int64)
         ms = self.mset[nodes]
-        grouped = ms[ms >= 0]
         n = 0
-        if grouped.size:
-            per_set = np.diff(self._set_table(None, None).ptr)
-            n += int(per_set[np.searchsorted(self.used_sets, grouped)].sum())
+        if (ms >= 0).any():
+            n += len(self._set_table(None, None).link)
         single = nodes[ms < 0]
         if single.size:
             n += int(np.diff(self._single_table(single, None).ptr).sum())
         return n
 
-    def node_paths(self, nodes: np.ndarray, alive) -> Paths:
+    def node_paths(self, nodes: np.ndarray, alive):
+        """Paths of ``nodes`` under ``alive`` (None: every link up), in two parts: the single
+        transfers (positions in ``nodes`` and their folded Paths) and the nodes naming a set
+        (positions, their rows in the set table, the table and its key). Every node naming a
+        set is a flow of its own, and all of them share the table's one copy of its path."""
         nodes = np.asarray(nodes, dtype=np.int64)
         ms = self.mset[nodes]
         akey = None if alive is None or np.asarray(alive).all() else \
             np.packbits(np.asarray(alive, dtype=bool)).tobytes()
-        parts = []
         single = np.flatnonzero(ms < 0)
-        if single.size:
-            parts.append((single, self._single_table(nodes[single], alive)))
+        single_paths = self._single_table(nodes[single], alive) if single.size else None
         grouped = np.flatnonzero(ms >= 0)
-        if grouped.size:
-            row = np.searchsorted(self.used_sets, ms[grouped])
-            parts.append((grouped, self._set_table(akey, alive).take(row)))
-        return _merge(len(nodes), parts)
+        rows = np.searchsorted(self.used_sets, ms[grouped])
+        table = self._set_table(akey, alive) if grouped.size else None
+        return single, single_paths, grouped, rows, table, akey

@@ -93,6 +93,8 @@ class FlowState:
         self.moved = np.zeros(n, dtype=bool)  # WAIT transfers routed around a fault
         self.flow_key = None  # routing hash key per node (incremental runs); None: node ids
         self.slot_layouts = 0  # times the slot pool was laid out (first fit and growths)
+        self._tables: dict = {}  # shared paths written: key -> (first row, ptr, link, weight)
+        self.arena_size = 0  # rows of the arena's last region (FlowState.grow_slots)
 
     def _wire(self, payload: np.ndarray) -> np.ndarray:
         """Bytes the fluid model moves: the payload, plus per-packet headers under tcp."""
@@ -177,36 +179,74 @@ class FlowState:
         ew[: self.n_ent] = self.ew[: self.n_ent]
         self.EI, self.ew = EI, ew
 
-    def assign(self, flows: np.ndarray, paths) -> np.ndarray:
-        """Give ``flows`` the paths in ``paths`` (a routing.Paths for exactly these flows).
-        Unreachable flows get length -1. Returns the unreachable flow ids."""
-        flows = np.asarray(flows, dtype=np.int64)
-        ptr = np.ascontiguousarray(paths.ptr, dtype=np.int64)
-        link = np.ascontiguousarray(paths.link, dtype=np.int64)
-        weight = np.ascontiguousarray(paths.weight, dtype=np.float64)
-        reach = np.asarray(paths.reachable, dtype=bool)
-        if len(ptr) != len(flows) + 1:
-            raise RuntimeError(f"routing returned {len(ptr) - 1} paths for {len(flows)} flows")
-        ptr, link, weight = K.dedupe_entries(ptr, link, weight)
-        cnt = np.diff(ptr)
-        reach = reach & (cnt > 0)
+    def _write_entries(self, link, weight, flow_of) -> int:
+        """Append entries (``flow_of``: each one's flow, -1 for a shared path's); returns the
+        row of the first."""
         m = len(link)
         self._reserve(m)
         base = self.n_ent
         self.EI[base: base + m, K.ELINK] = link
-        self.EI[base: base + m, K.EFLOW] = np.repeat(flows, cnt)
+        self.EI[base: base + m, K.EFLOW] = flow_of
         self.EI[base: base + m, K.ESLOT] = -1
         self.ew[base: base + m] = weight
         self.n_ent += m
-        self.NI[flows, K.POFF] = base + ptr[:-1]
+        return base
+
+    def assign(self, flows: np.ndarray, paths) -> np.ndarray:
+        """Give ``flows`` the paths in ``paths`` (a routing.Paths for exactly these flows), a
+        private copy each. Unreachable flows get length -1. Returns the unreachable flow ids."""
+        flows = np.asarray(flows, dtype=np.int64)
+        ptr = np.ascontiguousarray(paths.ptr, dtype=np.int64)
+        if len(ptr) != len(flows) + 1:
+            raise RuntimeError(f"routing returned {len(ptr) - 1} paths for {len(flows)} flows")
+        ptr, link, weight = K.dedupe_entries(ptr, np.ascontiguousarray(paths.link, np.int64),
+                                             np.ascontiguousarray(paths.weight, np.float64))
+        cnt = np.diff(ptr)
+        base = self._write_entries(link, weight, np.repeat(flows, cnt))
+        unreachable = self._set_paths(flows, ptr[:-1], ptr[1:], link, weight, base, paths,
+                                      None)
+        self.NI[flows, K.AOFF] = self.NI[flows, K.POFF]
+        return unreachable
+
+    def assign_shared(self, flows: np.ndarray, rows: np.ndarray, table, key) -> np.ndarray:
+        """Give ``flows`` the paths ``table`` (a routing.Paths) has in ``rows``, one copy of
+        each row shared by every flow naming it (rows of a table are written once per ``key``,
+        e.g. the alive mask it was routed under). Returns the unreachable flow ids."""
+        flows = np.asarray(flows, dtype=np.int64)
+        rows = np.asarray(rows, dtype=np.int64)
+        got = self._tables.get(key)
+        if got is None:
+            ptr, link, weight = K.dedupe_entries(
+                np.ascontiguousarray(table.ptr, np.int64),
+                np.ascontiguousarray(table.link, np.int64),
+                np.ascontiguousarray(table.weight, np.float64))
+            base = self._write_entries(link, weight, -1)  # -1: every path's free list empty
+            got = self._tables[key] = (base, ptr, link, weight)
+        base, ptr, link, weight = got
+        unreachable = self._set_paths(flows, ptr[rows], ptr[rows + 1], link, weight, base,
+                                      table, rows)
+        self.NI[flows, K.AOFF] = -1
+        return unreachable
+
+    def _set_paths(self, flows, start, end, link, weight, base, paths, rows) -> np.ndarray:
+        """Point ``flows`` at entries ``base + [start, end)`` (``link``, ``weight``: the arrays
+        those offsets index, before ``base``) and set what their paths decide: length (-1 when
+        unreachable), tail, and the tcp start-up figures. ``paths``: the routing.Paths giving
+        reachability, latency, hops and set tails, per flow (``rows`` None) or per row."""
+        pick = (lambda a: a) if rows is None else (lambda a: np.asarray(a)[rows])
+        start = np.ascontiguousarray(start, dtype=np.int64)
+        end = np.ascontiguousarray(end, dtype=np.int64)
+        cnt = end - start
+        reach = pick(np.asarray(paths.reachable, dtype=bool)) & (cnt > 0)
+        self.NI[flows, K.POFF] = base + start
         self.NI[flows, K.PLEN] = np.where(reach, cnt, -1)
-        lat = np.ascontiguousarray(paths.latency, dtype=np.float64)
-        hops = np.ascontiguousarray(paths.hops, dtype=np.int64)
+        lat = np.ascontiguousarray(pick(paths.latency), dtype=np.float64)
+        hops = np.ascontiguousarray(pick(paths.hops), dtype=np.int64)
         if self.tcp:
             from netcore.flow import options as O
 
             tail, hs, rtt, cap0, capf, capmax = K.tcp_path_params(
-                ptr, link, weight, self.bw, lat, hops,
+                start, end, link, weight, self.bw, lat, hops,
                 np.ascontiguousarray(self.payload[flows]), self.mtu - O.TCP_HEADER,
                 O.TCP_HEADER, O.PPP_HEADER, O.TCP_ACK_BYTES, O.TCP_SYN_BYTES, self.init_cwnd,
                 self.handshake, O.TCP_FIRST_WINDOW)
@@ -218,9 +258,11 @@ class FlowState:
             self.NF[flows, K.CAPMAX] = capmax
         else:
             per_step = np.ascontiguousarray(self.NF[flows, K.SIZE] / self.steps[flows])
-            tail = K.path_tails(ptr, link, weight, self.bw, lat, hops, per_step, self.mtu)
+            tail = K.path_tails(start, end, link, weight, self.bw, lat, hops, per_step,
+                                self.mtu)
             saf = getattr(paths, "saf", None)
             if saf is not None:  # a member set: its slowest member's tail (member_routing)
+                saf = pick(saf)
                 has = np.isfinite(saf)
                 pkt = np.minimum(per_step, self.mtu) if self.mtu > 0 else np.zeros(len(flows))
                 tail = np.where(has, lat + pkt * np.where(has, saf, 0.0), tail)
@@ -242,19 +284,30 @@ class FlowState:
         self.relayout(np.maximum(need, self.LI[K.LCAP]))
 
     def grow_slots(self):
-        """Room for the flows waiting in the pending list (isc[PACT_N]): every link that cannot
-        take its pending entries gets twice its capacity, or its active plus pending entries
-        if that is more."""
-        npend = int(self.isc[K.PACT_N])
-        flows = self.NI[:npend, K.PLIST]
+        """Room for the flows waiting in the pending list (the last isc[PACT_N] of ADDL):
+        every link that cannot take their entries gets twice its capacity, or its active plus
+        pending entries if that is more; the arena gets a fresh region at least as large as
+        the blocks their shared paths may need and twice the last one."""
+        isc = self.isc
+        n_add, npend = int(isc[K.N_ADD]), int(isc[K.PACT_N])
+        flows = self.NI[n_add - npend:n_add, K.ADDL]
         plen = self.NI[flows, K.PLEN]
         idx = np.repeat(self.NI[flows, K.POFF] - np.cumsum(plen) + plen, plen) + \
             np.arange(int(plen.sum()))
         need = self.LI[K.NACT] + np.bincount(self.EI[idx, K.ELINK], minlength=self.L)
         cap = self.LI[K.LCAP].copy()
         over = need > cap
-        cap[over] = np.maximum(2 * cap[over], need[over])
-        self.relayout(cap)
+        if over.any():
+            cap[over] = np.maximum(2 * cap[over], need[over])
+            self.relayout(cap)
+        blocks = int(plen[self.NI[flows, K.AOFF] < 0].sum())
+        if isc[K.ARENA_TOP] + blocks > isc[K.ARENA_END]:
+            size = max(blocks, 2 * self.arena_size, 1024)
+            self._reserve(size)
+            isc[K.ARENA_TOP] = self.n_ent
+            isc[K.ARENA_END] = self.n_ent + size
+            self.n_ent += size
+            self.arena_size = size
 
     def relayout(self, cap: np.ndarray):
         """Lay the slot pool out again with ``cap[l]`` slots for link l (>= its active flows)."""
