@@ -1,6 +1,6 @@
 """The flow engine refuses a scalable-form schedule whose path entries cannot fit in the memory
 a run may still use (``engine.memory_budget``), before building them: DeepSeek-V3 with EP 64 on
-65,536 GPUs needs 508 M entries (about 39 GiB) and grew past 21 GB before being killed, where
+65,536 GPUs needed 508 M entries (about 39 GiB) before flows of one set shared their path, and grew past 21 GB before being killed, where
 the guards before the engine, which estimate from member counts, let it through."""
 import numpy as np
 import pytest
