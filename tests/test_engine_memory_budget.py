@@ -1,7 +1,8 @@
 """The flow engine refuses a scalable-form schedule whose path entries cannot fit in the memory
-a run may still use (``engine.memory_budget``), before building them: DeepSeek-V3 with EP 64 on
-65,536 GPUs needed 508 M entries (about 39 GiB) before flows of one set shared their path, and grew past 21 GB before being killed, where
-the guards before the engine, which estimate from member counts, let it through."""
+a run may still use (``engine.memory_budget``), before building them. DeepSeek-V3 with EP 64 on
+65,536 GPUs needed 508 M entries (about 39 GiB) while every flow of a member set held its own
+copy of the set's path, and grew past 21 GB before being killed, where the guards before the
+engine, which estimate from member counts, let it through."""
 import numpy as np
 import pytest
 
