@@ -2,7 +2,6 @@
 slot lists"): runs that start with room for every transfer, with the default 16 per link and
 with a single slot per link (a growth at almost every start) give the same bits."""
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,16 +94,30 @@ def test_pipelined_tree_holds_few_slots():
     assert default.info["slots"] * 4 < full.info["slots"]
 
 
-def test_session_driving_is_unchanged(monkeypatch):
-    """Incremental runs (netcore.session) keep sizing by their transfers' demand; the pending
-    list never fills there, and the results match a batch run."""
+def test_session_grows_its_pool_as_transfers_start():
+    """Incremental runs (netcore.session) begin with no slots and grow them through the same
+    pending list, including at instants whose completions the loop reports (sends from
+    callbacks join that batch): the same bits as the DAG run at once."""
     from netcore.session import Session
 
-    monkeypatch.setattr(flow_state, "SLOT_START", 1)
+    src = np.arange(16)
+    dst = (src + 5) % 16
     sess = Session(FT4, engine="flow", routing="ecmp")
-    for i in range(16):
-        sess.send(i, (i + 5) % 16, 1 << 20)
-    t = sess.run()
-    batch = simulate(FT4, Schedule.from_transfers(np.arange(16), (np.arange(16) + 5) % 16,
-                                                  np.full(16, 1 << 20)), "ecmp")
-    assert t == pytest.approx(batch.makespan, rel=1e-12)
+    second = np.zeros(16, dtype=np.int64)  # session id of the transfer host i sends second
+
+    def then(i):
+        second[i] = sess.send(int(src[i]), int(dst[i] ^ 1), 1 << 19, flow_key=16 + i)
+
+    for i in range(16):  # each first transfer releases a second one from the same host
+        sess.send(int(src[i]), int(dst[i]), 1 << 20, on_done=lambda _, i=i: then(i))
+    sess.run()
+    got = sess.result()
+    batch = simulate(FT4, Schedule.from_transfers(
+        np.concatenate([src, src]), np.concatenate([dst, dst ^ 1]),
+        np.concatenate([np.full(16, 1 << 20), np.full(16, 1 << 19)]),
+        deps=[[] for _ in range(16)] + [[i] for i in range(16)]), "ecmp")
+    ids = np.concatenate([np.arange(16), second])
+    assert got.info["slot_layouts"] >= 2
+    assert np.array_equal(got.end[ids], batch.end)
+    assert np.array_equal(got.start[ids], batch.start)
+    assert np.array_equal(got.link_bytes, batch.link_bytes)

@@ -1258,8 +1258,8 @@ def solve_all(NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi, dpos, rhk
 
 
 @njit(cache=True)
-def tcp_path_params(start, end, link, weight, bw, latency, hops, payload, mss, hdr, l2, ack_bytes,
-                    syn_bytes, init_cwnd, handshake, first_window):
+def tcp_path_params(start, end, link, weight, bw, latency, hops, payload, mss, hdr, l2,
+                    ack_bytes, syn_bytes, init_cwnd, handshake, first_window):
     """Per transfer, from its path and the protocol's packet sizes (docs/flow_engine.md, "TCP
     start-up"): (tail, handshake delay, RTT, slow-start cap base, first-round cap, cap bound).
 

@@ -45,6 +45,7 @@ import numba as nb
 import numpy as np
 
 from netcore.flow import _kernels as K
+from topo.routing import spans
 
 MODELS = ("fluid", "tcp", "dcqcn")
 # The rules of the model (docs/flow_engine.md "The contention model"); each can be switched
@@ -283,7 +284,7 @@ def link_stats(st, topology) -> LinkStats:
     tr = np.flatnonzero((NI[:, K.KIND] == K.TRANSFER) & (NI[:, K.PLEN] > 0))
     ln = NI[tr, K.PLEN]
     off = NI[tr, K.POFF]
-    idx = np.repeat(off - np.cumsum(ln) + ln, ln) + np.arange(int(ln.sum()))
+    idx = spans(off, ln)
     flow = np.repeat(tr, ln)
     order = np.argsort(idx, kind="stable")
     idx, flow = idx[order], flow[order]

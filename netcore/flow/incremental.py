@@ -32,14 +32,6 @@ from netcore.incremental_input import check_new_transfers
 from topo.errors import InputError
 
 
-def _entry_links(st: FlowState, flows: np.ndarray) -> np.ndarray:
-    """Directed links of the current path entries of ``flows`` (none for unreachable ones)."""
-    plen = np.maximum(st.NI[flows, K.PLEN], 0)
-    idx = np.repeat(st.NI[flows, K.POFF] - np.cumsum(plen) + plen, plen) + \
-        np.arange(int(plen.sum()))
-    return st.EI[idx, K.ELINK]
-
-
 class FlowIncremental:
     """The flow engine driven step by step: ``add_transfers``, ``advance``, ``now``,
     ``pending``, ``result``. Options are the flow engine's (``netcore.flow.options``)."""
@@ -66,9 +58,7 @@ class FlowIncremental:
         st.src = np.zeros(0, dtype=np.int64)
         st.dst = np.zeros(0, dtype=np.int64)
         st.flow_key = np.zeros(0, dtype=np.int64)
-        st.fit_slots()
-        self._st = st
-        self._demand = np.zeros(topology.n_dlinks, dtype=np.int64)
+        self._st = st  # its slot pool grows as transfers start (FlowState.grow_slots)
         self._delay = o["reroute_delay_us"] * 1e-6
         self._ftime = np.asarray(self.faults.time, dtype=np.float64)
         self._fi = 0
@@ -115,13 +105,6 @@ class FlowIncremental:
                     st.assign(hit, self.routing.paths(st.src[hit], st.dst[hit],
                                                       flow_id=st.flow_key[hit], alive=alive))
                     st.moved[hit] = True
-            # slot room: the demand of not-finished transfers per link is kept up to date here
-            # (a full recount would cost O(transfers) per call); grow by doubling
-            links = _entry_links(st, ids)
-            np.add.at(self._demand, links, 1)
-            lcap = st.LI[K.LCAP]
-            if (self._demand[links] > lcap[links]).any():
-                st.relayout(np.maximum(lcap, 2 * self._demand))
             st.start_nodes(ids, self._now)
         self._setup += time.perf_counter() - t0
         return ids
@@ -156,16 +139,12 @@ class FlowIncremental:
                     nd = int(st.isc[K.NDONE])
                     done = np.sort(st.cbuf[:nd])
                     self._done += nd
-                    if nd:  # their entries no longer need slots
-                        np.subtract.at(self._demand, _entry_links(st, done), 1)
                     return self._now, done
                 if t_f == math.inf:  # nothing left at all
                     return self._now, np.zeros(0, dtype=np.int64)
                 self._now = float(t_f)
                 self._fi = _fault_instant(st, self.topology, self.routing, self.faults,
                                           self._fi, t_f, self._delay, self._reroute_at)
-                # re-routes moved entries: recount (fault instants are rare)
-                self._demand = K.slot_demand(st.NI, st.EI, st.L)
         finally:
             self._wall += time.perf_counter() - t0
 

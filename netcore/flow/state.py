@@ -7,6 +7,7 @@ import numpy as np
 
 from netcore.flow import _kernels as K
 from netcore.schedule import TRANSFER
+from topo.routing import spans
 
 # slots a link is given up front, at most (FlowState.fit_slots); more as flows need them.
 # None: room for every transfer that may cross it (tests compare the two)
@@ -292,8 +293,7 @@ class FlowState:
         n_add, npend = int(isc[K.N_ADD]), int(isc[K.PACT_N])
         flows = self.NI[n_add - npend:n_add, K.ADDL]
         plen = self.NI[flows, K.PLEN]
-        idx = np.repeat(self.NI[flows, K.POFF] - np.cumsum(plen) + plen, plen) + \
-            np.arange(int(plen.sum()))
+        idx = spans(self.NI[flows, K.POFF], plen)
         need = self.LI[K.NACT] + np.bincount(self.EI[idx, K.ELINK], minlength=self.L)
         cap = self.LI[K.LCAP].copy()
         over = need > cap
@@ -400,7 +400,5 @@ class FlowState:
         ptr = np.zeros(self.n + 1, dtype=np.int64)
         np.add.at(ptr, fl + 1, ln)
         np.cumsum(ptr, out=ptr)
-        total = int(ln.sum())
-        seg_start = np.cumsum(ln) - ln
-        idx = np.repeat(off - seg_start, ln) + np.arange(total)
+        idx = spans(off, ln)
         return ptr, self.EI[idx, K.ELINK].astype(np.int32), self.ew[idx].copy()
