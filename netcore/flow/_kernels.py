@@ -75,9 +75,8 @@ SW, SR = range(2)
 CAP, BUSY_SINCE, BUSY, BYTES, RES, WSUM, LHK, LLOAD = range(8)
 N_LF = 8
 # ---------------------------------------------------------------- link int rows (LI)
-LOFF, LCAP, NACT, LSTAMP, LLOC, CL, CNT, LHI, LHPOS, SEEDED, SEEDS, LFILL, TOUCH, TMARK = \
-    range(14)
-N_LI = 14
+LOFF, LCAP, NACT, LSTAMP, LLOC, CL, CNT, LHI, LHPOS, SEEDED, SEEDS, LFILL = range(12)
+N_LI = 12
 # ---------------------------------------------------------------- int scalars (isc)
 DH_N, TH_N, STAMP, N_ADD, N_SEED, PEND, FULL, LS_N, EVENTS, SERIES, RECOMP, STEPS, \
     CF_TOTAL, RH_N, SKIPPED = range(15)
@@ -397,18 +396,6 @@ def _cap_at(f, t, NF):
 
 # ================================================================ max-min solver
 @njit(cache=True, _nrt=False, inline="always")
-def _relevel(LF, LI, lhk, lhi, lhp, hn, j):
-    """Link j lost frozen flows: its saturation level (residual capacity / weight of the flows
-    still on it) moves in the level heap, or it leaves the heap when none is left."""
-    if LI[CNT, j] > 0:
-        r = LF[RES, j]
-        if r < 0.0:
-            r = 0.0
-        return _hset(lhk, lhi, lhp, hn, j, r / LF[WSUM, j])
-    return _hremove(lhk, lhi, lhp, hn, j)
-
-
-@njit(cache=True, _nrt=False, inline="always")
 def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, chk, chi,
           cpos, tk, ti):
     """Progressive filling of the flows ``NI[:ncf, CF]`` (marked ``FSTAMP == stamp``) over the
@@ -445,7 +432,6 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
     hn = 0
     for j in range(ncl):
         lhp[j] = -1
-        LI[TMARK, j] = 0
     for j in range(ncl):
         if LI[CNT, j] > 0:
             r = LF[RES, j]
@@ -461,12 +447,31 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
             c = _cap_at(f, t, NF)
             if c < np.inf:
                 cn = _hset(chk, chi, cpos, cn, f, c)
-    # ---- progressive filling: the lowest saturation level freezes every flow on that link;
-    # the links those flows also cross get their new level once per pop (TOUCH list), not
-    # once per flow, which matters when a link with a thousand flows saturates
-    touch = LI[TOUCH]
+    # ---- progressive filling: the lowest saturation level freezes every flow on that link.
+    # The level heap is lazy: freezing a flow only updates the residual and weight of the links
+    # it crosses; a link's key is brought up to date when it reaches the top. A link's level
+    # never falls when flows freeze at the current (lowest) level, so a top whose key is
+    # current is the lowest level (ties by link index, as an eager heap), and links that never
+    # reach the top before every flow is frozen cost nothing (a flow of a member set crosses
+    # thousands of links).
     npop = 0
-    while hn > 0:
+    nfrz = 0
+    while nfrz < ncf:
+        # settle the top: drop links with no unfrozen flow left, refresh stale keys
+        while hn > 0:
+            j = lhi[0]
+            if LI[CNT, j] == 0:
+                hn = _hremove(lhk, lhi, lhp, hn, j)
+                continue
+            r = LF[RES, j]
+            if r < 0.0:
+                r = 0.0
+            key = r / LF[WSUM, j]
+            if key == lhk[0]:
+                break
+            hn = _hset(lhk, lhi, lhp, hn, j, key)
+        if hn == 0:
+            break
         if cn > 0 and chk[0] <= lhk[0]:
             # a cap is the lowest level: freeze that flow alone (its private link saturates)
             level = chk[0]
@@ -482,6 +487,7 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
                                    f * 4 + EV_CAP)
                 isc[CAPEVENTS] += 1
             npop += 1
+            nfrz += 1
             NI[f, FFRZ] = stamp
             NF[f, NR] = level
             p0 = NI[f, POFF]
@@ -491,7 +497,6 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
                 LF[RES, j2] -= w * level
                 LF[WSUM, j2] -= w
                 LI[CNT, j2] -= 1
-                hn = _relevel(LF, LI, lhk, lhi, lhp, hn, j2)
             continue
         level = lhk[0]
         j = lhi[0]
@@ -506,13 +511,13 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
                     NI[g, FFRZ] = -2 * stamp
                     NI[ncf + npend, CF] = g
                     npend += 1
-        nt = 0
         for k in range(lptr[j], lptr[j + 1]):
             f = wl[k]
             if NI[f, FFRZ] == stamp:
                 continue
             NI[f, FFRZ] = stamp
             NF[f, NR] = level
+            nfrz += 1
             p0 = NI[f, POFF]
             for e2 in range(p0, p0 + NI[f, PLEN]):
                 j2 = LI[LLOC, EI[e2, ELINK]]
@@ -522,12 +527,6 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
                 LF[RES, j2] -= w * level
                 LF[WSUM, j2] -= w
                 LI[CNT, j2] -= 1
-                if LI[TMARK, j2] != npop:
-                    LI[TMARK, j2] = npop
-                    touch[nt] = j2
-                    nt += 1
-        for i in range(nt):
-            hn = _relevel(LF, LI, lhk, lhi, lhp, hn, touch[i])
     for k in range(cn):  # caps of flows a shared link froze first: drop them
         cpos[chi[k]] = -1
     return npend
