@@ -64,16 +64,21 @@ CAPB, CAPEV = range(10, 12)
 # AOFF: first row of the flow's slot positions (ESLOT): POFF for a private path; for a
 # shared path an arena block while active, -1 otherwise
 AOFF = 12
-N_NI = 13
+# LEPOS: during a solve, where the flow's entries start in the local-link list of _fill
+LEPOS = 13
+N_NI = 14
 # ---------------------------------------------------------------- entry int columns (EI)
 ELINK, EFLOW, ESLOT = range(3)
 N_EI = 3
 # ---------------------------------------------------------------- slot columns (SI, SD)
 SFLOW, SENT = range(2)
-SW, SR = range(2)
+# SPOT: the slot's share of its link's potential load (weight x the flow's solo rate, _activate)
+SW, SR, SPOT = range(3)
+N_SD = 3
 # ---------------------------------------------------------------- link float rows (LF)
-CAP, BUSY_SINCE, BUSY, BYTES, RES, WSUM, LHK, LLOAD = range(8)
-N_LF = 8
+# POT: potential load, sum over the active flows of weight x solo rate (slack links, _slack)
+CAP, BUSY_SINCE, BUSY, BYTES, RES, WSUM, LHK, LLOAD, POT = range(9)
+N_LF = 9
 # ---------------------------------------------------------------- link int rows (LI)
 LOFF, LCAP, NACT, LSTAMP, LLOC, CL, CNT, LHI, LHPOS, SEEDED, SEEDS, LFILL = range(12)
 N_LI = 12
@@ -97,6 +102,9 @@ N_ISC = 31
 # the last bits when different solves produced them (a sum of rates rounds differently), so
 # a tie must not be read as "slower" (the removal threshold, the local repair's checks)
 TIE_EPS = 1e-11
+# a link is slack when its potential load is below this fraction of its capacity (far above
+# the rounding of the running sum, and of TIE_EPS: a slack link never counts as saturated)
+SLACK_FRAC = 1.0 - 1e-9
 # local repair gives up (and the component is solved whole) when its work, in link slots
 # scanned, would pass a floor plus a share of the active flows' path entries (what a solve of
 # the whole fabric scans): a failed repair then costs at most a fraction of a component solve
@@ -252,12 +260,30 @@ def _seed(LI, isc, l):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _slack(l, LF, isc):
+    """Whether link l cannot saturate: its potential load (every active flow on it at its solo
+    rate) is below its capacity. Then no flow on it has it as its tightest link, and its
+    constraint follows from those links' (rate <= solo rate), so leaving it out of a solve
+    changes neither the feasible rates nor the max-min allocation; the member-set flows of a
+    large step cross thousands of such links (ECMP-hashed spine links carrying a few of their
+    pairs). Not with link series, which record the load of every link a solve touches."""
+    return isc[SERIES] == 0 and LF[POT, l] < LF[CAP, l] * SLACK_FRAC
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
     """Put flow f's entries into its links' slot ranges (it starts sending at t). Its slot
     rate is +inf until the solver gives it a rate, so every threshold test includes it. Its
-    slot rows (AOFF) are set: a shared path's block is taken before."""
+    slot rows (AOFF) are set: a shared path's block is taken before. Each link's potential
+    load grows by the weight times the flow's solo rate (the least capacity / weight on its
+    path: no allocation gives the flow more)."""
     p0 = NI[f, POFF]
     a0 = NI[f, AOFF]
+    solo = np.inf
+    for e in range(p0, p0 + NI[f, PLEN]):
+        x = LF[CAP, EI[e, ELINK]] / ew[e]
+        if x < solo:
+            solo = x
     for i in range(NI[f, PLEN]):
         e = p0 + i
         l = EI[e, ELINK]
@@ -266,11 +292,16 @@ def _activate(f, t, NI, EI, ew, SI, SD, LF, LI, isc):
         SI[k, SENT] = a0 + i
         SD[k, SW] = ew[e]
         SD[k, SR] = np.inf
+        SD[k, SPOT] = ew[e] * solo
+        LF[POT, l] += SD[k, SPOT]
         EI[a0 + i, ESLOT] = k
         LI[NACT, l] += 1
         if LI[NACT, l] == 1:
             LF[BUSY_SINCE, l] = t
-        _seed(LI, isc, l)
+        # a link still slack with f on it binds nobody: the solve reaches f from its tightest
+        # link, which never is slack
+        if not _slack(l, LF, isc):
+            _seed(LI, isc, l)
     isc[ACT_ENT] += NI[f, PLEN]
 
 
@@ -334,18 +365,22 @@ def _deactivate(f, t, NI, EI, SI, SD, LF, LI, isc):
     for i in range(NI[f, PLEN]):
         l = EI[p0 + i, ELINK]
         k = EI[a0 + i, ESLOT]
+        if not _slack(l, LF, isc):  # a slack link bound nobody: nothing gains from f leaving
+            _seed(LI, isc, l)
+        LF[POT, l] -= SD[k, SPOT]
         last = LI[LOFF, l] + LI[NACT, l] - 1
         if k != last:
             SI[k, SFLOW] = SI[last, SFLOW]
             SI[k, SENT] = SI[last, SENT]
             SD[k, SW] = SD[last, SW]
             SD[k, SR] = SD[last, SR]
+            SD[k, SPOT] = SD[last, SPOT]
             EI[SI[k, SENT], ESLOT] = k
         EI[a0 + i, ESLOT] = -1
         LI[NACT, l] -= 1
         if LI[NACT, l] == 0:
             LF[BUSY, l] += t - LF[BUSY_SINCE, l]
-        _seed(LI, isc, l)
+            LF[POT, l] = 0.0  # no drift of the running sum past an idle link
     isc[ACT_ENT] -= NI[f, PLEN]
     if a0 != p0:  # a shared path's block goes back to its free list
         EI[a0, EFLOW] = EI[p0, EFLOW]
@@ -396,8 +431,56 @@ def _cap_at(f, t, NF):
 
 # ================================================================ max-min solver
 @njit(cache=True, _nrt=False, inline="always")
-def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, chk, chi,
-          cpos, tk, ti):
+def _list_entries(f, pos, stamp, NI, EI, ew, LF, LI, wl):
+    """Flow f's entries into _fill's list from ``wl[pos]`` on: the local link of each (-1 for
+    a link left out, not local), adding its weight and one flow to each local link; returns
+    the next position."""
+    NI[f, LEPOS] = pos
+    p0 = NI[f, POFF]
+    for e in range(p0, p0 + NI[f, PLEN]):
+        l = EI[e, ELINK]
+        if LI[LSTAMP, l] != stamp:
+            wl[pos] = -1
+            pos += 1
+            continue
+        j = LI[LLOC, l]
+        wl[pos] = j
+        pos += 1
+        LF[WSUM, j] += ew[e]
+        LI[CNT, j] += 1
+    return pos
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _join_entries(f, stamp, ncl, pos, NI, EI, ew, LF, LI, wl, isc):
+    """_join_links and _list_entries in one pass (_recompute's search): links new to the
+    component start with no weight. Returns (ncl, pos)."""
+    NI[f, LEPOS] = pos
+    p0 = NI[f, POFF]
+    for e in range(p0, p0 + NI[f, PLEN]):
+        l = EI[e, ELINK]
+        if LI[LSTAMP, l] != stamp:
+            if _slack(l, LF, isc):
+                wl[pos] = -1
+                pos += 1
+                continue
+            LI[LSTAMP, l] = stamp
+            LI[LLOC, l] = ncl
+            LI[CL, ncl] = l
+            LF[WSUM, ncl] = 0.0
+            LI[CNT, ncl] = 0
+            ncl += 1
+        j = LI[LLOC, l]
+        wl[pos] = j
+        pos += 1
+        LF[WSUM, j] += ew[e]
+        LI[CNT, j] += 1
+    return ncl, pos
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _fill(t, ncf, ncl, stamp, check, prepared, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc,
+          chk, chi, cpos, tk, ti):
     """Progressive filling of the flows ``NI[:ncf, CF]`` (marked ``FSTAMP == stamp``) over the
     local links ``LI[CL, :ncl]``, whose residual capacities ``LF[RES, :ncl]`` already exclude
     the load of every other flow. New rates go to ``NF[f, NR]``.
@@ -406,23 +489,26 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
     it with a rate above x is appended to ``NI[ncf:, CF]`` (marked ``FFRZ = -2 * stamp``): it
     must give way, so the set is too small. Returns how many were appended."""
     npend = 0
-    # ---- unfrozen weight per link and a local CSR: local link -> component flows on it
-    for k in range(ncf):
-        f = NI[k, CF]
-        p0 = NI[f, POFF]
-        for e in range(p0, p0 + NI[f, PLEN]):
-            j = LI[LLOC, EI[e, ELINK]]
-            LF[WSUM, j] += ew[e]
-            LI[CNT, j] += 1
+    # ---- unfrozen weight and flow count per local link, and the local link of each entry of
+    # the component, flow after flow (the second half of wl; its first half is the CSR below),
+    # so that the later passes over a flow's entries read them in order
+    # (``prepared``: _recompute made them while it searched the component, _join_entries)
+    if not prepared:
+        pos = wl.shape[0] >> 1
+        for k in range(ncf):
+            pos = _list_entries(NI[k, CF], pos, stamp, NI, EI, ew, LF, LI, wl)
+    # ---- local CSR: local link -> component flows on it
     lptr[0] = 0
     for j in range(ncl):
         lptr[j + 1] = lptr[j] + LI[CNT, j]
         LI[LFILL, j] = lptr[j]
     for k in range(ncf):
         f = NI[k, CF]
-        p0 = NI[f, POFF]
-        for e in range(p0, p0 + NI[f, PLEN]):
-            j = LI[LLOC, EI[e, ELINK]]
+        q0 = NI[f, LEPOS]
+        for q in range(q0, q0 + NI[f, PLEN]):
+            j = wl[q]
+            if j < 0:
+                continue
             wl[LI[LFILL, j]] = f
             LI[LFILL, j] += 1
     # ---- heap of saturation levels (local link index j)
@@ -491,9 +577,12 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
             NI[f, FFRZ] = stamp
             NF[f, NR] = level
             p0 = NI[f, POFF]
-            for e2 in range(p0, p0 + NI[f, PLEN]):
-                j2 = LI[LLOC, EI[e2, ELINK]]
-                w = ew[e2]
+            q0 = NI[f, LEPOS]
+            for i in range(NI[f, PLEN]):
+                j2 = wl[q0 + i]
+                if j2 < 0:
+                    continue
+                w = ew[p0 + i]
                 LF[RES, j2] -= w * level
                 LF[WSUM, j2] -= w
                 LI[CNT, j2] -= 1
@@ -519,11 +608,12 @@ def _fill(t, ncf, ncl, stamp, check, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, i
             NF[f, NR] = level
             nfrz += 1
             p0 = NI[f, POFF]
-            for e2 in range(p0, p0 + NI[f, PLEN]):
-                j2 = LI[LLOC, EI[e2, ELINK]]
-                if j2 == j:
+            q0 = NI[f, LEPOS]
+            for i in range(NI[f, PLEN]):
+                j2 = wl[q0 + i]
+                if j2 == j or j2 < 0:
                     continue
-                w = ew[e2]
+                w = ew[p0 + i]
                 LF[RES, j2] -= w * level
                 LF[WSUM, j2] -= w
                 LI[CNT, j2] -= 1
@@ -597,11 +687,14 @@ def _local_link(l, stamp, ncl, LI):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _join_links(f, stamp, ncl, NI, EI, LI):
-    """Append flow f's links that are not local yet to the local links; returns ncl."""
+def _join_links(f, stamp, ncl, NI, EI, LF, LI, isc):
+    """Append flow f's links that are not local yet to the local links (slack ones stay out,
+    _slack); returns ncl."""
     p0 = NI[f, POFF]
     for e in range(p0, p0 + NI[f, PLEN]):
-        ncl = _local_link(EI[e, ELINK], stamp, ncl, LI)
+        l = EI[e, ELINK]
+        if LI[LSTAMP, l] != stamp and not _slack(l, LF, isc):
+            ncl = _local_link(l, stamp, ncl, LI)
     return ncl
 
 
@@ -628,18 +721,19 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
         LI[LSTAMP, l] = stamp
         LI[LLOC, l] = ncl
         LI[CL, ncl] = l
+        LF[WSUM, ncl] = 0.0
+        LI[CNT, ncl] = 0
         ncl += 1
     isc[N_SEED] = 0
     ncf = 0
     q = 0
+    pos = wl.shape[0] >> 1  # _fill's entry list, made during the search
     # Removal-only batch and no active flow anywhere at least as fast as the slowest removed
     # one: by the threshold argument nothing changes (all-to-all drains in this order), so
     # skip the search; only the link series of the seed links still needs updating.
     if theta > -np.inf and (isc[RH_N] == 0 or -rhk[0] < theta):
         for j in range(ncl):
             LF[RES, j] = 0.0
-            LF[WSUM, j] = 0.0
-            LI[CNT, j] = 0
         q = ncl
         isc[SKIPPED] += 1
     # ---- breadth-first search over links; frozen load of the slow flows on each link
@@ -655,16 +749,14 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
                     NI[f, FSTAMP] = stamp
                     NI[ncf, CF] = f
                     ncf += 1
-                    ncl = _join_links(f, stamp, ncl, NI, EI, LI)
+                    ncl, pos = _join_entries(f, stamp, ncl, pos, NI, EI, ew, LF, LI, wl, isc)
             else:
                 frozen += SD[k, SW] * r
         LF[RES, q] = LF[CAP, l] - frozen
-        LF[WSUM, q] = 0.0
-        LI[CNT, q] = 0
         q += 1
     isc[CF_TOTAL] += ncf
-    _fill(t, ncf, ncl, stamp, False, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, chk, chi,
-          cpos, tk, ti)
+    _fill(t, ncf, ncl, stamp, False, True, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, chk,
+          chi, cpos, tk, ti)
     _apply(t, ncf, False, NF, NI, EI, SD, isc, dhk, dhi, dpos, rhk, rhi, rpos)
     isc[RECOMP] += 1
     _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r)
@@ -686,7 +778,7 @@ def _load_max(l, stamp, NF, NI, SI, SD, LI):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _has_bottleneck(g, r, stamp, NF, NI, EI, SI, SD, LF, LI):
+def _has_bottleneck(g, r, stamp, NF, NI, EI, SI, SD, LF, LI, isc):
     """(whether flow g, outside the repaired set at rate r, still has a bottleneck: a
     saturated link on which no flow is faster than g; link slots scanned). Local links read
     the repaired load and largest rate (``LF[RES]``, ``LF[WSUM]`` after the check pass); the
@@ -700,6 +792,8 @@ def _has_bottleneck(g, r, stamp, NF, NI, EI, SI, SD, LF, LI):
             j = LI[LLOC, l]
             load = LF[RES, j]
             mx = LF[WSUM, j]
+        elif _slack(l, LF, isc):
+            continue  # never saturated
         else:
             scanned += LI[NACT, l]
             load, mx = _load_max(l, stamp, NF, NI, SI, SD, LI)
@@ -746,7 +840,7 @@ def _recompute_local(t, theta, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, 
                 NI[f, FSTAMP] = stamp
                 NI[ncf, CF] = f
                 ncf += 1
-                ncl = _join_links(f, stamp, ncl, NI, EI, LI)
+                ncl = _join_links(f, stamp, ncl, NI, EI, LF, LI, isc)
     rounds = 0
     work = 0
     while True:
@@ -775,8 +869,8 @@ def _recompute_local(t, theta, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, 
             LF[RES, j] = LF[CAP, l] - frozen
             LF[WSUM, j] = 0.0
             LI[CNT, j] = 0
-        npend = _fill(t, ncf, ncl, stamp, True, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc,
-                      chk, chi, cpos, tk, ti)
+        npend = _fill(t, ncf, ncl, stamp, True, False, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl,
+                      isc, chk, chi, cpos, tk, ti)
         if npend == 0:
             # repaired load and largest rate of each local link (RES, WSUM are free now)
             for j in range(ncl):
@@ -794,7 +888,7 @@ def _recompute_local(t, theta, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, 
                     r = SD[k, SR]
                     if sat and mx <= r * (1.0 + TIE_EPS):
                         continue
-                    has, scanned = _has_bottleneck(g, r, stamp, NF, NI, EI, SI, SD, LF, LI)
+                    has, scanned = _has_bottleneck(g, r, stamp, NF, NI, EI, SI, SD, LF, LI, isc)
                     work += scanned
                     if has:
                         NI[g, FFRZ] = ok
@@ -805,7 +899,7 @@ def _recompute_local(t, theta, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, 
         if npend == 0:
             break
         for i in range(npend):
-            ncl = _join_links(NI[ncf + i, CF], stamp, ncl, NI, EI, LI)
+            ncl = _join_links(NI[ncf + i, CF], stamp, ncl, NI, EI, LF, LI, isc)
         ncf += npend
     for k in range(isc[N_SEED]):
         LI[SEEDED, LI[SEEDS, k]] = 0
@@ -1151,7 +1245,7 @@ def relayout_slots(new_off, new_cap, EI, SI, SD, LI):
     for l in range(new_cap.shape[0]):
         total += new_cap[l]
     SI2 = np.empty((max(total, 1), 2), dtype=np.int64)
-    SD2 = np.empty((max(total, 1), 2), dtype=np.float64)
+    SD2 = np.empty((max(total, 1), N_SD), dtype=np.float64)
     for l in range(new_cap.shape[0]):
         k0 = LI[LOFF, l]
         j0 = new_off[l]
@@ -1160,6 +1254,7 @@ def relayout_slots(new_off, new_cap, EI, SI, SD, LI):
             SI2[j0 + i, 1] = SI[k0 + i, 1]
             SD2[j0 + i, 0] = SD[k0 + i, 0]
             SD2[j0 + i, 1] = SD[k0 + i, 1]
+            SD2[j0 + i, 2] = SD[k0 + i, 2]
             EI[SI[k0 + i, SENT], ESLOT] = j0 + i
         LI[LOFF, l] = j0
         LI[LCAP, l] = new_cap[l]

@@ -262,6 +262,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
     if touched:
         tl = unique(np.array(touched, dtype=np.int64))
         st.LF[K.CAP, tl] = st.bw[tl] * st.factor[tl] * st.eff[tl]
+        st.rebuild_potential()
         st.seed_links(tl)
         died = tl[was_alive[tl] & ~alive[tl]]
         if len(died):
@@ -376,7 +377,7 @@ def max_min_rates(ptr, link, weight, cap, caps=None) -> np.ndarray:
     LI[K.LOFF] = np.concatenate([[0], np.cumsum(cnt)[:-1]])
     m = max(len(link), 1)
     SI = np.zeros((m, 2), dtype=np.int64)
-    SD = np.zeros((m, 2))
+    SD = np.zeros((m, K.N_SD))
     isc = np.zeros(K.N_ISC, dtype=np.int64)
     z = np.zeros(1)
     NF[:, K.CAPMAX] = np.inf
@@ -391,7 +392,7 @@ def max_min_rates(ptr, link, weight, cap, caps=None) -> np.ndarray:
         isc[K.CAPS] = 1
     NI[:, K.CAPEV] = -1
     K.solve_all(NF, NI, EI, weight, SI, SD, LF, LI, np.zeros(L + 1, dtype=np.int64),
-                np.zeros(m, dtype=np.int64), isc, np.zeros(n), np.zeros(n, dtype=np.int64),
+                np.zeros(2 * m, dtype=np.int64), isc, np.zeros(n), np.zeros(n, dtype=np.int64),
                 np.full(n, -1, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64),
                 np.full(n, -1, dtype=np.int64), z, np.zeros(1, dtype=np.int64), z,
                 np.zeros(n), np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64),

@@ -70,7 +70,7 @@ class FlowState:
         self.LI[K.LOFF] = 0
         self.LI[K.LCAP] = 0
         self.SI = np.zeros((1, 2), dtype=np.int64)
-        self.SD = np.zeros((1, 2), dtype=np.float64)
+        self.SD = np.zeros((1, K.N_SD), dtype=np.float64)
         self.lptr = np.zeros(L + 1, dtype=np.int64)
         self.wl = np.zeros(1, dtype=np.int64)
         self.tk = np.zeros(2 * n + 2, dtype=np.float64)
@@ -315,8 +315,28 @@ class FlowState:
         off = np.concatenate([[0], np.cumsum(cap)[:-1]]).astype(np.int64)
         self.SI, self.SD = K.relayout_slots(off, cap, self.EI, self.SI, self.SD, self.LI)
         self.slot_layouts += 1
-        if len(self.wl) < len(self.SI):
-            self.wl = np.zeros(len(self.SI), dtype=np.int64)
+        if len(self.wl) < 2 * len(self.SI):  # the solver's two lists (K._fill)
+            self.wl = np.zeros(2 * len(self.SI), dtype=np.int64)
+
+    def rebuild_potential(self):
+        """After capacities changed: each active slot's share of its link's potential load
+        (weight x the flow's solo rate at the new capacities, as K._activate computes it), and
+        the links' sums. A raised capacity raises solo rates, so the old shares would no
+        longer bound the load. Links that turn slack or stop being slack are seeded: a link
+        that turned slack (a flow on it slowed by a lowered capacity elsewhere) may have bound
+        flows the next solve must free, and the solve no longer reaches them through it."""
+        was = self.LF[K.POT] < self.LF[K.CAP] * K.SLACK_FRAC
+        n = self.LI[K.NACT]
+        links = np.repeat(np.arange(len(n), dtype=np.int64), n)
+        slots = spans(self.LI[K.LOFF], n)
+        f = self.SI[slots, K.SFLOW]
+        w = self.SD[slots, K.SW]
+        solo = np.full(self.NI.shape[0], np.inf)
+        np.minimum.at(solo, f, self.LF[K.CAP, links] / w)
+        self.SD[slots, K.SPOT] = w * solo[f]
+        self.LF[K.POT] = np.bincount(links, weights=self.SD[slots, K.SPOT], minlength=len(n))
+        now = self.LF[K.POT] < self.LF[K.CAP] * K.SLACK_FRAC
+        self.seed_links(np.flatnonzero(was != now))
 
     # ------------------------------------------------------------------ kernel calls
     def advance(self, t_stop: float, mode: int = 0) -> int:
