@@ -9,9 +9,8 @@ from hypothesis import strategies as st
 import collectives as co
 from netcore import Schedule, simulate
 from topo.builders import fat_tree
-from topo.faults import DEGRADE, DOWN, UP, LinkFaults
+from flow_fuzz import FT4, link_faults
 
-FT4 = fat_tree(4, link_gbps=100, latency_us=1.0)
 
 
 def _run_both(topo, sched, policy, faults=None, **opts):
@@ -76,19 +75,7 @@ def test_local_repair_under_faults(sc, seed):
     """Links going down (re-routes, strands), degrading and coming back up: capacity changes
     reach the solver as seeded links, which the repair re-solves whole."""
     sched, policy = sc
-    rng = np.random.default_rng(seed)
-    links = rng.choice(FT4.n_dlinks // 2, 4, replace=False) * 2
-    rows = []
-    for d in links:
-        t0 = float(rng.random() * 200e-6)
-        kind = int(rng.choice([DOWN, DEGRADE]))
-        f = 0.0 if kind == DOWN else float(rng.choice([0.25, 0.5]))
-        for x in (int(d), int(d) ^ 1):
-            rows.append((t0, x, kind, f))
-            rows.append((t0 + float(rng.random() * 300e-6), x, UP, 1.0))
-    rows.sort()
-    t, d, k, f = (np.array(c) for c in zip(*rows))
-    faults = LinkFaults(t, d, k, f)
+    faults = link_faults(seed, 4, [0.25, 0.5])
     a, b = _run_both(FT4, sched, policy, faults, reroute_delay_us=2.0)
     _assert_same(a, b, FT4.dlink_bw)
 

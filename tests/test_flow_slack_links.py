@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from netcore import Schedule, simulate
 from netcore.flow.state import FlowState
-from topo.builders import fat_tree, leaf_spine
-from topo.faults import DEGRADE, DOWN, UP, LinkFaults
+from flow_fuzz import FT4, tied_dags, link_faults
+from topo.builders import leaf_spine
+from topo.faults import DEGRADE, UP, LinkFaults
 
-FT4 = fat_tree(4, link_gbps=100, latency_us=1.0)
 ARRAYS = ("start", "end", "link_bytes", "link_busy")
 
 
@@ -75,36 +75,13 @@ def test_a_link_that_turns_slack_frees_the_flows_it_bound():
     np.testing.assert_allclose(res.end[3], expect, rtol=0.02)
 
 
-@st.composite
-def dags(draw):
-    """Random transfer DAGs on fat_tree(4), many starting together."""
-    n = draw(st.integers(20, 100))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    src = rng.integers(0, 16, n)
-    dst = (src + rng.integers(1, 16, n)) % 16
-    size = rng.integers(1_000, 3_000_000, n)
-    start = rng.choice([0.0, 5e-6, 20e-6], n)
-    deps = [[int(rng.integers(0, i))] if i and rng.random() < 0.4 else [] for i in range(n)]
-    policy = draw(st.sampled_from(["ecmp", "spray", "shortest"]))
-    transport = draw(st.sampled_from(["fluid", "tcp"]))
-    return Schedule.from_transfers(src, dst, size, start=start, deps=deps), policy, transport
-
-
 @settings(max_examples=25, deadline=None)
-@given(dags(), st.integers(0, 2**32 - 1))
+@given(tied_dags(), st.integers(0, 2**32 - 1))
 def test_slack_links_change_no_allocation(sc, seed):
-    """Host links degraded deep (slack links everywhere above them), cut, and recovered."""
+    """Host and fabric links degraded deep (slack links everywhere above them), cut, and
+    recovered."""
     sched, policy, transport = sc
-    rng = np.random.default_rng(seed)
-    rows = []
-    for d in rng.choice(FT4.n_dlinks // 2, 4, replace=False) * 2:
-        t0 = float(rng.random() * 200e-6)
-        kind = int(rng.choice([DOWN, DEGRADE]))
-        f = 0.0 if kind == DOWN else float(rng.choice([0.05, 0.5]))
-        for x in (int(d), int(d) ^ 1):
-            rows.append((t0, x, kind, f))
-            rows.append((t0 + float(rng.random() * 300e-6), x, UP, 1.0))
-    faults = _faults(rows)
+    faults = link_faults(seed, 4, [0.05, 0.5])
     opts = dict(reroute_delay_us=2.0, transport=transport)
     _same(simulate(FT4, sched, policy, faults, **opts),
           simulate(FT4, sched, policy, faults, link_series=True, **opts))

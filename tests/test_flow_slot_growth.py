@@ -8,10 +8,8 @@ from hypothesis import strategies as st
 import collectives as co
 from netcore import Schedule, simulate
 from netcore.flow import state as flow_state
-from topo.builders import fat_tree
-from topo.faults import DEGRADE, DOWN, UP, LinkFaults
+from flow_fuzz import FT4, link_faults, tied_dags
 
-FT4 = fat_tree(4, link_gbps=100, latency_us=1.0)
 ARRAYS = ("start", "end", "link_bytes", "link_busy")
 
 
@@ -45,36 +43,11 @@ def _three(*args, **opts):
     return full, default, tight
 
 
-@st.composite
-def dags(draw):
-    """Random transfer DAGs on fat_tree(4), many starting together (ties included)."""
-    n = draw(st.integers(20, 120))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    src = rng.integers(0, 16, n)
-    dst = (src + rng.integers(1, 16, n)) % 16
-    size = rng.integers(1_000, 3_000_000, n)
-    start = rng.choice([0.0, 5e-6, 20e-6], n)
-    deps = [[int(rng.integers(0, i))] if i and rng.random() < 0.4 else [] for i in range(n)]
-    policy = draw(st.sampled_from(["ecmp", "spray", "shortest"]))
-    transport = draw(st.sampled_from(["fluid", "tcp"]))
-    return Schedule.from_transfers(src, dst, size, start=start, deps=deps), policy, transport
-
-
 @settings(max_examples=25, deadline=None)
-@given(dags(), st.integers(0, 2**32 - 1))
+@given(tied_dags(), st.integers(0, 2**32 - 1))
 def test_growing_slots_changes_no_bit(sc, seed):
     sched, policy, transport = sc
-    rng = np.random.default_rng(seed)
-    rows = []
-    for d in rng.choice(FT4.n_dlinks // 2, 3, replace=False) * 2:
-        t0 = float(rng.random() * 200e-6)
-        kind = int(rng.choice([DOWN, DEGRADE]))
-        f = 0.0 if kind == DOWN else 0.5
-        for x in (int(d), int(d) ^ 1):
-            rows.append((t0, x, kind, f))
-            rows.append((t0 + float(rng.random() * 300e-6), x, UP, 1.0))
-    rows.sort()
-    faults = LinkFaults(*(np.array(c) for c in zip(*rows)))
+    faults = link_faults(seed, 3, [0.5])
     _three(FT4, sched, policy, faults, link_series=True, reroute_delay_us=2.0,
            transport=transport)
 

@@ -452,6 +452,17 @@ def _list_entries(f, pos, stamp, NI, EI, ew, LF, LI, wl):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _open_link(l, stamp, ncl, LF, LI):
+    """Make link l the ncl-th local link, with no flow weight on it yet; returns ncl + 1."""
+    LI[LSTAMP, l] = stamp
+    LI[LLOC, l] = ncl
+    LI[CL, ncl] = l
+    LF[WSUM, ncl] = 0.0
+    LI[CNT, ncl] = 0
+    return ncl + 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _join_entries(f, stamp, ncl, pos, NI, EI, ew, LF, LI, wl, isc):
     """_join_links and _list_entries in one pass (_recompute's search): links new to the
     component start with no weight. Returns (ncl, pos)."""
@@ -464,12 +475,7 @@ def _join_entries(f, stamp, ncl, pos, NI, EI, ew, LF, LI, wl, isc):
                 wl[pos] = -1
                 pos += 1
                 continue
-            LI[LSTAMP, l] = stamp
-            LI[LLOC, l] = ncl
-            LI[CL, ncl] = l
-            LF[WSUM, ncl] = 0.0
-            LI[CNT, ncl] = 0
-            ncl += 1
+            ncl = _open_link(l, stamp, ncl, LF, LI)
         j = LI[LLOC, l]
         wl[pos] = j
         pos += 1
@@ -718,12 +724,7 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
     for k in range(isc[N_SEED]):
         l = LI[SEEDS, k]
         LI[SEEDED, l] = 0
-        LI[LSTAMP, l] = stamp
-        LI[LLOC, l] = ncl
-        LI[CL, ncl] = l
-        LF[WSUM, ncl] = 0.0
-        LI[CNT, ncl] = 0
-        ncl += 1
+        ncl = _open_link(l, stamp, ncl, LF, LI)
     isc[N_SEED] = 0
     ncf = 0
     q = 0
