@@ -431,27 +431,6 @@ def _cap_at(f, t, NF):
 
 # ================================================================ max-min solver
 @njit(cache=True, _nrt=False, inline="always")
-def _list_entries(f, pos, stamp, NI, EI, ew, LF, LI, wl):
-    """Flow f's entries into _fill's list from ``wl[pos]`` on: the local link of each (-1 for
-    a link left out, not local), adding its weight and one flow to each local link; returns
-    the next position."""
-    NI[f, LEPOS] = pos
-    p0 = NI[f, POFF]
-    for e in range(p0, p0 + NI[f, PLEN]):
-        l = EI[e, ELINK]
-        if LI[LSTAMP, l] != stamp:
-            wl[pos] = -1
-            pos += 1
-            continue
-        j = LI[LLOC, l]
-        wl[pos] = j
-        pos += 1
-        LF[WSUM, j] += ew[e]
-        LI[CNT, j] += 1
-    return pos
-
-
-@njit(cache=True, _nrt=False, inline="always")
 def _open_link(l, stamp, ncl, LF, LI):
     """Make link l the ncl-th local link, with no flow weight on it yet; returns ncl + 1."""
     LI[LSTAMP, l] = stamp
@@ -463,15 +442,17 @@ def _open_link(l, stamp, ncl, LF, LI):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _join_entries(f, stamp, ncl, pos, NI, EI, ew, LF, LI, wl, isc):
-    """_join_links and _list_entries in one pass (_recompute's search): links new to the
-    component start with no weight. Returns (ncl, pos)."""
+def _list_entries(f, pos, stamp, ncl, search, NI, EI, ew, LF, LI, wl, isc):
+    """Flow f's entries into _fill's list from ``wl[pos]`` on: the local link of each (-1 for
+    a link that is not local), adding its weight and one flow to each local link. With
+    ``search`` (_recompute's component search) a link not local yet becomes local, with no
+    weight before f's, unless it is slack. Returns (ncl, the next position)."""
     NI[f, LEPOS] = pos
     p0 = NI[f, POFF]
     for e in range(p0, p0 + NI[f, PLEN]):
         l = EI[e, ELINK]
         if LI[LSTAMP, l] != stamp:
-            if _slack(l, LF, isc):
+            if not search or _slack(l, LF, isc):
                 wl[pos] = -1
                 pos += 1
                 continue
@@ -498,11 +479,12 @@ def _fill(t, ncf, ncl, stamp, check, prepared, NF, NI, EI, ew, SI, SD, LF, LI, l
     # ---- unfrozen weight and flow count per local link, and the local link of each entry of
     # the component, flow after flow (the second half of wl; its first half is the CSR below),
     # so that the later passes over a flow's entries read them in order
-    # (``prepared``: _recompute made them while it searched the component, _join_entries)
+    # (``prepared``: _recompute made them while it searched the component)
     if not prepared:
         pos = wl.shape[0] >> 1
         for k in range(ncf):
-            pos = _list_entries(NI[k, CF], pos, stamp, NI, EI, ew, LF, LI, wl)
+            _, pos = _list_entries(NI[k, CF], pos, stamp, ncl, False, NI, EI, ew, LF, LI, wl,
+                                   isc)
     # ---- local CSR: local link -> component flows on it
     lptr[0] = 0
     for j in range(ncl):
@@ -750,7 +732,7 @@ def _recompute(t, theta, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, isc, dhk, dhi
                     NI[f, FSTAMP] = stamp
                     NI[ncf, CF] = f
                     ncf += 1
-                    ncl, pos = _join_entries(f, stamp, ncl, pos, NI, EI, ew, LF, LI, wl, isc)
+                    ncl, pos = _list_entries(f, pos, stamp, ncl, True, NI, EI, ew, LF, LI, wl, isc)
             else:
                 frozen += SD[k, SW] * r
         LF[RES, q] = LF[CAP, l] - frozen
@@ -1245,17 +1227,14 @@ def relayout_slots(new_off, new_cap, EI, SI, SD, LI):
     total = 0
     for l in range(new_cap.shape[0]):
         total += new_cap[l]
-    SI2 = np.empty((max(total, 1), 2), dtype=np.int64)
-    SD2 = np.empty((max(total, 1), N_SD), dtype=np.float64)
+    SI2 = np.empty((max(total, 1), SI.shape[1]), dtype=np.int64)
+    SD2 = np.empty((max(total, 1), SD.shape[1]), dtype=np.float64)
     for l in range(new_cap.shape[0]):
         k0 = LI[LOFF, l]
         j0 = new_off[l]
         for i in range(LI[NACT, l]):
-            SI2[j0 + i, 0] = SI[k0 + i, 0]
-            SI2[j0 + i, 1] = SI[k0 + i, 1]
-            SD2[j0 + i, 0] = SD[k0 + i, 0]
-            SD2[j0 + i, 1] = SD[k0 + i, 1]
-            SD2[j0 + i, 2] = SD[k0 + i, 2]
+            SI2[j0 + i] = SI[k0 + i]
+            SD2[j0 + i] = SD[k0 + i]
             EI[SI[k0 + i, SENT], ESLOT] = j0 + i
         LI[LOFF, l] = j0
         LI[LCAP, l] = new_cap[l]

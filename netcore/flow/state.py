@@ -325,7 +325,10 @@ class FlowState:
         longer bound the load. Links that turn slack or stop being slack are seeded: a link
         that turned slack (a flow on it slowed by a lowered capacity elsewhere) may have bound
         flows the next solve must free, and the solve no longer reaches them through it."""
-        was = self.LF[K.POT] < self.LF[K.CAP] * K.SLACK_FRAC
+        def slack():  # K._slack of every link (with link series too: an extra seed is harmless)
+            return self.LF[K.POT] < self.LF[K.CAP] * K.SLACK_FRAC
+
+        was = slack()
         n = self.LI[K.NACT]
         links = np.repeat(np.arange(len(n), dtype=np.int64), n)
         slots = spans(self.LI[K.LOFF], n)
@@ -335,8 +338,7 @@ class FlowState:
         np.minimum.at(solo, f, self.LF[K.CAP, links] / w)
         self.SD[slots, K.SPOT] = w * solo[f]
         self.LF[K.POT] = np.bincount(links, weights=self.SD[slots, K.SPOT], minlength=len(n))
-        now = self.LF[K.POT] < self.LF[K.CAP] * K.SLACK_FRAC
-        self.seed_links(np.flatnonzero(was != now))
+        self.seed_links(np.flatnonzero(was != slack()))
 
     # ------------------------------------------------------------------ kernel calls
     def advance(self, t_stop: float, mode: int = 0) -> int:
