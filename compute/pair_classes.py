@@ -36,7 +36,7 @@ import numpy as np
 
 from netcore.schedule import TRANSFER, Schedule
 from topo.arrays import unique
-from topo.hops import host_hops
+from topo.hops import pair_hops
 from topo.topology import Topology
 
 
@@ -86,9 +86,7 @@ def classes(tpl: Schedule, hosts: np.ndarray, topology: Topology,
     same = (hg[src] == hg[dst]).astype(np.int64)
     # the hops tell the tiers a path climbs: another rail through a spine, another pod
     # through the core, another dragonfly group over a global link
-    hd = host_hops(topology, hosts.ravel())
-    at = np.arange(f)[:, None] * g
-    hops = hd[(at + tpl.src).ravel(), (at + tpl.dst).ravel()]
+    hops = pair_hops(topology, src, dst)
     size = np.broadcast_to(np.asarray(tpl.size, dtype=np.int64), (f, tpl.n)).ravel()
     ks, kd = tkey[:, tpl.src].ravel(), tkey[:, tpl.dst].ravel()
     order = np.lexsort((kd, ks, hops, same, size))  # stable: (copy, node) order in a class

@@ -170,6 +170,12 @@ class _Table:
 
 
 class Routing:
+    # Single-path walks to hosts memoise a node's next hops per anchor of the destination at
+    # nodes of this many neighbours or more (a shorter scan costs about a lookup), up to this
+    # many link positions per call (32 MB); past it they scan (topo/_routing.pyx, walk_anchored)
+    memo_degree = 256
+    memo_entries = 1 << 22
+
     def __init__(self, topology, policy="ecmp", seed=0, *, cache_bytes=DEFAULT_CACHE_BYTES,
                  stripe=True):
         if policy not in POLICIES:
@@ -513,7 +519,8 @@ class Routing:
         ptr, link, lat = _walk_buffers(hops)
         stuck = _k.walk_anchored(self._ptr, self._nbr, self._dl, alive8, self.topology.n_hosts,
                                  self._hosts_forward, self._dlat, rows, aptr, arow, anode, s, d,
-                                 f, mode, self._seed64, ptr, link, lat)
+                                 f, mode, self._seed64, ptr, link, lat, self.memo_degree,
+                                 self.memo_entries)
         return _walked(stuck, ptr, link, lat, hops)
 
     def _single_rows(self, src, dst, fid, key, alive8, mode) -> Paths:
