@@ -3,10 +3,12 @@
 and the step they make agrees with the full form."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compute import comm, pair_classes
 from compute.report import summarize
-from compute.training import build_step, fault_args
+from compute.training import _distinct_incidences, build_step, fault_args
 from netcore.api import simulate
 from netcore.schedule import TRANSFER
 from topo.builders import build, fat_tree, two_tier
@@ -156,3 +158,26 @@ def test_an_imbalance_of_zero_is_balanced_routing_with_as_few_classes():
     bal, _, t_bal = _step(fab, par, "auto", MOE)
     assert _ep_nodes(flat) == _ep_nodes(bal)
     assert t_flat == pytest.approx(t_bal, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_distinct_incidences_keep_every_class_chain_node_pair(data):
+    # rows of chain nodes that repeat the first row's ties (the scalable form), or not
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label="seed"))
+    rows, P = data.draw(st.integers(1, 5), label="rows"), data.draw(st.integers(1, 12), label="P")
+    pattern = rng.integers(0, data.draw(st.integers(1, P), label="distinct"), P)
+    nodes = pattern[None, :] * 10 + np.arange(rows)[:, None]
+    broken = data.draw(st.booleans(), label="break the pattern")
+    if broken:
+        nodes[rng.integers(0, rows), rng.integers(0, P)] = 999
+    cls = rng.integers(0, 4, 3 * P)
+    pos = rng.integers(0, P, 3 * P)
+    c, p = _distinct_incidences(nodes, cls, pos)
+
+    def pairs(c, p):
+        return {(r, int(a), int(nodes[r, b])) for r in range(rows) for a, b in zip(c, p)}
+
+    assert pairs(c, p) == pairs(cls, pos)
+    if not broken:  # each (class, chain node) once
+        assert len(c) == len({(int(a), int(pattern[b])) for a, b in zip(cls, pos)})
