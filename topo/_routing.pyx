@@ -376,14 +376,15 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
     thousands of neighbours.
 
     Further out, at a node of ``memo_degree`` neighbours or more, the candidates are memoised
-    per (u, anchor), up to ``memo_entries`` positions in all. A next hop w (an enterable switch: hosts do not forward, and w != d when
-    du >= 3) is at distance du - 1 from d exactly when some anchor a has rows[a][w] == du - 2,
-    and such an a has rows[a][u] == du - 1 (w is one hop from u, so no anchor is nearer to w
-    than du - 2). When one anchor is that near to u the candidates are therefore u's alive
-    links one step closer to that anchor, the same for every destination behind it: a rail
-    leaf of a 65,536-GPU two-tier fabric scanned its 16,384 neighbours for every flow to
-    another rail (8,192 spines tie), and routing the step's members took 94 s. With several
-    such anchors (a union of lists), or once the memo is full, it scans as before."""
+    per (u, anchor), up to ``memo_entries`` positions in all. A next hop w (an enterable
+    switch: hosts do not forward, and w != d when du >= 3) is at distance du - 1 from d
+    exactly when some anchor a has rows[a][w] == du - 2, and such an a has rows[a][u] ==
+    du - 1 (w is one hop from u, so no anchor is nearer to w than du - 2). When one anchor is
+    that near to u, the candidates are therefore u's alive links one step closer to that
+    anchor, the same for every destination behind it: a rail leaf of a 65,536-GPU two-tier
+    fabric scanned its 16,384 neighbours for every flow to another rail (8,192 spines tie),
+    and routing the step's members took 94 s. With several such anchors (a union of lists),
+    or once the memo is full, it scans as before."""
     cdef Py_ssize_t nf = src.shape[0], i, j, k, a0, a1, a, near
     cdef int32_t u, d, w, du, count
     cdef double lat
