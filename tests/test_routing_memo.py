@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from topo import _routing
 from topo.builders import leaf_spine, two_tier
 from topo.routing import Routing
 from topo.topology import Topology
@@ -29,7 +30,8 @@ def own_rows(t, policy, s, d, alive):
     key, alive8 = r._alive(alive)
     fid = np.arange(len(s), dtype=np.int64)
     return r._single_rows(np.asarray(s, np.int32), np.asarray(d, np.int32), fid, key, alive8,
-                          {"shortest": 0, "ecmp": 1, "dmodk": 2}[policy])
+                          {"shortest": _routing.SHORTEST, "ecmp": _routing.ECMP,
+                           "dmodk": _routing.DMODK}[policy])
 
 
 @pytest.mark.parametrize("policy", ["shortest", "ecmp", "dmodk"])

@@ -8,6 +8,13 @@ from topo.routing import spans
 from topo.topology import Topology
 
 
+def _groups(of: np.ndarray, n: int):
+    """Positions holding each value 0..n-1 of ``of``, value after value."""
+    order = np.argsort(of, kind="stable")
+    cut = np.searchsorted(of[order], np.arange(n + 1))
+    return (order[cut[k]:cut[k + 1]] for k in range(n))
+
+
 def pair_hops(topology: Topology, src, dst) -> np.ndarray:
     """int64 per pair: hops from host ``src[p]`` to host ``dst[p]`` (-1 where unreachable).
 
@@ -25,10 +32,7 @@ def pair_hops(topology: Topology, src, dst) -> np.ndarray:
     out = np.full(len(src), -1, dtype=np.int64)
     if topology.hosts_forward:
         us, s_of = np.unique(src, return_inverse=True)
-        order = np.argsort(s_of, kind="stable")
-        cut = np.searchsorted(s_of[order], np.arange(len(us) + 1))
-        for k, s in enumerate(us.tolist()):
-            p = order[cut[k]:cut[k + 1]]
+        for s, p in zip(us.tolist(), _groups(s_of, len(us))):
             out[p] = _bfs_kernel(ptr, nbr, nh, True, s)[dst[p]]
         return out
     ud, d_of = np.unique(dst, return_inverse=True)
@@ -44,10 +48,8 @@ def pair_hops(topology: Topology, src, dst) -> np.ndarray:
     sw = via >= nh
     anchors, a_of = np.unique(via[sw], return_inverse=True)
     sw_pair = pair[sw]
-    order = np.argsort(a_of, kind="stable")
-    cut = np.searchsorted(a_of[order], np.arange(len(anchors) + 1))
-    for k, a in enumerate(anchors.tolist()):
-        p = sw_pair[order[cut[k]:cut[k + 1]]]
+    for a, at in zip(anchors.tolist(), _groups(a_of, len(anchors))):
+        p = sw_pair[at]
         d = _bfs_kernel(ptr, nbr, nh, False, a)[src[p]]
         d[d < 0] = far
         best[p] = np.minimum(best[p], d)

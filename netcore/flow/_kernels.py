@@ -664,17 +664,6 @@ def _series(t, ncl, SD, LF, LI, isc, ls_t, ls_l, ls_r):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _local_link(l, stamp, ncl, LI):
-    """Make link l local (the ncl-th) unless it is already; returns the new count."""
-    if LI[LSTAMP, l] != stamp:
-        LI[LSTAMP, l] = stamp
-        LI[LLOC, l] = ncl
-        LI[CL, ncl] = l
-        ncl += 1
-    return ncl
-
-
-@njit(cache=True, _nrt=False, inline="always")
 def _join_links(f, stamp, ncl, NI, EI, LF, LI, isc):
     """Append flow f's links that are not local yet to the local links (slack ones stay out,
     _slack); returns ncl."""
@@ -682,7 +671,7 @@ def _join_links(f, stamp, ncl, NI, EI, LF, LI, isc):
     for e in range(p0, p0 + NI[f, PLEN]):
         l = EI[e, ELINK]
         if LI[LSTAMP, l] != stamp and not _slack(l, LF, isc):
-            ncl = _local_link(l, stamp, ncl, LI)
+            ncl = _open_link(l, stamp, ncl, LF, LI)
     return ncl
 
 
@@ -812,7 +801,7 @@ def _recompute_local(t, theta, limit, NF, NI, EI, ew, SI, SD, LF, LI, lptr, wl, 
     stamp = isc[STAMP]
     ncl = 0
     for k in range(isc[N_SEED]):
-        ncl = _local_link(LI[SEEDS, k], stamp, ncl, LI)
+        ncl = _open_link(LI[SEEDS, k], stamp, ncl, LF, LI)  # seeds are distinct
     nseed = ncl
     ncf = 0
     for q in range(nseed):
