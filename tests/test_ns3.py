@@ -186,6 +186,57 @@ def test_support_check_options():
         check_policy("spray")
 
 
+def test_support_passes_tcp_options_or_refuses_them():
+    """The packet engine's TCP options reach ns-3 (resolved through engine.tcp_timers as the
+    packet engine resolves them) or are refused by name: none is dropped in silence."""
+    from netcore.packet.options import TIMER_PRESETS
+    from validation.ns3.support import NS3Unsupported, TCP_PASSED, check_options
+
+    dc = check_options({"tcp_timers": "datacenter", "max_rto_s": 60.0, "init_cwnd": 4})
+    for key in ("min_rto_s", "init_rto_s", "clock_granularity_s", "conn_timeout_s"):
+        assert dc[key] == TIMER_PRESETS["datacenter"][key]
+    assert dc["init_cwnd"] == 4 and set(TCP_PASSED) <= set(dc)
+    assert check_options(dc) == dc  # run_ns3 checks the result again
+    assert check_options({"min_rto_s": 0.01})["min_rto_s"] == 0.01
+    assert check_options({})["min_rto_s"] == 1.0  # ns-3's own default
+    # ns-3 caps the RTO at 60 s: the presets' Linux cap of 120 s must be set to 60 to compare
+    with pytest.raises(NS3Unsupported, match=r"engine.max_rto_s = 120.0.*max_rto_s = 60"):
+        check_options({"tcp_timers": "linux"})
+    for key, value in (("warm_connections", True), ("handshake", False),
+                       ("buffer_bytes", 90000), ("max_time_s", 1.0)):
+        with pytest.raises(NS3Unsupported, match=f"engine.{key}"):
+            check_options({key: value})
+    # bad values get the packet engine's own messages
+    with pytest.raises(InputError, match="engine.tcp_timers = 'fast'"):
+        check_options({"tcp_timers": "fast"})
+    with pytest.raises(InputError, match="engine.min_rto_s = 0"):
+        check_options({"min_rto_s": 0})
+
+
+@pytest.mark.ns3
+@SKIP_NO_NS3
+def test_ns3_runs_the_timer_preset(tmp_path):
+    """incast_lossy (15 senders, 20-packet buffers) with the data-centre timers: ns-3 and the
+    packet engine both recover in milliseconds (5 ms minimum RTO), not after ns-3's default
+    1 s, and agree within the 5% target (validation/results/ns3_timers.md)."""
+    from netcore.api import simulate
+    from netcore.packet.options import check_options as packet_options
+    from netcosim.commands.ns3 import scenario_engine_options
+    from netcosim.scenario import load_scenario
+    from validation.ns3 import run_ns3
+    from validation.ns3.support import check_options
+
+    sc = load_scenario(SCEN / "incast_lossy.toml")
+    prep = sc.with_full_detail().prepare(check_engine=False)
+    args = (prep.topology, prep.schedule, prep.routing, prep.faults)
+    engine = {**scenario_engine_options(sc), "tcp_timers": "datacenter", "max_rto_s": 60.0}
+    ref = run_ns3(*args, seed=sc.seed, **check_options(engine))
+    pk = simulate(*args, engine="packet", seed=sc.seed, **packet_options(engine))
+    assert ref.info["drops"] > 0
+    assert 1e-3 < ref.makespan < 0.1  # ns-3's default timers take > 1 s here
+    assert abs(pk.makespan / ref.makespan - 1) <= 0.05
+
+
 TIE_A2A = """
 name = "tie-a2a-k4"
 seed = 1

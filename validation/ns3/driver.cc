@@ -652,8 +652,10 @@ namespace netcosim_ns3 {
 // TCP settings every socket created afterwards picks up (Config::SetDefault). The values and
 // the ns-3.44 defaults they replace are documented in docs/ns3.md.
 void Configure(uint32_t segmentSize, uint32_t sndBuf, uint32_t rcvBuf, uint32_t delAckCount,
-               bool sack, bool timestamps, const std::string& recovery, double minRtoS,
-               uint32_t initialCwnd)
+               bool sack, bool timestamps, const std::string& recovery, uint32_t initialCwnd,
+               double minRtoS, double initRtoS, double clockGranularityS, double connTimeoutS,
+               uint32_t synRetries, uint32_t dataRetries, uint32_t dupAckThreshold,
+               bool limitedTransmit, double delAckTimeoutS)
 {
     using namespace ns3;
     Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpNewReno::GetTypeId()));
@@ -666,5 +668,14 @@ void Configure(uint32_t segmentSize, uint32_t sndBuf, uint32_t rcvBuf, uint32_t 
     Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(sack));
     Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(timestamps));
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(Seconds(minRtoS)));
+    Config::SetDefault("ns3::RttEstimator::InitialEstimation", TimeValue(Seconds(initRtoS)));
+    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity",
+                       TimeValue(Seconds(clockGranularityS)));
+    Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(Seconds(connTimeoutS)));
+    Config::SetDefault("ns3::TcpSocket::ConnCount", UintegerValue(synRetries));
+    Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(dataRetries));
+    Config::SetDefault("ns3::TcpSocketBase::ReTxThreshold", UintegerValue(dupAckThreshold));
+    Config::SetDefault("ns3::TcpSocketBase::LimitedTransmit", BooleanValue(limitedTransmit));
+    Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(Seconds(delAckTimeoutS)));
 }
 } // namespace netcosim_ns3

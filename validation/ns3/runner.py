@@ -24,16 +24,14 @@ from validation.ns3.support import NS3Unsupported, check_options, check_policy
 HEADER_BYTES = 52
 PPP_BYTES = 2  # PointToPointNetDevice adds a 2-byte PPP header to every frame on the wire
 
-# TCP settings (docs/ns3.md explains each against the ns-3.44 default it replaces)
+# TCP settings (docs/ns3.md explains each against the ns-3.44 default it replaces); the
+# timers, windows and ACK policy come from the scenario's engine options (support.TCP_PASSED)
 TCP = {
     "snd_buf": 1 << 31,  # the whole transfer is handed to TCP at once (in 1 GiB Send calls)
     "rcv_buf": 1 << 30,  # window never limits: 2^30 is the largest window scale 14 can advertise
-    "del_ack_count": 1,  # one ACK per segment
     "sack": True,  # ns-3 default (kept: see docs/ns3.md)
     "timestamps": True,  # ns-3 default (MSS = MTU - 52 assumes it)
     "recovery": "ns3::TcpClassicRecovery",
-    "min_rto_s": 1.0,  # ns-3 default
-    "initial_cwnd": 10,  # ns-3 default (segments)
 }
 # what fits the send buffer; also keeps a transfer within half the 32-bit sequence space
 MAX_TRANSFER_BYTES = (1 << 31) - 1
@@ -121,8 +119,12 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     paths = [_epoch_paths(routing, schedule, alive, tidx, plane) for _, alive in epochs]
     t_build = time.perf_counter()
     seg = opts["mtu"] - HEADER_BYTES
-    drv.Configure(seg, TCP["snd_buf"], TCP["rcv_buf"], TCP["del_ack_count"], TCP["sack"],
-                  TCP["timestamps"], TCP["recovery"], TCP["min_rto_s"], TCP["initial_cwnd"])
+    del_ack_count = opts["delack_count"] if opts["delayed_ack"] else 1  # 1: one ACK per segment
+    drv.Configure(seg, TCP["snd_buf"], TCP["rcv_buf"], del_ack_count, TCP["sack"],
+                  TCP["timestamps"], TCP["recovery"], opts["init_cwnd"], opts["min_rto_s"],
+                  opts["init_rto_s"], opts["clock_granularity_s"], opts["conn_timeout_s"],
+                  opts["syn_retries"], opts["data_retries"], opts["dupack_threshold"],
+                  opts["limited_transmit"], opts["delack_timeout_s"])
 
     d = drv.Driver()
     t = topology

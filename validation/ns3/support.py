@@ -6,6 +6,7 @@ an InputError that names the feature, never approximated silently.
 """
 from __future__ import annotations
 
+from netcore.packet import options as packet_options
 from topo.errors import InputError
 
 # Routing policies whose flows each follow one fixed path: installed exactly as per-transfer
@@ -38,6 +39,38 @@ _OFF_VALUES = {
     "pfc_xoff_packets": (None, 0),
     "pfc_xon_packets": (None, 0),
     "reroute_delay_us": (None, 0, 0.0),
+}
+
+
+# The packet engine's TCP options that have an ns-3 attribute: a scenario's value (or its
+# engine.tcp_timers preset's) is set on every socket (driver.cc Configure). delayed_ack /
+# delack_count become DelAckCount (1 when delayed ACKs are off).
+TCP_PASSED = {
+    "min_rto_s": "TcpSocketBase::MinRto",
+    "init_rto_s": "RttEstimator::InitialEstimation",
+    "clock_granularity_s": "TcpSocketBase::ClockGranularity",
+    "conn_timeout_s": "TcpSocket::ConnTimeout",
+    "syn_retries": "TcpSocket::ConnCount",
+    "data_retries": "TcpSocket::DataRetries",
+    "init_cwnd": "TcpSocket::InitialCwnd",
+    "dupack_threshold": "TcpSocketBase::ReTxThreshold",
+    "limited_transmit": "TcpSocketBase::LimitedTransmit",
+    "delayed_ack": "TcpSocket::DelAckCount",
+    "delack_count": "TcpSocket::DelAckCount",
+    "delack_timeout_s": "TcpSocket::DelAckTimeout",
+}
+# Packet-engine options ns-3 has one fixed behaviour for: any other value is refused by name
+# rather than run with ns-3's (which would compare two different set-ups in silence).
+_NS3_FIXED = {
+    "max_rto_s": (60.0, "ns-3 caps the retransmission timeout at 60 s in "
+                        "TcpSocketBase::ReTxTimeout, not an attribute; set engine.max_rto_s = "
+                        "60 to compare with ns-3"),
+    "handshake": (True, "ns-3's sockets always open with SYN / SYN-ACK"),
+    "warm_connections": (False, "the ns-3 runner opens one connection per transfer"),
+    "l2_header_bytes": (2, "ns-3's point-to-point frames carry a 2-byte PPP header"),
+    "buffer_bytes": (0, "the ns-3 runner's queues count packets only (engine.buffer_packets)"),
+    "switch_buffer_bytes": (0, "the ns-3 runner has no buffer shared by a switch's ports"),
+    "max_time_s": (None, "stop the ns-3 run with --horizon-ms instead"),
 }
 
 
@@ -81,4 +114,15 @@ def check_options(opts: dict | None) -> dict:
     if out["buffer_packets"] < 1:
         raise InputError(f"engine.buffer_packets = {out['buffer_packets']!r}: expected >= 1")
     out["transport"] = transport
+    # TCP settings as the packet engine resolves them (its engine.tcp_timers preset, its checks
+    # and messages); keys the packet engine does not know are not the ns-3 run's business
+    known = {k: v for k, v in opts.items() if k in packet_options.DEFAULTS}
+    tcp = packet_options.check_options({**known, "mtu": out["mtu"],
+                                        "buffer_packets": out["buffer_packets"]})
+    for key, (value, why) in _NS3_FIXED.items():
+        if tcp[key] != value:
+            raise NS3Unsupported(f"engine.{key} = {tcp[key]!r}: not reproducible in ns-3 ({why})")
+    # every timer key, so that checking the result again (run_ns3 does) gives the same result
+    out.update({key: tcp[key] for key in (*TCP_PASSED, *packet_options.TIMER_KEYS)})
+    out["tcp_timers"] = tcp["tcp_timers"]
     return out
