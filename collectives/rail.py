@@ -22,6 +22,12 @@ from __future__ import annotations
 import numpy as np
 
 from topo.arrays import unique
+from topo.errors import InputError
+
+# positions of a rail layout (m rings x n ranks) built at most: it and the schedule made from
+# it hold several (m, n) arrays, about 6 GB at this size; a scale-up domain of thousands of
+# GPUs asked for a layout of m * n = millions x thousands and a memory kill instead
+MAX_RAIL_POSITIONS = 1 << 26
 
 
 def per_node(topology, ranks) -> int | None:
@@ -65,7 +71,15 @@ def rail_rings(topology, ranks) -> np.ndarray | None:
     finds m ranks on each of two or more two_tier nodes; None otherwise. Local index j of a
     node is its j-th rank in the list (its rail, in fabric order)."""
     m = per_node(topology, ranks)
-    return None if m is None else rail_layout(m, len(np.asarray(ranks).reshape(-1)))
+    if m is None:
+        return None
+    n = len(np.asarray(ranks).reshape(-1))
+    if m * n > MAX_RAIL_POSITIONS:
+        raise InputError(f"ranks: {n:,} ranks with {m:,} on each node make {m:,} rail rings of "
+                         f"{n:,} ranks ({m * n:,} positions, at most {MAX_RAIL_POSITIONS:,}); "
+                         f"use fewer GPUs per node (topology.gpus_per_node) or another "
+                         f"algorithm")
+    return rail_layout(m, n)
 
 
 def rail_phase(rails: np.ndarray, op: str, nbytes: int, wire=(1, 1), rate_cap: float = 0.0):

@@ -315,7 +315,9 @@ def sweep_plots(out: Path, rows, params, title: str = "") -> list[Path]:
         else:
             return []
     written = []
-    for m in metrics[:3]:
+    # the first four present: a collective's two bandwidths and time, a step's time, MFU and
+    # makespan, a serving run's throughput, p99 TTFT, p50 ITL and goodput (docs/inference.md)
+    for m in metrics[:4]:
         written += _line_plot(out, ok, m, x, hue, facet, others, vals, title)
     numeric = [p for p in params if p != x and vals.get(p) and len(vals[p]) > 1
                and all(_num(v) for v in vals[p])]

@@ -374,6 +374,8 @@ class Scenario:
             options = None
         if options is not None and self.engine_kind == "packet":
             self._check_packet_limits(topology, schedule, faults, options)
+        elif self.engine_kind == "flow":
+            self._check_flow_clock(schedule, faults)
         return Prepared(self, topology, routing, faults, schedule, self.engine_kind, options)
 
     def _check_packet_limits(self, topology, schedule, faults, options) -> None:
@@ -384,6 +386,18 @@ class Scenario:
         try:
             limits.check(topology, schedule, faults, options)
         except limits.PacketLimit as e:
+            raise InputError(_limit_message(e, self, schedule)) from None
+
+
+    def _check_flow_clock(self, schedule, faults) -> None:
+        """The flow engine's clock range (netcore.flow.limits), refused with the scenario
+        field the offending time came from."""
+        from netcore.flow import limits
+        from netcore.packet.limits import PacketLimit
+
+        try:
+            limits.check(schedule, faults)
+        except PacketLimit as e:
             raise InputError(_limit_message(e, self, schedule)) from None
 
 
@@ -495,7 +509,8 @@ def _reachable_by_distance(routing, src, dst, alive) -> np.ndarray:
 
 
 def _limit_message(e, scenario, schedule) -> str:
-    """A packet-engine range error (netcore.packet.limits.PacketLimit) in scenario terms."""
+    """An engine's range error (netcore.packet.limits.PacketLimit, also raised by
+    netcore.flow.limits) in scenario terms."""
     from netcore.packet.limits import TIME_LIMIT_US
 
     msg = str(e)
@@ -519,6 +534,8 @@ def _limit_message(e, scenario, schedule) -> str:
                if e.what == "bytes" else f"node {i}")
         if e.what == "bytes" and "bytes" in wl:
             return f"workload.bytes = {short_repr(wl['bytes'])}: {who}: {rest}"
+        if e.what == "duration" and wl.get("gpu_faults"):  # a slowed GPU's compute time
+            return f"workload.gpu_faults = {short_repr(wl['gpu_faults'])}: {who}: {rest}"
         return f"{field}[{i}]: {rest}" if field else f"workload: {who}: {rest}"
     if e.option is not None:
         return msg

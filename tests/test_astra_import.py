@@ -132,7 +132,7 @@ def test_degrees_and_counts_for_any_description(dims):
     ("topology: [Ring\n", r"network\.yml: not valid YAML"),
     ("- 1\n- 2\n", r"network\.yml: expected a mapping"),
     ("topology: [FullyConnected, FullyConnected]\nnpus_count: [100000, 100000]\n"
-     "bandwidth: [1, 1]\nlatency: [1, 1]\n", r"links; more than netcosim builds"),
+     "bandwidth: [1, 1]\nlatency: [1, 1]\n", r"links; more than a netcosim fabric may have"),
 ])
 def test_bad_files_name_the_file_and_key(tmp_path, text, match):
     p = tmp_path / "network.yml"

@@ -47,6 +47,28 @@ def test_sweep_plots(tmp_path):
         assert text in svg
 
 
+def test_sweep_plots_draw_the_four_serving_metrics(tmp_path):
+    """Inference rows: throughput per GPU, p99 TTFT, p50 ITL and goodput each get a line plot
+    (docs/inference.md says so; goodput was the fourth and was cut off by a cap of three)."""
+    rows, i = [], 0
+    for kind in ("two_tier", "fullflat"):
+        for rate in (4.0, 8.0, 16.0):
+            slow = 1.0 if kind == "fullflat" else 1.3
+            rows.append({"point": i, "point_id": f"p{i}", "status": "ok", "topology.kind": kind,
+                         "workload.requests.rate": rate, "makespan_us": 1e6 * rate,
+                         "output_tokens_per_s_per_gpu": 100 * rate / slow,
+                         "ttft_p99_s": 0.1 * rate * slow, "itl_p50_s": 0.02 * slow,
+                         "goodput_rps": rate / slow, "scenario": "{}"})
+            i += 1
+    params = ["topology.kind", "workload.requests.rate"]
+    write_table(tmp_path, rows, params)
+    (tmp_path / "sweep_meta.json").write_text(json.dumps({"kind": "sweep", "params": params,
+                                                          "name": "serving"}))
+    names = {p.name for p in plots.plot_dir(tmp_path)}
+    for m in ("output_tokens_per_s_per_gpu", "ttft_p99_s", "itl_p50_s", "goodput_rps"):
+        assert f"line_{m}_vs_workload_requests_rate.png" in names, (m, sorted(names))
+
+
 def test_fault_plots(tmp_path):
     rows, i = [], 0
     for f in (0.01, 0.05, 0.2):

@@ -52,6 +52,7 @@ TCP_SYN_BYTES = 56    # SYN / SYN-ACK: IP 20 + TCP 20 + 16 option bytes (window 
 # Until the first ACK of data the sender knows only the SYN-ACK's window, which is never scaled
 # (RFC 7323 section 2.2): at most 65535 payload bytes in flight in the first round
 TCP_FIRST_WINDOW = 65535
+MAX_MTU = 1 << 20
 TCP_DEFAULT_MTU = 9000  # used when transport = "tcp" and no mtu is given (packet engine default)
 
 
@@ -73,6 +74,8 @@ def check_options(opts: dict) -> dict:
         if not isinstance(mtu, int) or isinstance(mtu, bool) or mtu <= 0:
             raise InputError(f"engine.mtu = {mtu!r}: expected a positive integer number of "
                              f"bytes (or nothing)")
+        if mtu > MAX_MTU:  # the packet engine's bound; larger would overflow int64 packet sums
+            raise InputError(f"engine.mtu = {mtu!r}: expected at most {MAX_MTU} bytes (1 MiB)")
     d = out["reroute_delay_us"]
     if not _is_number(d) or not math.isfinite(d) or d < 0:
         raise InputError(f"engine.reroute_delay_us = {d!r}: expected a time >= 0")

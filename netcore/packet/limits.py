@@ -36,6 +36,14 @@ _TIME_OPTIONS = {"min_rto_s": 1e12, "init_rto_s": 1e12, "max_rto_s": 1e12,
                  "cnp_interval_us": 1e6, "reroute_delay_us": 1e6, "sample_queues_us": 1e6}
 
 
+# integer options the core holds in int32 (config.hpp) and in int64
+_INT32_OPTIONS = ("init_cwnd", "syn_retries", "data_retries", "dupack_threshold", "delack_count",
+                  "fast_recovery_steps")
+_INT64_OPTIONS = ("buffer_packets", "buffer_bytes", "switch_buffer_bytes", "host_queue_packets",
+                  "byte_counter_bytes", "ecn_k", "pfc_xoff_bytes", "pfc_xon_bytes")
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
 # options that are periods of a timer that re-arms itself (0 = off, where allowed)
 _PERIODS = ("alpha_timer_us", "rate_timer_us", "sample_queues_us")
 MIN_PERIOD_PS = 1000  # 1 ns
@@ -52,7 +60,14 @@ class PacketLimit(InputError):
 
 def check_options(opts: dict) -> None:
     """Every time option is at most 2^60 ps (about 13 days), so the core's timers cannot wrap;
-    a DCQCN sender's slowest rate must pace one frame within that too."""
+    a DCQCN sender's slowest rate must pace one frame within that too; integer options fit
+    the core's int32 / int64 fields."""
+    for keys, top, width in ((_INT32_OPTIONS, INT32_MAX, "32"), (_INT64_OPTIONS, INT64_MAX, "64")):
+        for key in keys:
+            v = opts.get(key)
+            if isinstance(v, int) and v > top:
+                raise PacketLimit(f"engine.{key} = {v!r}: the packet engine holds it in a "
+                                  f"{width}-bit integer (at most {top})", option=key)
     for key, scale in _TIME_OPTIONS.items():
         v = opts.get(key)
         if v is not None and float(v) * scale > DELAY_LIMIT_PS:

@@ -164,6 +164,8 @@ def check_options(opts: dict) -> dict:
         _need(_num(out[key]) and out[key] >= 0, key, out[key], "expected a number >= 0")
     _need(out["min_rto_s"] <= out["max_rto_s"], "min_rto_s", out["min_rto_s"],
           f"above engine.max_rto_s = {out['max_rto_s']}")
+    _need(out["init_rto_s"] <= out["max_rto_s"], "init_rto_s", out["init_rto_s"],
+          f"above engine.max_rto_s = {out['max_rto_s']}")
     for key in ("dctcp_g", "dcqcn_g", "dctcp_alpha_init", "pmax"):
         _need(_num(out[key]) and 0 <= out[key] <= 1, key, out[key], "expected 0 <= value <= 1")
     for key in ("dctcp_g", "dcqcn_g"):

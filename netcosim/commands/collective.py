@@ -81,11 +81,18 @@ def _parse_ranks(text, n_hosts):
     try:
         if ".." in text:
             a, b = (int(x) for x in text.split(".."))
-            return list(range(a, b + 1))
-        return [int(x) for x in text.split(",")]
+            ids = [a, b]
+        else:
+            ids = [int(x) for x in text.split(",")]
     except ValueError:
         raise InputError(f"--ranks = {text!r}: expected 'a..b' or a comma list of host ids") \
             from None
+    # checked before a range is expanded: '0..10**20' must not build a list first
+    bad = [h for h in ids if not 0 <= h < n_hosts]
+    if bad:
+        raise InputError(f"--ranks = {text!r}: host {bad[0]} does not exist (the fabric has "
+                         f"hosts 0..{n_hosts - 1})")
+    return list(range(ids[0], ids[1] + 1)) if ".." in text else ids
 
 
 def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=None,

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from topo.builders._check import MAX_LINKS
 from topo.errors import InputError
 from topo.faults import to_float
 from topo.topology import Topology
@@ -50,7 +51,6 @@ from topo.topology import Topology
 KEYS = ("topology", "npus_count", "bandwidth", "latency")
 BLOCKS = ("Ring", "FullyConnected", "Switch")
 GB_BYTES = {"binary": float(1 << 30), "decimal": 1e9}
-MAX_LINKS = 50_000_000  # a description beyond this would not fit in memory as a Topology
 
 
 def load_network(path, gb: str = "binary") -> Topology:
@@ -172,8 +172,8 @@ def from_dict(data, where: str = "network.yml", gb: str = "binary") -> Topology:
                "Switch": n}[blocks[d]]
         n_links += per * groups
     if n_links > MAX_LINKS:
-        raise InputError(f"{where}: npus_count {npus} with topology {blocks} makes {n_links} "
-                         f"links; more than netcosim builds ({MAX_LINKS})")
+        raise InputError(f"{where}: npus_count {npus} with topology {blocks} makes {n_links:,} "
+                         f"links; more than a netcosim fabric may have ({MAX_LINKS:,})")
 
     stride = np.cumprod([1] + list(npus[:-1])).astype(np.int64)
     ids = np.arange(N, dtype=np.int64)

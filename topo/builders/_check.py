@@ -53,6 +53,16 @@ def as_gbps(value, field: str) -> float:
     return v * 1e9 / 8.0
 
 
+def check_derived_gbps(rate: float, field: str, value, what: str) -> float:
+    """A link rate (bytes/s) a builder derived from ``field`` (an oversubscription): in the
+    range ``as_gbps`` allows, else refused naming the field and the rate it gave."""
+    gbps = rate * 8 / 1e9
+    if not MIN_GBPS <= gbps <= MAX_GBPS:  # NaN and inf too
+        raise InputError(f"{field} = {value!r}: gives {what} of {gbps:.4g} Gb/s, outside "
+                         f"{MIN_GBPS:g}..{MAX_GBPS:g} Gb/s")
+    return rate
+
+
 def as_bool(value, field: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{field} = {value!r}: expected true or false")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_gbps, as_int, as_number, check_size
+from topo.builders._check import as_gbps, as_int, as_number, check_derived_gbps, check_size
 from topo.errors import InputError
 from topo.topology import Topology, us
 
@@ -71,7 +71,8 @@ def leaf_spine(leaves, hosts_per_leaf, spines, oversubscription=1.0, tiers=2,
     s0 = l0 + n_leaves
     ss0 = s0 + n_spines
 
-    up1 = hpl * bw / (spines * os1)
+    up1 = check_derived_gbps(hpl * bw / (spines * os1), f"{where}.oversubscription",
+                             oversubscription, "leaf-spine links")
     h = np.arange(n_hosts, dtype=np.int64)
     us_, vs_, bws, layers = [h], [l0 + h // hpl], [np.full(n_hosts, bw)], [np.zeros(n_hosts)]
     # leaf (pod, l) <-> every spine of the same pod
@@ -82,7 +83,9 @@ def leaf_spine(leaves, hosts_per_leaf, spines, oversubscription=1.0, tiers=2,
     bws.append(np.full(len(p), up1))
     layers.append(np.ones(len(p)))
     if tiers == 3:
-        up2 = leaves * up1 / (per_plane * os2)
+        up2 = check_derived_gbps(leaves * up1 / (per_plane * os2),
+                                 f"{where}.spine_oversubscription", spine_oversubscription,
+                                 "spine-super-spine links")
         p, s, j = (x.ravel() for x in np.meshgrid(np.arange(pods), np.arange(spines),
                                                    np.arange(per_plane), indexing="ij"))
         us_.append(s0 + p * spines + s)

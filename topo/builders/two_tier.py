@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_bool, as_gbps, as_int, as_number, check_size
+from topo.builders._check import (as_bool, as_gbps, as_int, as_number, check_derived_gbps,
+                                   check_size)
 from topo.topology import Topology, us
 
 LAYERS = ("scaleup", "edge", "spine")
@@ -74,7 +75,8 @@ def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
     h = np.arange(n_hosts, dtype=np.int64)
     node, local = h // G, h % G
     leaf = local * leaves_per_rail + node // npl if rails else node // npl
-    up = gpus_per_leaf * nic_bw / (n_spines * os_)
+    up = check_derived_gbps(gpus_per_leaf * nic_bw / (n_spines * os_),
+                            f"{where}.oversubscription", oversubscription, "leaf-spine links")
     l_idx, s_idx = (x.ravel() for x in np.meshgrid(np.arange(n_leaves), np.arange(n_spines),
                                                    indexing="ij"))
     link_u = np.concatenate([h, h, l0 + l_idx])
