@@ -375,7 +375,7 @@ class Scenario:
         if options is not None and self.engine_kind == "packet":
             self._check_packet_limits(topology, schedule, faults, options)
         elif self.engine_kind == "flow":
-            self._check_flow_clock(schedule, faults)
+            self._check_flow_clock(schedule)
         return Prepared(self, topology, routing, faults, schedule, self.engine_kind, options)
 
     def _check_packet_limits(self, topology, schedule, faults, options) -> None:
@@ -389,14 +389,14 @@ class Scenario:
             raise InputError(_limit_message(e, self, schedule)) from None
 
 
-    def _check_flow_clock(self, schedule, faults) -> None:
+    def _check_flow_clock(self, schedule) -> None:
         """The flow engine's clock range (netcore.flow.limits), refused with the scenario
         field the offending time came from."""
         from netcore.flow import limits
         from netcore.packet.limits import PacketLimit
 
         try:
-            limits.check(schedule, faults)
+            limits.check(schedule)
         except PacketLimit as e:
             raise InputError(_limit_message(e, self, schedule)) from None
 

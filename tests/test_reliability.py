@@ -103,10 +103,10 @@ def test_packet_start_beyond_the_clock_refused(tmp_path, capsys):
     s = _packet(tmp_path, start="1e15")
     refused(capsys, "run", s, "--out", tmp_path / "o",
             has=("workload.flows[0].start_us = 1000000000000000.0", "2^62 ps"))
-    rc, _, err = cli(capsys, "run", s, "--engine", "flow", "--out", tmp_path / "f")
-    assert rc == 0, err
-    t = json.loads((tmp_path / "f" / "summary.json").read_text())["makespan_us"]
-    assert t > 1e15
+    # the flow engine ends its clock there too (netcore/flow/limits.py): float64 seconds at
+    # 1e15 us resolve 0.1 us, and further out whole transfers took no time
+    refused(capsys, "run", s, "--engine", "flow", "--out", tmp_path / "f",
+            has=("workload.flows[0].start_us = 1000000000000000.0", "flow engine's clock"))
 
 
 @pytest.mark.parametrize("option", ["max_rto_s=1e300", "max_time_s=1e10",
