@@ -17,6 +17,11 @@ Reserved block keys: ``mode`` = "grid" (default; every combination, last axis fa
 axes apply (e.g. a whole ``topology`` table). Several ``[[sweep]]`` blocks over one base
 scenario give the union of their points.
 
+Within a block, each scenario path is set by one axis (an axis that replaces a whole table
+after another set a field of it is refused too), a grid axis lists each value once (zip: each
+point once), and no column takes the name of a result column its rows hold (``makespan_us``):
+any of these would label rows with values that did not run.
+
 Ranges: ``"1MiB..1GiB x4"`` (geometric, factor 4; sizes with a unit become integer bytes),
 ``"100..800 x2"``, ``"4..16 +4"`` (linear step), ``"1..8"`` (step 1, or x2 for sizes with
 units). Ends are included when a step lands on them and never exceeded.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -104,6 +110,7 @@ def parse_sweep(data: dict, source: str | None = None) -> SweepSpec:
         raise InputError(f"sweep = {short_repr(raw)}: expected a table ([sweep]) or an array of "
                          f"tables ([[sweep]])")
     spec = SweepSpec(base, blocks, source, plots)
+    check_column_names(spec)
     check_plot_columns(plots, spec.columns, result_columns(spec))
     return spec
 
@@ -177,31 +184,76 @@ WORKLOAD_COLUMNS = {
                    "busbw_GBps"),
 }
 
+# The figures of the kinds whose columns result_columns leaves to the run (their reports:
+# compute/report.summarize and netcosim/plan.resolve_best, netcosim/inference/metrics.py and
+# disagg.py, netcosim/interop/workload.report), as far as they are known. Used only to refuse a
+# swept column of the same name, which would replace the result in every row (table._table_row)
+# and could not be told apart afterwards; tests/test_sweep_axes_names.py runs the kinds and
+# checks their rows are covered.
+_EXPOSED = ("tp", "cp", "ep", "pp", "dp", "dp_ag")  # netcosim/plan.KINDS
+_STATS = ("mean", "p50", "p90", "p99")  # netcosim/inference/metrics._stats
+TRAINING_COLUMNS = (
+    "step_time_s", "tokens_per_s", "mfu", "hfu", "compute_s_per_gpu", "exposed_comm_total_s",
+    "idle_s_per_gpu", "symmetry", "tp_comm", "simulated_ranks", "n_gpus", "unfinished_nodes",
+    *(f"exposed_{k}_s" for k in _EXPOSED),
+    *(f"memory_{k}" for k in ("weights_GB", "grads_GB", "optimizer_GB", "activations_GB",
+                              "total_GB", "capacity_GB", "stage")))
+# a layout search's rows (parallel = "best") add the chosen layout: only those have them, so
+# "workload.parallel.tp as tp" stays a plain axis of a fixed-layout training sweep
+PLAN_COLUMNS = ("layout", "tp", "pp", "dp", "cp", "ep", "sp", "vp", "micro_batch", "dist_opt",
+                "recompute", "plan_feasible", "plan_simulated")
+_POOL = ("iterations", "comm_share", "mean_batch_seqs")
+INFERENCE_COLUMNS = (
+    "requests", "input_tokens", "output_tokens", "serving_span_s", "request_rate_rps",
+    "output_tokens_per_s", "output_tokens_per_s_per_gpu", "slo", "slo_attainment",
+    "goodput_rps", *_POOL, "prefill_tokens_per_iteration", "model", "gpu", "precision", "tp",
+    "pp", "ep", "dp", "gpus", "kv_capacity_tokens", "weights_GB_per_gpu",
+    "kv_bytes_per_token_per_gpu",
+    *(f"{p}_{s}_s" for p in ("ttft", "itl", "tpot", "e2e", "ttft_prefill", "kv_transfer",
+                             "decode_first_token") for s in _STATS),
+    # disaggregated serving (prefill and decode pools)
+    "disaggregated", "kv_transfer_bytes_mean", "kv_transfer_bytes_total",
+    "kv_transfer_bytes_per_token", "kv_transfer_gpu_pairs", "prefill_kv_capacity_tokens",
+    *(f"{pool}_{k}" for pool in ("prefill", "decode")
+      for k in (*_POOL, "busy_s", "tp", "pp", "ep", "dp", "gpus")))
+RUN_ONLY_COLUMNS = {"training": TRAINING_COLUMNS, "inference": INFERENCE_COLUMNS,
+                    "chakra": ("step_time_s", "ranks")}
+
 
 def _kinds_of(spec: "SweepSpec", table: str, default) -> set | None:
     """Every ``kind`` the sweep's points may have in ``table`` (workload, engine); None when an
     axis sets it in a way that cannot be read without expanding."""
+    kinds = _field_values(spec, table, "kind", default)
+    # a kind that is not a name (a list, a table) is the points' check's to refuse
+    if kinds is None or not all(k is None or isinstance(k, str) for k in kinds):
+        return None
+    return set(kinds)
+
+
+def _field_values(spec: "SweepSpec", table: str, key: str, default) -> list | None:
+    """Every value ``table.key`` may take in the sweep's points; None when a setting replaces
+    ``table`` with something that is not a table."""
     base = spec.base.get(table)
-    kinds = [base.get("kind", default) if isinstance(base, dict) else default]
+    values = [base.get(key, default) if isinstance(base, dict) else default]
     for b in spec.blocks:
-        sets = [b.fixed] + [st for a in b.axes if not _other_path(a.settings, table)
+        sets = [b.fixed] + [st for a in b.axes if not _other_path(a.settings, table, key)
                             for st in a.settings]
         for settings in sets:
             for path, value in settings:
                 if path == [table]:
                     if not isinstance(value, dict):
                         return None
-                    kinds.append(value.get("kind", default))
-                elif path == [table, "kind"]:
-                    kinds.append(value)
-    # a kind that is not a name (a list, a table) is the points' check's to refuse
-    return set(kinds) if all(k is None or isinstance(k, str) for k in kinds) else None
+                    values.append(value.get(key, default))
+                elif path == [table, key]:
+                    values.append(value)
+    return values
 
 
-def _other_path(settings, table: str) -> bool:
-    """An axis that only sets a path outside ``table``'s kind (no need to look at each value)."""
+def _other_path(settings, table: str, key: str = "kind") -> bool:
+    """An axis that only sets a path other than ``table.key`` (no need to look at each
+    value)."""
     return isinstance(settings, OnePathSettings) and settings.path not in ([table],
-                                                                          [table, "kind"])
+                                                                          [table, key])
 
 
 def result_columns(spec: "SweepSpec") -> set | None:
@@ -218,6 +270,53 @@ def result_columns(spec: "SweepSpec") -> set | None:
     for k in ek:
         cols.update(ENGINE_COLUMNS[k])
     return cols
+
+
+def taken_columns(spec: "SweepSpec") -> set:
+    """Every column name a row of this sweep may hold besides its swept columns: the row's
+    own (point, status, scenario, ...), summary.json's, and the figures of each workload kind
+    and engine its points may have (of every known kind when that cannot be read from the
+    file). Broader than result_columns, which must not name a column a row may lack."""
+    wk = _kinds_of(spec, "workload", None)
+    ek = _kinds_of(spec, "engine", "flow")
+    workloads = {**WORKLOAD_COLUMNS, **RUN_ONLY_COLUMNS}
+    if not wk or not wk <= workloads.keys():
+        wk = set(workloads)
+    if not ek or not ek <= ENGINE_COLUMNS.keys():
+        ek = set(ENGINE_COLUMNS)
+    cols = set(ROW_COLUMNS) | {"scenario"}
+    for k in wk:
+        cols.update(workloads[k])
+    for k in ek:
+        cols.update(ENGINE_COLUMNS[k])
+    if "training" in wk:
+        searched = _field_values(spec, "workload", "parallel", None)
+        if searched is None or "best" in searched:
+            cols.update(PLAN_COLUMNS)
+    return cols
+
+
+def check_column_names(spec: "SweepSpec") -> None:
+    """A swept or constant column named like a result column would replace that result in
+    every row (the table keeps one value per name), silently: refused, naming the axis."""
+    taken = taken_columns(spec)
+    for b in spec.blocks:
+        for a in b.axes:
+            path = a.key.partition(" as ")[0].strip()
+            # an axis column that is its own path and a summary field (seed) holds the value
+            # the summary echoes: the same in the row either way
+            if a.column in taken and not (isinstance(a.settings, OnePathSettings)
+                                          and a.column == path):
+                fix = (f"name the column otherwise (\"{path} as NAME\")"
+                       if isinstance(a.settings, OnePathSettings) else "rename the bundle")
+                raise InputError(f"{_at(b.where, a.key)}: {a.column!r} is a result column of "
+                                 f"this sweep's rows (the swept values would replace the "
+                                 f"results); {fix}")
+        for c in b.constants:
+            if c in taken:
+                raise InputError(f"{b.where}.columns.{c}: {c!r} is a result column of this "
+                                 f"sweep's rows (the constant would replace the results); "
+                                 f"name the column otherwise")
 
 
 def check_plot_columns(plots: list, columns: list, results: set | None = None) -> None:
@@ -285,15 +384,97 @@ def parse_block(table: dict, where: str) -> Block:
     dup = next((c for c in cols if cols.count(c) > 1), None)
     if dup is not None:
         raise InputError(f"{where}: column {dup!r} is swept twice")
+    _check_paths(axes, where)
     if mode == "zip":
         lens = {a.key: len(a.values) for a in axes}
         if len(set(lens.values())) > 1:
             shown = ", ".join(f"{k} has {v}" for k, v in lens.items())
             raise InputError(f"{where}: mode = \"zip\" takes axes of equal length ({shown})")
+        _check_zip_repeats(axes, where)
+    else:
+        for a in axes:
+            _check_repeats(a, where)
     clash = next((a.column for a in axes if a.column in constants), None)
     if clash is not None:
         raise InputError(f"{where}.columns.{clash}: also an axis of this block")
     return Block(axes, mode, n, seed, fixed, constants, where)
+
+
+def _axis_paths(axis: Axis) -> list[tuple]:
+    """The scenario paths an axis sets (a bundle: those of all its cases)."""
+    if isinstance(axis.settings, OnePathSettings):
+        return [tuple(axis.settings.path)]
+    return list(dict.fromkeys(tuple(p) for st in axis.settings for p, _ in st))
+
+
+def _check_paths(axes: list, where: str) -> None:
+    """Axes are applied in order (points._point), the last setting of a path winning: two axes
+    on one path, or one that replaces the table an earlier one set a field of, would label rows
+    with values that did not run (and two points of one scenario share one run)."""
+    owner: dict[tuple, str] = {}  # path -> key of the first axis that sets it
+    for a in axes:
+        mine = _axis_paths(a)
+        for p in mine:
+            text = ".".join(map(str, p))
+            for q, key in owner.items():
+                if q == p:
+                    raise InputError(f"{where}: {text} is swept twice ({key!r} and "
+                                     f"{a.key!r})")
+                if q[:len(p)] == p:
+                    raise InputError(f"{where}: {a.key!r} sets {text}, which replaces "
+                                     f"{'.'.join(map(str, q))} swept by {key!r} before it (its "
+                                     f"column would not hold the values that ran); put the "
+                                     f"table in the block's `set` or in the same axis")
+        for p in mine:
+            owner.setdefault(p, a.key)
+
+
+def _value_key(v):
+    """Two axis values that give one column value (100 and 100.0, "1MiB" and 1048576) are one
+    value; bools are kept apart from 1 and 0."""
+    from netcosim.sweep.points import column_value
+
+    v = column_value(v)
+    if isinstance(v, (dict, list)):
+        return ("json", json.dumps(v, sort_keys=True, default=str))
+    return (isinstance(v, bool), v)
+
+
+def _numbers(values) -> bool:
+    """Plain numbers only (a range's values): a set finds their repeats, quickly enough for a
+    million-value range."""
+    return all(type(v) in (int, float) for v in values)
+
+
+def _check_repeats(axis: Axis, where: str) -> None:
+    """A value listed twice on a grid axis gives every point with it twice: almost certainly a
+    slip, and rows no reader could tell apart (bundles have their own check on labels)."""
+    if not isinstance(axis.settings, OnePathSettings):
+        return
+    if _numbers(axis.values) and len(set(axis.values)) == len(axis.values):
+        return
+    seen = {}
+    for v in axis.values:
+        k = _value_key(v)
+        if k in seen:
+            same = "" if repr(seen[k]) == repr(v) else f" (as {short_repr(seen[k])} before)"
+            raise InputError(f"{_at(where, axis.key)}: {short_repr(v)} is listed twice{same}")
+        seen[k] = v
+
+
+def _check_zip_repeats(axes: list, where: str) -> None:
+    """mode = "zip": an axis may repeat a value, a point (the values taken together) may not."""
+    if all(_numbers(a.values) for a in axes) and \
+            len(set(zip(*(a.values for a in axes)))) == len(axes[0].values):
+        return
+    seen = {}
+    for i in range(len(axes[0].values)):
+        k = tuple(_value_key(a.values[i]) for a in axes)
+        if k in seen:
+            shown = ", ".join(f"{a.column}={short_repr(a.values[i])}" for a in axes)
+            raise InputError(f"{where}: mode = \"zip\" point {i} repeats point {seen[k]} "
+                             f"({shown})")
+        seen[k] = i
 
 
 def _axis_items(table: dict, where: str):
@@ -320,8 +501,13 @@ def _flatten(table: dict, prefix: str):
             yield full, v
 
 
+def _at(where: str, key: str) -> str:
+    """An axis as messages name it: sweep.'topology.k as k', sweep.gpus."""
+    return f"{where}.{key!r}" if "." in key or " " in key else f"{where}.{key}"
+
+
 def _axis(key: str, value, where: str) -> Axis:
-    at = f"{where}.{key!r}" if "." in key or " " in key else f"{where}.{key}"
+    at = _at(where, key)
     path_text, _, alias = key.partition(" as ")
     path_text, alias = path_text.strip(), alias.strip()
     if " as " in key and not alias:
