@@ -68,6 +68,10 @@ class TransformerConfig:
     rope_head_dim: int = 0
     # routing skew: None (balanced), {zipf = s[, seed = n]}, {shares = [...]} or a list of shares
     expert_imbalance: object = None
+    # the longest context (input + output tokens) the released model serves: its position
+    # limit, the bound on a serving scenario's workload.context; 0: not known, no bound (a
+    # custom table). Not ``seq``, which is a training sequence length. Serving only.
+    max_context: int = 0
 
     def __post_init__(self):
         for k in ("layers", "hidden", "heads", "seq", "vocab", "vocab_multiple"):
@@ -76,7 +80,7 @@ class TransformerConfig:
                 raise InputError(f"model.{k} = {v!r}: expected a positive integer")
         for k in ("kv_heads", "ffn", "experts", "top_k", "head_size", "expert_ffn",
                   "shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank",
-                  "rope_head_dim"):
+                  "rope_head_dim", "max_context"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise InputError(f"model.{k} = {v!r}: expected an integer >= 0")
@@ -371,10 +375,14 @@ def _imbalance(v, experts: int):
 
 
 PRESETS = {
-    # Korthikanti et al. 2022, Table 3 / Table 5 models (vocab 51200, sequence 2048)
+    # Korthikanti et al. 2022, Table 3 / Table 5 models (vocab 51200, sequence 2048).
+    # max_context: GPT-3 175B's context window n_ctx = 2048 (Brown et al. 2020,
+    # arXiv:2005.14165, section 2.1); MT-NLG 530B was trained on sequences of 2048 (Smith et
+    # al. 2022, arXiv:2201.11990). 22B and 1T are the paper's sizing points, no released
+    # model: no known maximum (0).
     "22b": dict(layers=48, hidden=6144, heads=64),
-    "gpt3-175b": dict(layers=96, hidden=12288, heads=96),
-    "mt-nlg-530b": dict(layers=105, hidden=20480, heads=128),
+    "gpt3-175b": dict(layers=96, hidden=12288, heads=96, max_context=2048),
+    "mt-nlg-530b": dict(layers=105, hidden=20480, heads=128, max_context=2048),
     "1t": dict(layers=128, hidden=25600, heads=160),
     # Llama 3 (Llama Team, AI @ Meta, "The Llama 3 Herd of Models", arXiv:2407.21783, Table 3):
     # grouped-query attention with 8 key/value heads, SwiGLU MLP, untied input and output
@@ -384,28 +392,35 @@ PRESETS = {
     # 128,256), the 8B and 70B presets the released 128,256. vocab_multiple = 128 pads like
     # Megatron-LM: 128,256 -> 129,024 rows at TP 8 (128,000 needs no padding up to TP 8).
     # Parameters: 8.03e9, 70.56e9, 405.85e9 (tests/test_compute_llama.py).
+    # max_context 131,072: these presets are the models of that paper, i.e. the Llama 3.1
+    # release (the 405B exists only there; section 3.4.2, long-context pre-training to 128K;
+    # Llama-3.1-8B/70B/405B config.json max_position_embeddings 131072), which Llama 3.3 70B
+    # shares; seq stays the 8K pre-training length. The first Llama 3 8B/70B (April 2024) have
+    # the same dimensions but an 8,192-token limit: {preset = "llama3-70b", max_context = 8192}.
     "llama3-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256,
-                      seq=8192, gated_mlp=True, tied_embeddings=False, vocab_multiple=128),
+                      seq=8192, gated_mlp=True, tied_embeddings=False, vocab_multiple=128,
+                      max_context=131072),
     "llama3-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256,
-                       seq=8192, gated_mlp=True, tied_embeddings=False, vocab_multiple=128),
+                       seq=8192, gated_mlp=True, tied_embeddings=False, vocab_multiple=128,
+                       max_context=131072),
     "llama3-405b": dict(layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248,
                         vocab=128000, seq=8192, gated_mlp=True, tied_embeddings=False,
-                        vocab_multiple=128),
+                        vocab_multiple=128, max_context=131072),
     # Mixtral 8x7B (Jiang et al., "Mixtral of Experts", arXiv:2401.04088, Table 1): dim 4096,
     # 32 layers, 32 heads of 128, 8 KV heads, SwiGLU experts of 14,336, 8 experts top-2,
     # vocabulary 32,000, context 32,768 (the released config.json has the same values, untied
     # embeddings). Paper: 46.7B parameters, 13B (12.9B) active; here 46.70e9 / 12.88e9.
     "mixtral-8x7b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
                          seq=32768, experts=8, top_k=2, gated_mlp=True, tied_embeddings=False,
-                         vocab_multiple=128),
+                         vocab_multiple=128, max_context=32768),
     # Mixtral 8x22B (Mistral AI, "Cheaper, Better, Faster, Stronger", 17 April 2024: 141B
     # parameters, 39B active, 64K context; dimensions from the released config.json of
     # Mixtral-8x22B-v0.1: hidden 6144, 56 layers, 48 heads, 8 KV heads, experts of 16,384,
     # 8 experts top-2, vocabulary 32,000, max_position_embeddings 65,536, untied embeddings).
-    # Here 140.62e9 / 39.16e9.
+    # Here 140.62e9 / 39.16e9. max_context: the 64K context, 65,536.
     "mixtral-8x22b": dict(layers=56, hidden=6144, heads=48, kv_heads=8, ffn=16384, vocab=32000,
                           seq=65536, experts=8, top_k=2, gated_mlp=True, tied_embeddings=False,
-                          vocab_multiple=128),
+                          vocab_multiple=128, max_context=65536),
     # DeepSeek-V3 (DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, sections 2.1
     # and 4.2): 61 layers, hidden 7168; MLA with 128 heads of 128, KV compression d_c = 512,
     # query compression d_c' = 1536, decoupled RoPE head dimension 64; all FFNs but the first
@@ -414,12 +429,15 @@ PRESETS = {
     # "intermediate_size"); vocabulary 128K (config.json: 129,280), untied output layer;
     # pre-training sequence 4K. 671B total, 37B activated per token (without the 14B
     # multi-token-prediction module, which is not modelled); here 671.0e9 / 37.5e9 (the
-    # paper's 37B excludes the input embedding: 36.6e9 here).
+    # paper's 37B excludes the input embedding: 36.6e9 here). max_context: the report's 128K
+    # after its long-context extension (section 4.3, YaRN: 4K -> 32K -> 128K), 131,072 (the
+    # released config.json's max_position_embeddings is 163,840, YaRN's 40 x 4K; 128K is what
+    # the report evaluates and states).
     "deepseek-v3": dict(layers=61, hidden=7168, heads=128, head_size=128, ffn=18432,
                         vocab=129280, seq=4096, experts=256, top_k=8, shared_experts=1,
                         expert_ffn=2048, dense_layers=3, q_lora_rank=1536, kv_lora_rank=512,
                         rope_head_dim=64, gated_mlp=True, tied_embeddings=False,
-                        vocab_multiple=128),
+                        vocab_multiple=128, max_context=131072),
     # A GPT-4-class 1.8T MoE, as the FullFlat co-design study assumes it (Tithi et al.,
     # "Scaling Intelligence: Designing Data Centers for Next-Gen Language Models",
     # arXiv:2506.15006: "GPT-4 with 1.8 trillion parameters", a mixture of experts). OpenAI
@@ -431,6 +449,7 @@ PRESETS = {
     # which gives exactly those shares (8 h^2 x 120 = 111.0B per expert, 4 h^2 x 120 = 55.5B of
     # attention), 96 heads of 112, and the cl100k_base tokenizer's 100,256-token vocabulary
     # (tiktoken), tied embeddings. Here 1.832e12 / 0.279e12 active (the rumour: ~280B).
+    # No max_context: the architecture is an assumption (OpenAI served 8K and 32K versions).
     "gpt4-1.8t-moe": dict(layers=120, hidden=10752, heads=96, vocab=100256, seq=8192,
                           experts=16, top_k=2, vocab_multiple=128),
 }

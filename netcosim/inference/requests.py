@@ -3,7 +3,10 @@
 Arrival processes: ``arrival = "poisson"`` with ``rate`` (requests/s) over ``duration_s`` (or
 ``count`` requests); ``"concurrency"`` with ``concurrency`` clients that each send the next
 request when the previous one finishes (``count`` requests in all); ``"trace"`` with ``trace``, a
-CSV file of ``arrival_s,input_tokens,output_tokens`` rows (a header line is allowed).
+CSV file of ``arrival_s,input_tokens,output_tokens`` rows. Its first row is a header only if
+none of its cells is a number (a first row with a number is data, and an error if malformed);
+blank lines and ``#`` comments are skipped. Arrivals must lie within HORIZON_S of the first
+(a trace's own time origin is free: the serving run starts its clock at the first arrival).
 Lengths (``input_tokens``, ``output_tokens``): an integer, or ``{dist = "uniform", min, max}``,
 ``{dist = "normal", mean, std, min, max}`` (clipped), ``{dist = "lognormal", mean, sigma,
 min, max}`` (``mean`` of the length, ``sigma`` of its log; clipped). Sampled from the scenario
@@ -26,6 +29,13 @@ MAX_REQUESTS = 10_000_000
 # small enough that input + output, and their sums over a run, stay exact in int64 (a length
 # of 2^62 + 2^62 wrapped to a negative length that passed the context check)
 MAX_TOKENS = 2**40
+# the longest stretch of arrivals we take, in seconds (46 days). The serving loop's clock is
+# float64 seconds: at 1e16 s its step is 2 s, so 10 ms iterations vanished (TTFT, e2e and the
+# span read 0), and at 1e12 s TTFT was off by 0.5 %. At 4e6 s the step is 0.93 ns, so a
+# millisecond iteration keeps ~6 significant digits at worst. And the run's clock (the flow
+# and packet engines') ends at 2^62 ps, 53 days: a longer stream was refused there with a
+# message naming no field; this leaves a week for the last requests to finish.
+HORIZON_S = 4e6
 
 
 def _num(d, k, where, integer=False, minimum=0.0):
@@ -82,40 +92,76 @@ def _lengths(v, n, rng, where):
     return x.astype(np.int64)
 
 
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
 def _trace(path, base_dir, where):
     p = Path(path)
     if not p.is_absolute() and base_dir is not None:
         p = Path(base_dir) / p
     if not p.is_file():
         raise InputError(f"{where} = {path!r}: file not found")
+    at = f"{where} = {path!r}"
+
+    def bad(line_no, what):
+        # the field and line lead (tests and users grep "trace: line N: cell = value"), the
+        # file closes the message
+        return InputError(f"{where}: line {line_no}: {what} (in {path!r})")
+
     rows = []
+    first_row = True
     for i, line in enumerate(p.read_text().splitlines()):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         cells = [c.strip() for c in line.split(",")]
+        # a header has no number in it: a first row with one is data, so a typo in it (5l2)
+        # is reported, not dropped as a header (that lost a request in silence)
+        if first_row and not any(_is_number(c) for c in cells):
+            first_row = False
+            continue
+        first_row = False
+        if len(cells) != 3:
+            raise bad(i + 1, f"row {line!r}: expected 3 cells "
+                      f"(arrival_s,input_tokens,output_tokens), got {len(cells)}")
         try:
-            a, inp, out = float(cells[0]), int(cells[1]), int(cells[2])
-        except (ValueError, IndexError):
-            if i == 0:
-                continue  # header
-            raise InputError(f"{where}: line {i + 1} = {line!r}: expected "
-                             f"arrival_s,input_tokens,output_tokens") from None
+            a = float(cells[0])
+        except ValueError:
+            raise bad(i + 1, f"arrival_s = {cells[0]!r}: expected a number of seconds") \
+                from None
+        vals = []
+        for k, c in (("input_tokens", cells[1]), ("output_tokens", cells[2])):
+            try:
+                vals.append(int(c))
+            except ValueError:
+                raise bad(i + 1, f"{k} = {c!r}: expected an integer number of tokens") \
+                    from None
+        inp, out = vals
         if not (math.isfinite(a) and a >= 0):
-            raise InputError(f"{where}: line {i + 1}: arrival_s = {cells[0]}: expected >= 0")
+            raise bad(i + 1, f"arrival_s = {cells[0]}: expected >= 0")
         if inp < 1:
-            raise InputError(f"{where}: line {i + 1}: input_tokens = {inp}: expected >= 1")
+            raise bad(i + 1, f"input_tokens = {inp}: expected >= 1")
         if out < 1:
-            raise InputError(f"{where}: line {i + 1}: output_tokens = {out}: expected >= 1")
+            raise bad(i + 1, f"output_tokens = {out}: expected >= 1")
         for k, x in (("input_tokens", inp), ("output_tokens", out)):
             if x > MAX_TOKENS:
-                raise InputError(f"{where}: line {i + 1}: {k} = {x}: at most {MAX_TOKENS:,}")
-        rows.append((a, inp, out))
+                raise bad(i + 1, f"{k} = {x}: at most {MAX_TOKENS:,}")
+        rows.append((a, inp, out, i + 1, cells[0]))
     if not rows:
-        raise InputError(f"{where} = {path!r}: no requests")
+        raise InputError(f"{at}: no requests")
     # token counts stay integers (through float64 they rounded past 2^53)
     arrival = np.array([r[0] for r in rows], dtype=np.float64)
     order = np.argsort(arrival, kind="stable")
+    first, last = rows[order[0]], rows[order[-1]]
+    if last[0] - first[0] > HORIZON_S:
+        raise bad(last[3], f"arrival_s = {last[4]}: {last[0] - first[0]:.3g} s after the "
+                  f"first arrival (line {first[3]}); arrivals may span at most "
+                  f"{HORIZON_S:.0e} s (the simulated clock's resolution)")
     inp = np.array([r[1] for r in rows], dtype=np.int64)
     out = np.array([r[2] for r in rows], dtype=np.int64)
     return arrival[order], inp[order], out[order]
@@ -149,17 +195,27 @@ def sample(spec, seed: int, where: str, base_dir=None):
         rate = _num(spec, "rate", where)
         if "count" in spec:
             n = _num(spec, "count", where, integer=True)
+            if n > MAX_REQUESTS:
+                raise InputError(f"{where}.count = {n}: at most {MAX_REQUESTS:,} requests")
+            asked = f"{where}.count = {n}"
         elif "duration_s" in spec:
-            m = rate * _num(spec, "duration_s", where)
-            if not math.isfinite(m):  # the product of two finite numbers overflowed
-                raise InputError(f"{where}: rate x duration_s = {m} requests; at most "
-                                 f"{MAX_REQUESTS:,}")
+            dur = _num(spec, "duration_s", where)
+            m = rate * dur  # inf when the product of two finite numbers overflows
+            asked = f"{where}.duration_s = {dur:.3g}"
+            if not m < MAX_REQUESTS + 0.5:  # what rounds to more than MAX_REQUESTS, or inf
+                # compact numbers: 1e300 requests printed as a 301-digit integer
+                raise InputError(f"{where}: rate x duration_s = {m:.3g} requests ({where}.rate "
+                                 f"= {rate:.3g}, {asked}); at most {MAX_REQUESTS:,}")
             n = int(round(m))
         else:
             raise InputError(f"{where}.duration_s: missing (or count)")
-        if n > MAX_REQUESTS:
-            raise InputError(f"{where}: {n:,} requests; at most {MAX_REQUESTS:,}")
         arrival = np.cumsum(rng.exponential(1.0 / rate, max(n, 1)))
+        # a rate so low that the arrivals reach past the horizon (1 / rate overflowing to inf
+        # too): float64 would no longer resolve the iterations there
+        if not arrival[-1] <= HORIZON_S:
+            raise InputError(f"{where}.rate = {rate:.3g} ({asked}): the Poisson arrivals reach "
+                             f"{arrival[-1]:.3g} s; they may span at most {HORIZON_S:.0e} s "
+                             f"(the simulated clock's resolution)")
         conc = 0
     else:
         if "concurrency" not in spec:

@@ -7,8 +7,9 @@ Keys (besides ``kind``): ``model`` (preset or table), ``gpu`` (name or spec tabl
 goodput), ``max_batch_tokens`` (token budget per iteration, default 8192), ``max_seqs``
 (requests in a batch, default 256), ``memory_utilization`` (share of HBM for weights,
 activations and KV cache, default 0.9), ``context`` (longest request, default the model's
-``seq``), ``algorithm`` (``{all_reduce = "ring", all_to_all = "direct", protocol = "auto"}``:
-the collectives' algorithms and NCCL protocol, "none" for bare transfers), ``disaggregated``
+``seq``; at most the model's ``max_context`` when it has one), ``algorithm``
+(``{all_reduce = "ring", all_to_all = "direct", protocol = "auto"}``: the collectives'
+algorithms and NCCL protocol, "none" for bare transfers), ``disaggregated``
 (``{prefill = {tp, pp, ep, dp}, decode = {tp, pp, ep, dp}}`` instead of ``parallel``: separate
 prefill and decode pools with KV-cache transfers over the fabric, netcosim/inference/disagg.py),
 ``decode_attention`` (``grouped``, the default: a decode step reads each cached KV head once;
@@ -175,7 +176,15 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     if max_seqs > budget:
         raise InputError(f"{where}.max_seqs = {max_seqs}: above max_batch_tokens = {budget} "
                          f"(every running request decodes one token per iteration)")
-    context = _int(spec, "context", model.seq, where)
+    # the longest request: by default the model's seq (a training length, so capped at the
+    # model's maximum context when it is longer); never above that maximum, which a model
+    # without a known one (max_context = 0: a custom table) does not have
+    cap = model.max_context
+    context = _int(spec, "context", min(model.seq, cap) if cap else model.seq, where)
+    if cap and context > cap:
+        of = f"{model.name}'s" if model.name else "the model's"
+        raise InputError(f"{where}.context = {context}: above {of} maximum context of "
+                         f"{cap:,} tokens ({where}.model.max_context)")
     mu = spec.get("memory_utilization", 0.9)
     if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not 0 < mu <= 1:
         raise InputError(f"{where}.memory_utilization = {mu!r}: expected 0 < x <= 1")
@@ -183,6 +192,12 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     algos = _algorithms(spec, where)
     rw = f"{where}.requests"
     arrival, inp, out, conc = requests.sample(spec["requests"], seed, rw, scenario_dir())
+    if isinstance(spec["requests"], dict) and spec["requests"].get("arrival") == "trace":
+        # a trace's time origin is its own (Unix time stamps, say): the clock starts at its
+        # first arrival, or float64 seconds far from 0 swallow the iterations (at 1e16 s every
+        # figure read 0). The subtraction is exact to the trace's own resolution, and figures
+        # are differences from arrivals; a Poisson stream starts at 0 already.
+        arrival = arrival - arrival[0]
     longest = int((inp + out).max())
     if longest > context:
         i = int(np.argmax(inp + out))
@@ -190,7 +205,8 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
             spec["requests"].get("arrival") == "trace" else f"{rw}.input_tokens"
         raise InputError(f"{field}: a request of {int(inp[i])} + {int(out[i])} tokens "
                          f"(input + output) exceeds the context of {context} tokens "
-                         f"({where}.context, default the model's seq)")
+                         f"({where}.context, default the model's seq, at most its "
+                         f"max_context)")
     routing = scenario_routing()
     if routing is None:
         from topo.routing import Routing
