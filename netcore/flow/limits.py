@@ -4,30 +4,18 @@ A time t in float64 resolves steps of about t x 2.2e-16: at 1e17 us a 32 MiB tra
 duration was already 0.2% off, and past 1e22 us whole transfers took no time at all (their
 end equalled their start, links were never busy), silently. The flow engine therefore ends
 its clock where the packet engine's integer clock ends, 2^62 ps (53 days, where float64 still
-resolves 1 ns), and refuses inputs beyond it with the packet engine's error type, so the
-scenario layer names the field (netcosim.scenario._limit_message).
+resolves 1 ns), and refuses inputs beyond it with the packet engine's check and error type,
+so the scenario layer names the field (netcosim.scenario._limit_message).
 
-A fault time needs no such limit: a fault after the run's end never strikes.
+A fault time needs no such limit: a fault after the run's end never strikes (a large
+``at_us`` is a way to say "not in this run"), and the run itself cannot reach the clock's end
+unless its own times do.
 """
 from __future__ import annotations
 
-import numpy as np
-
-from netcore.packet.limits import TIME_LIMIT_PS, TIME_LIMIT_TEXT, PacketLimit
-
-TIME_LIMIT_S = TIME_LIMIT_PS / 1e12
+from netcore.packet.limits import check_times
 
 
-def check(schedule, faults=None) -> None:
-    """Refuse starts and compute/delay durations at or past the clock's end. Fault times are
-    not limited: one past the end of the run never strikes (a large ``at_us`` is a way to say
-    "not in this run"), and the run itself cannot reach the clock's end unless its own times
-    do."""
-    for name, arr in (("start", schedule.start), ("duration", schedule.duration)):
-        t = np.asarray(arr, dtype=np.float64)
-        bad = np.flatnonzero(~(t < TIME_LIMIT_S))  # NaN too
-        if len(bad):
-            i = int(bad[0])
-            raise PacketLimit(f"node {i}: a {name} of {t[i] * 1e6:.6g} us is beyond the flow "
-                              f"engine's clock, which ends at {TIME_LIMIT_TEXT}",
-                              node=i, what=name)
+def check(schedule) -> None:
+    """Refuse starts and compute/delay durations at or past the clock's end."""
+    check_times(schedule, "flow engine")

@@ -139,17 +139,22 @@ def check_schedule(topology, schedule, opts: dict) -> None:
         if indeg[i] > MAX_PARENTS:
             raise PacketLimit(f"node {i}: {int(indeg[i]):,} parents; the packet engine counts "
                               f"at most {MAX_PARENTS:,} (int32)", node=i, what="parents")
-    # times given in the input: starts, compute/delay durations
+    check_times(schedule, "packet engine")
+    check_segments(topology, schedule.src, schedule.dst, schedule.size,
+                   np.flatnonzero(schedule.kind == TRANSFER), opts)
+
+
+def check_times(schedule, engine: str) -> None:
+    """The times given in the input (starts, compute/delay durations) end before the clock
+    does (``engine`` names it in the message; the flow engine keeps the same end)."""
     for name, arr in (("start", schedule.start), ("duration", schedule.duration)):
         t = np.asarray(arr, dtype=np.float64) * PS
         bad = np.flatnonzero(~(t < TIME_LIMIT_PS))  # NaN too
         if len(bad):
             i = int(bad[0])
             raise PacketLimit(f"node {i}: a {name} of {t[i] / 1e6:.6g} us is beyond the "
-                              f"packet engine's clock, which ends at {TIME_LIMIT_TEXT}",
+                              f"{engine}'s clock, which ends at {TIME_LIMIT_TEXT}",
                               node=i, what=name)
-    check_segments(topology, schedule.src, schedule.dst, schedule.size,
-                   np.flatnonzero(schedule.kind == TRANSFER), opts)
 
 
 def check_faults(topology, faults) -> None:
