@@ -57,10 +57,10 @@ def run_points(points, out_dir, backend: Backend | None = None, resume: bool = F
     interrupted = False
     # points whose row is the journal's (--resume); not the repeats of a point listed twice
     # (two blocks may share points), which run once and were never "resumed"
-    resumed = {"n": 0}
+    resumed = sum(p.id in done for p in points) if done else 0
     with open_pool(backend) as pool:
         t_check = time.perf_counter()
-        n_todo, infeasible = _check(pool, points, done, backend, resumed)
+        n_todo, infeasible = _check(pool, points, done, backend)
         check_s = time.perf_counter() - t_check
         journal = table.Journal(out, resume=resume)
         try:
@@ -72,8 +72,8 @@ def run_points(points, out_dir, backend: Backend | None = None, resume: bool = F
                                 for p, pid in _todo(points, done) if p.index not in infeasible),
                                bs)
             bar = progress_bar(n_run, backend.progress, desc)
-            if resumed["n"]:
-                bar.set_postfix_str(f"{resumed['n']} resumed")
+            if resumed:
+                bar.set_postfix_str(f"{resumed} resumed")
             results = pool.map(run_batch, batches)
             try:
                 for rows in results:
@@ -99,21 +99,17 @@ def run_points(points, out_dir, backend: Backend | None = None, resume: bool = F
         json.dump(info, fh, indent=2, default=str)
         fh.write("\n")
     paths.append(out / META_NAME)
-    return Outcome(rows, paths, ran=n_todo, skipped=resumed["n"],
+    return Outcome(rows, paths, ran=n_todo, skipped=resumed,
                    interrupted=interrupted, wall_s=time.perf_counter() - t0, info=info)
 
 
-def _todo(points, done: set, resumed: dict | None = None):
+def _todo(points, done: set):
     """(point, id) of every point to run: not in the journal (--resume), and the first of
-    points whose scenarios are the same. ``resumed["n"]`` counts the points in the journal."""
+    points whose scenarios are the same."""
     seen = set()
     for p in points:
         pid = p.id
-        if pid in done:
-            if resumed is not None:
-                resumed["n"] += 1
-            continue
-        if pid in seen:
+        if pid in done or pid in seen:
             continue
         seen.add(pid)
         yield p, pid
@@ -170,7 +166,7 @@ def _warm(points) -> None:
         warm(p.data)
 
 
-def _check(pool, points, done: set, backend, resumed: dict | None = None) -> tuple[int, dict]:
+def _check(pool, points, done: set, backend) -> tuple[int, dict]:
     """Check every point to run in the pool, batch by batch as the pool asks for them; refuse
     the sweep on the first bad one in point order, as soon as every batch before it has been
     checked. Returns (points to run, {index: message} of points whose training step does not
@@ -184,7 +180,7 @@ def _check(pool, points, done: set, backend, resumed: dict | None = None) -> tup
     def numbered():
         nonlocal n_todo
         bs = pool.batch_size(len(points), per_worker=2, cap=200)
-        for k, batch in enumerate(_batches(_todo(points, done, resumed), bs)):
+        for k, batch in enumerate(_batches(_todo(points, done), bs)):
             for p, _ in batch:
                 warm(p.data)
             n_todo += len(batch)
