@@ -446,35 +446,39 @@ def _numbers(values) -> bool:
     return all(type(v) in (int, float) for v in values)
 
 
+def _first_repeat(columns: list) -> tuple[int, int] | None:
+    """(i, j), i < j, of the first point j whose values (one list per axis, taken together)
+    are point i's again; None when every point is listed once."""
+    if all(_numbers(c) for c in columns) and len(set(zip(*columns))) == len(columns[0]):
+        return None
+    seen = {}
+    for j, values in enumerate(zip(*columns)):
+        k = tuple(_value_key(v) for v in values)
+        if k in seen:
+            return seen[k], j
+        seen[k] = j
+    return None
+
+
 def _check_repeats(axis: Axis, where: str) -> None:
     """A value listed twice on a grid axis gives every point with it twice: almost certainly a
     slip, and rows no reader could tell apart (bundles have their own check on labels)."""
     if not isinstance(axis.settings, OnePathSettings):
         return
-    if _numbers(axis.values) and len(set(axis.values)) == len(axis.values):
-        return
-    seen = {}
-    for v in axis.values:
-        k = _value_key(v)
-        if k in seen:
-            same = "" if repr(seen[k]) == repr(v) else f" (as {short_repr(seen[k])} before)"
-            raise InputError(f"{_at(where, axis.key)}: {short_repr(v)} is listed twice{same}")
-        seen[k] = v
+    r = _first_repeat([axis.values])
+    if r is not None:
+        first, v = axis.values[r[0]], axis.values[r[1]]
+        same = "" if repr(first) == repr(v) else f" (as {short_repr(first)} before)"
+        raise InputError(f"{_at(where, axis.key)}: {short_repr(v)} is listed twice{same}")
 
 
 def _check_zip_repeats(axes: list, where: str) -> None:
     """mode = "zip": an axis may repeat a value, a point (the values taken together) may not."""
-    if all(_numbers(a.values) for a in axes) and \
-            len(set(zip(*(a.values for a in axes)))) == len(axes[0].values):
-        return
-    seen = {}
-    for i in range(len(axes[0].values)):
-        k = tuple(_value_key(a.values[i]) for a in axes)
-        if k in seen:
-            shown = ", ".join(f"{a.column}={short_repr(a.values[i])}" for a in axes)
-            raise InputError(f"{where}: mode = \"zip\" point {i} repeats point {seen[k]} "
-                             f"({shown})")
-        seen[k] = i
+    r = _first_repeat([a.values for a in axes])
+    if r is not None:
+        i, j = r
+        shown = ", ".join(f"{a.column}={short_repr(a.values[j])}" for a in axes)
+        raise InputError(f"{where}: mode = \"zip\" point {j} repeats point {i} ({shown})")
 
 
 def _axis_items(table: dict, where: str):
