@@ -1,0 +1,81 @@
+"""TCP loss recovery rule by rule (validation/tcp_rules.py): each case loses one kind of packet
+on one switch with a timed outage of one cable direction.
+
+Without ns-3: the packet engine's makespan is the loss-free time plus the timer the rule says
+(ConnTimeout doubling for SYNs, the minimum RTO of each preset for a lost last segment).
+With ns-3 (marked ``ns3``): the packet engine within 5% of ns-3 on every case where the two
+implement the same recovery; the cases where they do not (SACK repair, incasts) are reported
+by the validation, not asserted here.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from validation.tcp_rules import CASES, setup
+
+HAVE_NS3 = importlib.util.find_spec("ns") is not None
+BY_NAME = {c.name: c for c in CASES}
+# ns-3.44's default timers (cross-validation defaults) and the presets' minimum RTO
+CONN_TIMEOUT_S = 3.0
+MIN_RTO_S = {"ns3": 1.0, "linux": 0.2, "datacenter": 0.005}
+# the loss-free time of one 4000-byte transfer on this star: handshake, one segment
+LOSSLESS_4000_S = 6.672e-6
+
+
+def _packet(case):
+    from netcore.api import simulate
+    from netcore.packet.options import check_options
+
+    t, s, R, f, engine = setup(case)
+    return simulate(t, s, R, f, engine="packet", **check_options(dict(engine)))
+
+
+@pytest.mark.parametrize("name, timer_s", [
+    ("syn_lost", CONN_TIMEOUT_S),
+    ("syn_lost_twice", CONN_TIMEOUT_S * (1 + 2)),  # resent at 3 s, lost again, then at 9 s
+    ("synack_lost", CONN_TIMEOUT_S),
+    ("tail_lost", MIN_RTO_S["ns3"]),
+    ("tail_lost_linux", MIN_RTO_S["linux"]),
+    ("tail_lost_datacenter", MIN_RTO_S["datacenter"]),
+])
+def test_a_lost_handshake_or_last_segment_waits_for_its_timer(name, timer_s):
+    r = _packet(BY_NAME[name])
+    assert r.n_stranded == 0 and r.info["drops"] >= 1
+    # the timer plus at most a few microseconds of wire time: no other recovery applies
+    assert timer_s + LOSSLESS_4000_S - 1e-6 <= r.makespan <= timer_s + LOSSLESS_4000_S + 1e-6
+
+
+def test_lost_acks_cost_nothing_when_a_later_ack_covers_them():
+    from netcore.api import simulate
+    from netcore.packet.options import check_options
+
+    case = BY_NAME["acks_lost"]
+    t, s, R, f, engine = setup(case)
+    lossy = simulate(t, s, R, f, engine="packet", **check_options(dict(engine)))
+    clean = simulate(t, s, R, None, engine="packet", **check_options(dict(engine)))
+    assert lossy.info["drops"] > 0 and lossy.info["retransmissions"] == 0
+    assert lossy.makespan == pytest.approx(clean.makespan, rel=1e-3)
+
+
+# the cases where ns-3 and the engine implement the same recovery (validation/tcp_rules.py)
+AGREEING = ("syn_lost", "syn_lost_twice", "synack_lost", "tail_lost", "tail_lost_linux",
+            "tail_lost_datacenter", "last_of_two_lost", "outage_in_flight",
+            "outage_in_flight_dc", "outage_late", "acks_lost", "acks_lost_long",
+            "receiver_link_outage", "incast7_buf20_linux")
+
+
+@pytest.mark.ns3
+@pytest.mark.skipif(not HAVE_NS3, reason="ns-3 not installed (pip install -e '.[ns3]')")
+@pytest.mark.parametrize("name", AGREEING)
+def test_packet_engine_recovers_as_ns3(name):
+    from validation.ns3 import run_ns3
+    from validation.ns3.support import check_options
+
+    case = BY_NAME[name]
+    t, s, R, f, engine = setup(case)
+    ref = run_ns3(t, s, R, f, **check_options(dict(engine)))
+    pk = _packet(case)
+    assert ref.info["drops"] > 0 and pk.info["drops"] > 0
+    assert abs(pk.makespan / ref.makespan - 1) <= 0.05, (pk.makespan, ref.makespan)
