@@ -9,6 +9,8 @@ are written whole.
 * ``check_file(path, label, suffixes)``: an output file; refused up front when it is a
   directory, its folder does not exist or cannot be written, or its extension is not one of
   ``suffixes``.
+* ``check_distinct(*(path, label))``: the outputs of one command at different places;
+  refused up front when two name the same path (also spelt differently, or via a symlink).
 * ``write_file(path, label, write)``: ``write(tmp)`` into a temporary file beside ``path``,
   then an atomic rename: a failure leaves no half-written file (and the earlier file, if any,
   untouched). An ``OSError`` there (disk full, a file system gone read-only while running) is
@@ -110,6 +112,21 @@ def check_file(path, label: str, suffixes=None) -> Path:
         raise InputError(f"{label}: {str(folder)!r} is a file, not a directory")
     _probe(folder, label)
     return p
+
+
+def check_distinct(*dests) -> None:
+    """``dests``: (path or None, label) of each output a command writes. Two at one path
+    would have the second write replace the first, so the run reported both but left one
+    (``export --graphml F --json F``)."""
+    seen = {}
+    for path, label in dests:
+        if not path:
+            continue
+        key = os.path.realpath(path)  # absolute, "./" and symlinks resolved
+        if key in seen:
+            raise InputError(f"{label}: the same path as {seen[key]}; give each output its "
+                             f"own")
+        seen[key] = label
 
 
 def write_file(path, label: str, write) -> Path:

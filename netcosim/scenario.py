@@ -240,7 +240,9 @@ class Scenario:
             raise InputError(f"description = {description!r}: expected a string")
         seed = data.get("seed", 0)
         if not is_int(seed) or not 0 <= seed <= MAX_SEED:
-            raise InputError(f"seed = {seed!r}: expected an integer >= 0")
+            # the bound too: 2**63 was told "expected >= 0"
+            raise InputError(f"seed = {seed!r}: expected an integer from 0 to {MAX_SEED} "
+                             f"(2^63-1)")
 
         if "topology" not in data:
             raise InputError("topology: missing; a scenario needs a [topology] table with a kind")

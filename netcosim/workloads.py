@@ -286,7 +286,8 @@ def build_collective(topology, spec: dict, where: str, seed: int):
             raise InputError(f"{where}.chunks = {c!r}: expected an integer >= 1")
         opts["chunks"] = c
     if "step_latency_us" in spec:
-        opts["step_latency_s"] = parse_us(spec["step_latency_us"], f"{where}.step_latency_us") * 1e-6
+        opts["step_latency_s"] = _step_latency_us(spec["step_latency_us"],
+                                                  f"{where}.step_latency_us") * 1e-6
     from collectives import protocols
 
     # NCCL's protocols (collectives/protocols.py): "auto" picks the least estimate per size
@@ -298,8 +299,11 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         if not hasattr(collectives, "choose"):
             raise InputError(f"{where}.algorithm: missing (automatic choice is not available "
                              f"in this build)")
+        # a matrix has a row per given rank: chosen over all hosts, a subset's matrix was
+        # refused as the library's "nbytes" of the wrong shape
+        among = ranks if op == "all_to_all_v" and len(ranks) != n_hosts else None
         try:
-            choice = collectives.choose(topology, op, nbytes, protocol=protocol)
+            choice = collectives.choose(topology, op, nbytes, among, protocol=protocol)
             algorithm, order = _chosen(choice)
         except InputError as e:
             raise _in(e, where) from None
@@ -312,6 +316,7 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         if order is not None and "ranks" not in spec and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
     _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where)
+    _check_options(collectives, op, algorithm, options, where)
     _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where, topology)
     opts["protocol"] = _protocol(collectives, topology, op, algorithm, ranks, nbytes, opts,
                                  protocol, where)
@@ -335,6 +340,49 @@ def build_collective(topology, spec: dict, where: str, seed: int):
     # persistent queue pairs do; the stream form keys its members alike
     sched.with_connections()
     return _collective_meta(sched, op, algorithm, nbytes, ranks, "full", opts["protocol"])
+
+
+# parameters of the schedule builders that are not the user's to give under
+# workload.options: the scenario passes ranks, the sizes and the fabric itself, and
+# per_node lays rail rings for templates built without a fabric
+_INTERNAL_OPTIONS = ("ranks", "nbytes", "matrix", "fabric", "per_node")
+# options with a [workload] key of their own: still taken under options, but not offered there
+_WORKLOAD_KEYED = ("chunks", "step_latency_s", "protocol")
+
+
+def _check_options(collectives, op, algorithm, options: dict, where: str) -> None:
+    """Every key of workload.options an option of the algorithm the user may give. The
+    library's own refusal listed its internal parameters (fabric, per_node) as options and
+    named no table; options.fabric and options.ranks even crashed the run."""
+    import inspect
+
+    if not options or not hasattr(collectives, "ALGORITHMS"):
+        return
+    op, algorithm = collectives.resolve(op, algorithm)  # checked by _fabric_defaults
+    params = inspect.signature(collectives.ALGORITHMS[op][algorithm]).parameters
+    public = [k for k, p in params.items() if k not in _INTERNAL_OPTIONS
+              and not k.startswith("_") and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    for key, value in options.items():
+        if key not in public:
+            offered = [k for k in public if k not in _WORKLOAD_KEYED]
+            which = (f"options: {', '.join(offered)}" if offered
+                     else "it has no options of its own")
+            raise InputError(f"{where}.options.{key} = {short_repr(value)}: not an option of "
+                             f"{algorithm} {op} ({which}; chunks, protocol and "
+                             f"step_latency_us are keys of {where} itself)")
+
+
+def _step_latency_us(value, field: str) -> float:
+    """A step latency in us, before the engines' clock ends (2^62 ps): the engines refuse a
+    longer delay anyway, but as "workload: node 0: a duration of ..." after building the
+    whole schedule, and 1e308 printed numpy's overflow warning above that line."""
+    from netcore.packet.limits import TIME_LIMIT_TEXT, TIME_LIMIT_US
+
+    t = parse_us(value, field)
+    if not t < TIME_LIMIT_US:
+        raise InputError(f"{field} = {short_repr(value)}: expected a time below "
+                         f"{TIME_LIMIT_TEXT}, where the engines' clock ends")
+    return t
 
 
 def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where,
@@ -511,7 +559,22 @@ def _bytes_matrix(spec: dict, n: int, field: str) -> np.ndarray:
     if not out[off].any():
         raise InputError(f"{field}: moves no bytes between ranks (every off-diagonal entry "
                          f"is 0)")
+    _check_row_sums(out, m, field)
     return out
+
+
+def _check_row_sums(sizes: np.ndarray, rows: list, field: str) -> None:
+    """Each row's total (all it holds, the diagonal too) within int64, as the collectives
+    library needs it (collectives/all_to_all.py, _row_max): checked here, where the row has
+    its scenario name (``rows``: as written), instead of the library's ``nbytes[i]``. Summed
+    in Python integers: int64 sums would wrap."""
+    from netcore.sizes import MAX_BYTES
+
+    for i, row in enumerate(sizes.tolist()):
+        if sum(row) > MAX_BYTES:
+            raise InputError(f"{field}[{i}] = {short_repr(rows[i], 80)}: rank {i} sends "
+                             f"{sum(row):,} bytes in all, beyond the {MAX_BYTES:,} an int64 "
+                             f"holds")
 
 
 

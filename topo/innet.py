@@ -26,6 +26,25 @@ from topo.arrays import unique
 FIELD = "topology.reduce_gbps"
 
 
+class NoReduction(InputError):
+    """No switch reduces where an in-network algorithm needs one. The message names the fix
+    as a scenario's [topology] key; ``for_cli`` names it as the key=value of a command-line
+    fabric spec (netcosim collective --topo), which the user writes differently."""
+
+    def __init__(self, msg: str, why: str | None = None, layer: str | None = None):
+        # msg first and the rest optional, as PacketLimit: an exception pickled to or from a
+        # worker process is rebuilt from its message alone
+        super().__init__(msg)
+        self.why, self.layer = why, layer
+
+    def for_cli(self, option: str, spec: str) -> str:
+        if self.why is None:
+            return str(self)
+        return (f"{option} = {spec!r}: {self.why}; add reduce_gbps=line (line rate), "
+                f"reduce_gbps=<Gb/s>, or layer:rate pairs such as "
+                f"reduce_gbps={self.layer or 'scaleup'}:line to {option}")
+
+
 # --------------------------------------------------------------------------- switch layers
 def host_distance(topology) -> np.ndarray:
     """Hops from the nearest host to every node (multi-source BFS, vectorised per level)."""
@@ -215,10 +234,11 @@ def trees(topology, hosts, algorithm: str) -> list[Tree]:
                              f"fabric has none")
     if bw is None or not (bw[scope] > 0).any():
         what = "scale-up" if algorithm == "nvls" else "scale-out"
-        raise InputError(f"{FIELD}: algorithm = {algorithm!r} reduces in the {what} switches, "
-                         f"and in this {t.kind} fabric none does ({describe(t)}); set "
-                         f"{FIELD} = \"line\" (line rate), a rate in Gb/s, or a table per "
-                         f"switch layer")
+        why = (f"algorithm = {algorithm!r} reduces in the {what} switches, and in this "
+               f"{t.kind} fabric none does ({describe(t)})")
+        layer = t.layer_names[int(lay[np.flatnonzero(scope)[0]])]
+        raise NoReduction(f"{FIELD}: {why}; set {FIELD} = \"line\" (line rate), a rate in "
+                          f"Gb/s, or a table per switch layer", why=why, layer=layer)
     nb = _neighbours(t, hosts, scope)
     planes = min(len(x) for x in nb)
     if planes == 0:

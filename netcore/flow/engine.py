@@ -325,7 +325,9 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -
         res.node_extra["path_weight"] = weight
     span = makespan if makespan > 0 else 1.0
     res.link_extra["utilization"] = busy / span if makespan > 0 else np.zeros_like(busy)
-    res.link_extra["throughput_frac"] = res.link_bytes / (st.bw * span)
+    # a link of 1e299 Gb/s over a long run: bw * span overflows to inf, the fraction is 0
+    with np.errstate(over="ignore"):
+        res.link_extra["throughput_frac"] = res.link_bytes / (st.bw * span)
     if opts["link_series"]:
         n = int(st.isc[K.LS_N])
         lk, tt, rr = st.ls_l[:n], st.ls_t[:n], st.ls_r[:n]

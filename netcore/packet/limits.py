@@ -111,7 +111,8 @@ def check_fabric(topology, opts: dict) -> None:
     frame = opts["mtu"] + opts["l2_header_bytes"]
     # fabric: one frame's serialisation and a link's latency are delays added to the clock
     bw = np.asarray(topology.dlink_bw, dtype=np.float64)
-    lat = np.asarray(topology.dlink_lat, dtype=np.float64) * PS
+    with np.errstate(over="ignore"):  # a fabric not from a builder (which bounds latencies)
+        lat = np.asarray(topology.dlink_lat, dtype=np.float64) * PS
     if len(bw):
         d = int(np.argmin(bw))
         if frame * PS / bw[d] > DELAY_LIMIT_PS:
@@ -122,7 +123,7 @@ def check_fabric(topology, opts: dict) -> None:
         d = int(np.argmax(lat))
         if lat[d] > DELAY_LIMIT_PS:
             raise PacketLimit(f"link {int(topology.dlink_src[d])}-{int(topology.dlink_dst[d])}: "
-                              f"a latency of {lat[d] / 1e6:.4g} us is beyond the packet "
+                              f"a latency of {float(topology.dlink_lat[d]) * 1e6:.4g} us is beyond the packet "
                               f"engine's {DELAY_LIMIT_PS / 1e6:.4g} us (2^60 ps) per delay",
                               what="link")
 
@@ -148,23 +149,27 @@ def check_times(schedule, engine: str) -> None:
     """The times given in the input (starts, compute/delay durations) end before the clock
     does (``engine`` names it in the message; the flow engine keeps the same end)."""
     for name, arr in (("start", schedule.start), ("duration", schedule.duration)):
-        t = np.asarray(arr, dtype=np.float64) * PS
+        s = np.asarray(arr, dtype=np.float64)
+        with np.errstate(over="ignore"):  # 1e308 us overflows to inf: refused just below
+            t = s * PS
         bad = np.flatnonzero(~(t < TIME_LIMIT_PS))  # NaN too
         if len(bad):
             i = int(bad[0])
-            raise PacketLimit(f"node {i}: a {name} of {t[i] / 1e6:.6g} us is beyond the "
+            raise PacketLimit(f"node {i}: a {name} of {s[i] * 1e6:.6g} us is beyond the "
                               f"{engine}'s clock, which ends at {TIME_LIMIT_TEXT}",
                               node=i, what=name)
 
 
 def check_faults(topology, faults) -> None:
     if faults is not None and len(faults):
-        t = np.asarray(faults.time, dtype=np.float64) * PS
+        s = np.asarray(faults.time, dtype=np.float64)
+        with np.errstate(over="ignore"):  # overflowing to inf: refused just below
+            t = s * PS
         bad = np.flatnonzero(~(t < TIME_LIMIT_PS))
         if len(bad):
             k = int(bad[0])
             d = int(faults.dlink[k])
-            raise PacketLimit(f"a fault at {t[k] / 1e6:.6g} us on link "
+            raise PacketLimit(f"a fault at {s[k] * 1e6:.6g} us on link "
                               f"{int(topology.dlink_src[d])}-{int(topology.dlink_dst[d])} is "
                               f"beyond the packet engine's clock, which ends at "
                               f"{TIME_LIMIT_TEXT}", fault=k, what="time")

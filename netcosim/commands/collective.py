@@ -13,10 +13,12 @@ estimate (instant); the flow engine simulates every transfer with max-min fair s
 from __future__ import annotations
 
 import csv
+import re
 
 import numpy as np
 
 from topo.errors import InputError
+from topo.innet import FIELD as REDUCE_FIELD, NoReduction
 
 
 def register(sub) -> None:
@@ -162,7 +164,29 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
     return rows
 
 
+class SizeRefused(InputError):
+    """A size of the sweep the packet engine cannot number (segments per transfer, events per
+    run): ``run`` names --sizes as the user wrote it, which ``sweep`` never sees."""
+
+
 def _simulated(topology, op, algorithm, ranks, nbytes, engine, routing, opts) -> dict:
+    """One point on the flow or packet engine; a size beyond the packet engine's numbering is
+    a SizeRefused naming the size, not the schedule node the engine found it in."""
+    from netcore.packet.limits import PacketLimit
+
+    try:
+        return _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, opts)
+    except PacketLimit as e:
+        if e.what not in ("bytes", "events"):
+            raise
+        # "node 17: 62500000000000000 bytes are ...": node 17 means nothing on this command
+        rest = re.sub(r"^node \d+: ", "", str(e))
+        who = f"one transfer of the {algorithm} {op} over {len(ranks)} ranks: "
+        raise SizeRefused(f"size {nbytes} bytes: {who if e.what == 'bytes' else ''}{rest}") \
+            from None
+
+
+def _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, opts) -> dict:
     """One point on the flow or packet engine, in the form `netcosim run` would use: on the
     flow engine a ring all-reduce, reduce-scatter or all-gather runs as one stream
     (network_detail = "auto", docs/scale.md); any other schedule is built transfer by transfer
@@ -188,6 +212,20 @@ def _simulated(topology, op, algorithm, ranks, nbytes, engine, routing, opts) ->
             "algorithm": algorithm, "protocol": opts.get("protocol")}
 
 
+def _step_latency_s(us: float | None) -> float | None:
+    """--step-latency-us in seconds. Bounded as the engines bound every time they are given
+    (netcore.packet.limits.check_times: before their clock ends at 2^62 ps), on every engine:
+    1e300 used to print a 300-digit time from the estimate and the flow engine."""
+    from netcore.packet.limits import TIME_LIMIT_TEXT, TIME_LIMIT_US
+
+    if us is None:
+        return None
+    if not 0 <= us < TIME_LIMIT_US:  # NaN and inf too
+        raise InputError(f"--step-latency-us = {us!r}: expected a time from 0 up to "
+                         f"(not including) {TIME_LIMIT_TEXT}, where the engines' clock ends")
+    return us * 1e-6
+
+
 def _image_types() -> set:
     """File extensions matplotlib can save (png, svg, pdf, ...)."""
     try:
@@ -207,6 +245,8 @@ def run(args) -> int:
     from topo.builders import build
 
     # where the results go, checked before anything runs
+    outpaths.check_distinct((args.csv, f"--csv {args.csv!r}"),
+                            (args.plot, f"--plot {args.plot!r}"))
     if args.csv:
         outpaths.check_file(args.csv, f"--csv {args.csv!r}")
     if args.plot:
@@ -218,15 +258,21 @@ def run(args) -> int:
     if any(s <= 0 for s in sizes):
         raise InputError(f"--sizes = {args.sizes!r}: sizes must be > 0")
     ranks = _parse_ranks(args.ranks, topology.n_hosts)
+    lat = _step_latency_s(args.step_latency_us)
     try:
-        lat = None if args.step_latency_us is None else args.step_latency_us * 1e-6
         rows = sweep(topology, args.op, args.algo, sizes, args.engine, ranks, args.chunks,
                      lat, args.group_size, args.routing, args.protocol)
+    except SizeRefused as e:
+        raise InputError(f"--sizes = {args.sizes!r}: {e}") from None
+    except NoReduction as e:  # the fabric came from --topo: say how to give it there
+        raise InputError(e.for_cli("--topo", args.topo)) from None
     except InputError as e:  # the library's "op = ..." / "algorithm = ...": the flags
         msg = str(e)
         for key, flag in (("op = ", "--op = "), ("algorithm = ", "--algo = "),
                           ("protocol = ", "--protocol = "), ("chunks = ", "--chunks = "),
-                          ("step_latency_s = ", "--step-latency-us (s) = ")):
+                          ("step_latency_s = ", "--step-latency-us (s) = "),
+                          # the fabric's other reduce_gbps refusals (topo/innet.py)
+                          (f"{REDUCE_FIELD}: ", f"--topo = {args.topo!r}: reduce_gbps: ")):
             if msg.startswith(key):
                 msg = flag + msg[len(key):]
         raise InputError(msg) from None

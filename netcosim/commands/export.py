@@ -34,6 +34,9 @@ def run(args) -> int:
         raise InputError("export: nothing to write; give --graphml FILE, --json FILE and/or "
                          "--chakra DIR")
     # every destination checked before anything is built or written
+    outpaths.check_distinct((args.graphml, f"--graphml {args.graphml!r}"),
+                            (args.json, f"--json {args.json!r}"),
+                            (args.chakra, f"--chakra {args.chakra!r}"))
     if args.graphml:
         outpaths.check_file(args.graphml, f"--graphml {args.graphml!r}")
     if args.json:

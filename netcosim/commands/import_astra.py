@@ -37,8 +37,9 @@ def run(args) -> int:
 
     from netcosim import outpaths
 
-    for flag, path in (("--json", args.json), ("--graphml", args.graphml),
-                       ("--toml", args.toml)):
+    outputs = (("--json", args.json), ("--graphml", args.graphml), ("--toml", args.toml))
+    outpaths.check_distinct(*((path, f"{flag} {path!r}") for flag, path in outputs))
+    for flag, path in outputs:
         if path:
             outpaths.check_file(path, f"{flag} {path!r}")
     topology = load_network(args.network, gb=args.gb)

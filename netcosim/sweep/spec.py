@@ -139,6 +139,10 @@ def parse_plots(raw) -> list[dict]:
             if k not in p:
                 raise InputError(f"{at}.{k}: missing")
         ys = p["y"] if isinstance(p["y"], list) else [p["y"]]
+        # at least one column, each a name: y = [] drew nothing and was accepted
+        if not ys or not all(isinstance(y, str) for y in ys):
+            raise InputError(f"{at}.y = {short_repr(p['y'])}: expected a column name or a "
+                             f"non-empty list of them")
         if kind == "heatmap":
             if len(ys) != 1 or "metric" not in p:
                 raise InputError(f"{at}: a heatmap takes x and y (two columns) and metric")

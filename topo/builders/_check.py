@@ -53,6 +53,22 @@ def as_gbps(value, field: str) -> float:
     return v * 1e9 / 8.0
 
 
+# Link latencies a builder takes: at most 2^60 ps (1.15e12 us, 13 days), the longest delay
+# the packet engine adds to its clock (netcore/packet/limits.py DELAY_LIMIT_PS). Beyond it the
+# packet engine refused naming a link, not the field, and the others overflowed: 1e308 us was
+# an internal error on the flow engine (with numpy warnings) and an inf time in the estimate.
+MAX_LATENCY_US = 2**60 / 1e6
+
+
+def as_latency_us(value, field: str) -> float:
+    """A link latency in us (0..MAX_LATENCY_US)."""
+    v = as_number(value, field, positive=False)
+    if v > MAX_LATENCY_US:
+        raise InputError(f"{field} = {value!r}: expected a latency in us from 0 to "
+                         f"{MAX_LATENCY_US:.4g} (2^60 ps, the longest delay the engines take)")
+    return v
+
+
 def check_derived_gbps(rate: float, field: str, value, what: str) -> float:
     """A link rate (bytes/s) a builder derived from ``field`` (an oversubscription): in the
     range ``as_gbps`` allows, else refused naming the field and the rate it gave."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from topo.builders._check import as_bool, as_gbps, as_int, as_number, check_size
+from topo.builders._check import as_bool, as_gbps, as_int, as_latency_us, check_size
 from topo.errors import InputError
 from topo.topology import Topology, TopologyError, us
 
@@ -60,7 +60,7 @@ def custom(hosts, switches=0, links=(), hosts_forward=None, *,
         seen[key] = i
         u[i], v[i] = a, b
         bw[i] = as_gbps(rec[2], f"{f}[2] (gbps)")
-        lat[i] = us(as_number(rec[3], f"{f}[3] (latency_us)", positive=False))
+        lat[i] = us(as_latency_us(rec[3], f"{f}[3] (latency_us)"))
     # layer from the endpoint kinds: host-switch "edge", switch-switch "fabric", host-host "direct"
     host_ends = (u < n_hosts).astype(np.int8) + (v < n_hosts)
     layer = np.choose(host_ends, [1, 0, 2]).astype(np.int8)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_gbps, as_int, as_number, check_size
+from topo.builders._check import as_gbps, as_int, as_latency_us, check_size
 from topo.errors import InputError
 from topo.topology import Topology, us
 from topo.arrays import unique
@@ -46,9 +46,9 @@ def dragonfly(groups, routers_per_group, hosts_per_router, global_links, link_gb
     h = as_int(global_links, f"{where}.global_links", lo=0)
     bw = as_gbps(link_gbps, f"{where}.link_gbps")
     gbw = bw if global_gbps is None else as_gbps(global_gbps, f"{where}.global_gbps")
-    lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
+    lat = us(as_latency_us(latency_us, f"{where}.latency_us"))
     glat = lat if global_latency_us is None else us(
-        as_number(global_latency_us, f"{where}.global_latency_us", positive=False))
+        as_latency_us(global_latency_us, f"{where}.global_latency_us"))
     if g == 1 and h:
         raise InputError(f"{where}.global_links = {h}: a single group has no other group to "
                          f"link to (use 0)")

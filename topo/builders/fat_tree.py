@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_gbps, as_int, as_number, check_size
+from topo.builders._check import as_gbps, as_int, as_latency_us, check_size
 from topo.errors import InputError
 from topo.topology import Topology, us
 
@@ -27,7 +27,7 @@ def fat_tree(k, link_gbps=100.0, latency_us=1.0, *, where: str = "topology") -> 
     if k % 2:
         raise InputError(f"{where}.k = {k}: a k-ary fat-tree needs an even k")
     bw = as_gbps(link_gbps, f"{where}.link_gbps")
-    lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
+    lat = us(as_latency_us(latency_us, f"{where}.latency_us"))
     half = k // 2
     n_hosts = k ** 3 // 4
     n_edge = n_agg = k * half

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_gbps, as_int, as_number, check_size
+from topo.builders._check import as_gbps, as_int, as_latency_us, check_size
 from topo.errors import InputError
 from topo.topology import Topology, us
 
@@ -34,7 +34,7 @@ def fullflat(n_gpus, planes=8, switch_radix=64, gpu_gbps=7200.0, latency_us=1.0,
     planes = as_int(planes, f"{where}.planes", lo=1)
     radix = as_int(switch_radix, f"{where}.switch_radix", lo=2)
     gpu_bw = as_gbps(gpu_gbps, f"{where}.gpu_gbps")
-    lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
+    lat = us(as_latency_us(latency_us, f"{where}.latency_us"))
     bw = gpu_bw / planes
     single = n <= radix
     if single:
@@ -52,7 +52,10 @@ def fullflat(n_gpus, planes=8, switch_radix=64, gpu_gbps=7200.0, latency_us=1.0,
                              f"holds at most radix^2/2 = {radix * radix // 2} GPUs")
     per_plane_sw = n_leaves + n_spines
     per_plane_links = n + n_leaves * n_spines
-    check_size(n + planes * per_plane_sw, planes * per_plane_links, f"{where}.n_gpus", n)
+    # the field to blame: n_gpus when one plane is already too big, else the planes that
+    # multiply it (planes = 10**8 on 16 GPUs used to blame n_gpus = 16)
+    check_size(n + per_plane_sw, per_plane_links, f"{where}.n_gpus", n)
+    check_size(n + planes * per_plane_sw, planes * per_plane_links, f"{where}.planes", planes)
 
     g = np.arange(n, dtype=np.int64)
     leaf_of = g // down if not single else np.zeros(n, np.int64)

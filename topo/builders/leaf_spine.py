@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_gbps, as_int, as_number, check_derived_gbps, check_size
+from topo.builders._check import (as_gbps, as_int, as_latency_us, as_number,
+                                   check_derived_gbps, check_size)
 from topo.errors import InputError
 from topo.topology import Topology, us
 
@@ -42,7 +43,7 @@ def leaf_spine(leaves, hosts_per_leaf, spines, oversubscription=1.0, tiers=2,
     if tiers not in (2, 3):
         raise InputError(f"{where}.tiers = {tiers}: expected 2 or 3")
     bw = as_gbps(link_gbps, f"{where}.link_gbps")
-    lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
+    lat = us(as_latency_us(latency_us, f"{where}.latency_us"))
     pods = as_int(pods, f"{where}.pods", lo=1)
     os2 = as_number(spine_oversubscription, f"{where}.spine_oversubscription")
     if tiers == 2:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from topo.builders._check import as_gbps, as_int, as_number, check_size
+from topo.builders._check import as_gbps, as_int, as_latency_us, check_size
 from topo.errors import InputError
 from topo.topology import Topology, us
 
@@ -34,7 +34,7 @@ def torus(dims, link_gbps=100.0, latency_us=1.0, *, where: str = "topology") -> 
         raise InputError(f"{where}.dims = {dims!r}: at most 64 dimensions")
     dims = tuple(as_int(d, f"{where}.dims[{i}]", lo=1) for i, d in enumerate(dims))
     bw = as_gbps(link_gbps, f"{where}.link_gbps")
-    lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
+    lat = us(as_latency_us(latency_us, f"{where}.latency_us"))
     n = math.prod(dims)
     n_links = sum(n if d > 2 else (n // 2 if d == 2 else 0) for d in dims)
     check_size(n, n_links, f"{where}.dims", list(dims))

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import (as_bool, as_gbps, as_int, as_number, check_derived_gbps,
-                                   check_size)
+from topo.builders._check import (as_bool, as_gbps, as_int, as_latency_us, as_number,
+                                   check_derived_gbps, check_size)
 from topo.topology import Topology, us
 
 LAYERS = ("scaleup", "edge", "spine")
@@ -49,8 +49,8 @@ def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
     G = as_int(gpus_per_node, f"{where}.gpus_per_node", lo=1)
     su_bw = as_gbps(scaleup_gbps, f"{where}.scaleup_gbps")
     nic_bw = as_gbps(nic_gbps, f"{where}.nic_gbps")
-    su_lat = us(as_number(scaleup_latency_us, f"{where}.scaleup_latency_us", positive=False))
-    lat = us(as_number(latency_us, f"{where}.latency_us", positive=False))
+    su_lat = us(as_latency_us(scaleup_latency_us, f"{where}.scaleup_latency_us"))
+    lat = us(as_latency_us(latency_us, f"{where}.latency_us"))
     rails = as_bool(rails, f"{where}.rails")
     if nic_port_gbps is not None:
         as_gbps(nic_port_gbps, f"{where}.nic_port_gbps")  # a rate like nic_gbps (in Gb/s)
