@@ -566,14 +566,17 @@ def _bytes_matrix(spec: dict, n: int, field: str) -> np.ndarray:
 def _check_row_sums(sizes: np.ndarray, rows: list, field: str) -> None:
     """Each row's total (all it holds, the diagonal too) within int64, as the collectives
     library needs it (collectives/all_to_all.py, _row_max): checked here, where the row has
-    its scenario name (``rows``: as written), instead of the library's ``nbytes[i]``. Summed
-    in Python integers: int64 sums would wrap."""
+    its scenario name (``rows``: as written), instead of the library's ``nbytes[i]``. int64
+    sums would wrap: float64 sums find the rows near the limit (vectorised), and those are
+    summed exactly in Python integers."""
     from netcore.sizes import MAX_BYTES
 
-    for i, row in enumerate(sizes.tolist()):
-        if sum(row) > MAX_BYTES:
+    near = np.flatnonzero(sizes.sum(axis=1, dtype=np.float64) > MAX_BYTES * 0.999)
+    for i in near.tolist():
+        total = sum(int(x) for x in sizes[i])
+        if total > MAX_BYTES:
             raise InputError(f"{field}[{i}] = {short_repr(rows[i], 80)}: rank {i} sends "
-                             f"{sum(row):,} bytes in all, beyond the {MAX_BYTES:,} an int64 "
+                             f"{total:,} bytes in all, beyond the {MAX_BYTES:,} an int64 "
                              f"holds")
 
 
