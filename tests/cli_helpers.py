@@ -18,6 +18,41 @@ trials = 1
 fraction = 0.1
 """
 
+# a small training step (two two_tier nodes of 2 GPUs, TP 2): the base of the training CLI
+# and sweep tests
+TRAIN_BASE = """
+name = "train"
+[topology]
+kind = "two_tier"
+nodes = 2
+gpus_per_node = 2
+[workload]
+kind = "training"
+gpu = "H100-SXM"
+model = { layers = 2, hidden = 256, heads = 4, seq = 128, vocab = 1000 }
+[workload.parallel]
+tp = 2
+pp = 1
+micro_batch = 1
+global_batch = 4
+"""
+# a small serving run without its request stream (Llama 3 8B, TP 4 x DP 2 on one two_tier
+# node): the serving tests add their own [workload.requests]
+SERVE_HEAD = """
+name = "inf"
+seed = 3
+[topology]
+kind = "two_tier"
+nodes = 1
+gpus_per_node = 8
+scaleup_gbps = 3600
+[workload]
+kind = "inference"
+model = "llama3-8b"
+gpu = "h100_sxm"
+parallel = { tp = 4, dp = 2 }
+"""
+
 
 def write(tmp_path, text, name="s.toml") -> Path:
     p = tmp_path / name

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cli_helpers import refused, write
+from cli_helpers import SERVE_HEAD, refused, write
 from compute.hardware import get_gpu
 from compute.inference import (ServingLayout, batch_compute, cost_model, decode_bytes)
 from compute.model import get_model
@@ -176,20 +176,7 @@ def test_summary_has_the_figures_and_is_deterministic(tmp_path, capsys):
 
 
 def _toml(extra=""):
-    return f"""
-name = "inf"
-seed = 3
-[topology]
-kind = "two_tier"
-nodes = 1
-gpus_per_node = 8
-scaleup_gbps = 3600
-[workload]
-kind = "inference"
-model = "llama3-8b"
-gpu = "h100_sxm"
-parallel = {{ tp = 4, dp = 2 }}
-[workload.requests]
+    return SERVE_HEAD + f"""[workload.requests]
 arrival = "poisson"
 rate = 8
 count = 80

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import cli_helpers
+from cli_helpers import TRAIN_BASE as TRAIN
 from cli_helpers import cli, refused, write
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -437,24 +438,6 @@ def test_collective_writes_csv_and_plot_whole(tmp_path, capsys):
     assert (tmp_path / "c.csv").read_text().startswith("bytes,time_us")
     assert (tmp_path / "p.svg").read_text().lstrip().startswith("<?xml")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.csv", "p.svg"]
-
-
-TRAIN = """
-name = "train"
-[topology]
-kind = "two_tier"
-nodes = 2
-gpus_per_node = 2
-[workload]
-kind = "training"
-gpu = "H100-SXM"
-model = { layers = 2, hidden = 256, heads = 4, seq = 128, vocab = 1000 }
-[workload.parallel]
-tp = 2
-pp = 1
-micro_batch = 1
-global_batch = 4
-"""
 
 
 @pytest.mark.parametrize("flag, value, has", [

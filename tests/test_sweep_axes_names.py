@@ -6,7 +6,8 @@ import tomllib
 
 import pytest
 
-from cli_helpers import cli, refused, write
+from cli_helpers import SERVE_HEAD, cli, refused, write
+from cli_helpers import TRAIN_BASE as TRAIN
 from netcosim.sweep.table import read_table
 
 FT = """
@@ -36,39 +37,9 @@ kind = "flows"
 flows = [{src = 0, dst = 1, bytes = 1000}]
 """
 
-# a small training step and a small serving run (tests/test_reliability.py,
-# tests/test_inference.py): kinds whose result columns only their run knows in full
-TRAIN = """
-name = "train"
-[topology]
-kind = "two_tier"
-nodes = 2
-gpus_per_node = 2
-[workload]
-kind = "training"
-gpu = "H100-SXM"
-model = { layers = 2, hidden = 256, heads = 4, seq = 128, vocab = 1000 }
-[workload.parallel]
-tp = 2
-pp = 1
-micro_batch = 1
-global_batch = 4
-"""
-
-INFER = """
-name = "inf"
-seed = 3
-[topology]
-kind = "two_tier"
-nodes = 1
-gpus_per_node = 8
-scaleup_gbps = 3600
-[workload]
-kind = "inference"
-model = "llama3-8b"
-gpu = "h100_sxm"
-parallel = { tp = 4, dp = 2 }
-[workload.requests]
+# a small training step and a small serving run (tests/cli_helpers.py): kinds whose result
+# columns only their run knows in full
+INFER = SERVE_HEAD + """[workload.requests]
 arrival = "poisson"
 rate = 8
 count = 10
