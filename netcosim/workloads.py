@@ -286,8 +286,9 @@ def build_collective(topology, spec: dict, where: str, seed: int):
             raise InputError(f"{where}.chunks = {c!r}: expected an integer >= 1")
         opts["chunks"] = c
     if "step_latency_us" in spec:
-        opts["step_latency_s"] = _step_latency_us(spec["step_latency_us"],
-                                                  f"{where}.step_latency_us") * 1e-6
+        field = f"{where}.step_latency_us"
+        opts["step_latency_s"] = step_latency_s(parse_us(spec["step_latency_us"], field),
+                                                field, short_repr(spec["step_latency_us"]))
     from collectives import protocols
 
     # NCCL's protocols (collectives/protocols.py): "auto" picks the least estimate per size
@@ -372,17 +373,18 @@ def _check_options(collectives, op, algorithm, options: dict, where: str) -> Non
                              f"step_latency_us are keys of {where} itself)")
 
 
-def _step_latency_us(value, field: str) -> float:
-    """A step latency in us, before the engines' clock ends (2^62 ps): the engines refuse a
-    longer delay anyway, but as "workload: node 0: a duration of ..." after building the
-    whole schedule, and 1e308 printed numpy's overflow warning above that line."""
+def step_latency_s(us: float, field: str, shown: str | None = None) -> float:
+    """A per-step latency given in us (``shown``: as the user wrote it), in seconds: from 0 up
+    to the engines' clock end (2^62 ps), for the scenario's step_latency_us and `netcosim
+    collective --step-latency-us` alike. The engines refuse a longer delay anyway, but as
+    "workload: node 0: a duration of ..." after building the whole schedule, and 1e300 gave a
+    300-digit time from the estimate."""
     from netcore.packet.limits import TIME_LIMIT_TEXT, TIME_LIMIT_US
 
-    t = parse_us(value, field)
-    if not t < TIME_LIMIT_US:
-        raise InputError(f"{field} = {short_repr(value)}: expected a time below "
-                         f"{TIME_LIMIT_TEXT}, where the engines' clock ends")
-    return t
+    if not 0 <= us < TIME_LIMIT_US:  # NaN and inf too
+        raise InputError(f"{field} = {shown or repr(us)}: expected a time from 0 up to (not "
+                         f"including) {TIME_LIMIT_TEXT}, where the engines' clock ends")
+    return us * 1e-6
 
 
 def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where,

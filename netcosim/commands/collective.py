@@ -212,20 +212,6 @@ def _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, op
             "algorithm": algorithm, "protocol": opts.get("protocol")}
 
 
-def _step_latency_s(us: float | None) -> float | None:
-    """--step-latency-us in seconds. Bounded as the engines bound every time they are given
-    (netcore.packet.limits.check_times: before their clock ends at 2^62 ps), on every engine:
-    1e300 used to print a 300-digit time from the estimate and the flow engine."""
-    from netcore.packet.limits import TIME_LIMIT_TEXT, TIME_LIMIT_US
-
-    if us is None:
-        return None
-    if not 0 <= us < TIME_LIMIT_US:  # NaN and inf too
-        raise InputError(f"--step-latency-us = {us!r}: expected a time from 0 up to "
-                         f"(not including) {TIME_LIMIT_TEXT}, where the engines' clock ends")
-    return us * 1e-6
-
-
 def _image_types() -> set:
     """File extensions matplotlib can save (png, svg, pdf, ...)."""
     try:
@@ -242,6 +228,7 @@ def run(args) -> int:
     from collectives.report import table
     from netcosim import outpaths
     from netcosim.units import parse_size_range
+    from netcosim.workloads import step_latency_s
     from topo.builders import build
 
     # where the results go, checked before anything runs
@@ -258,7 +245,8 @@ def run(args) -> int:
     if any(s <= 0 for s in sizes):
         raise InputError(f"--sizes = {args.sizes!r}: sizes must be > 0")
     ranks = _parse_ranks(args.ranks, topology.n_hosts)
-    lat = _step_latency_s(args.step_latency_us)
+    lat = None if args.step_latency_us is None else \
+        step_latency_s(args.step_latency_us, "--step-latency-us")
     try:
         rows = sweep(topology, args.op, args.algo, sizes, args.engine, ranks, args.chunks,
                      lat, args.group_size, args.routing, args.protocol)
