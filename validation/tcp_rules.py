@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,7 +39,6 @@ class Case:
     timers: str = "ns3"
     buffer_packets: int = 1000
     outage: tuple = ()  # (u, v, down_us, up_us): that direction of the cable u-v
-    flows: tuple = field(default=(), compare=False)
 
 
 def _one(name, rule, nbytes, outage, timers="ns3"):
