@@ -445,6 +445,7 @@ def test_simulate_dispatches_to_the_packet_engine():
     ({"buffer_bytes": 100}, "engine.buffer_bytes"),
     ({"delayed_ack": "yes"}, "engine.delayed_ack"),
     ({"ns3_ties": 1}, "engine.ns3_ties"),
+    ({"sack": "on"}, "engine.sack"),
     ({"bogus": 1}, "engine.bogus"),
 ])
 def test_bad_parameters_name_the_field(opts, key):
@@ -459,4 +460,5 @@ def test_defaults_are_the_ns3_ones():
     o = check_options({})
     assert o["init_cwnd"] == 10 and o["min_rto_s"] == 1.0 and o["dupack_threshold"] == 3
     assert o["delack_timeout_s"] == 0.2 and o["delack_count"] == 2 and o["l2_header_bytes"] == 2
+    assert o["sack"] is True  # TcpSocketBase::Sack
     assert math.isclose(o["dctcp_g"], 1 / 16) and math.isclose(o["dcqcn_g"], 1 / 256)

@@ -34,6 +34,7 @@ struct Config {
     int32_t data_retries = 6;
     int32_t dupack_threshold = 3;
     bool limited_transmit = true;
+    bool sack = true;                 // TcpSocketBase::Sack (RFC 2018 / 6675 recovery)
     bool delayed_ack = false;
     int32_t delack_count = 2;
     int64_t delack_timeout = 200000000000LL;  // 200 ms

@@ -63,6 +63,7 @@ PYBIND11_MODULE(_packet, m) {
         .def_readwrite("data_retries", &Config::data_retries)
         .def_readwrite("dupack_threshold", &Config::dupack_threshold)
         .def_readwrite("limited_transmit", &Config::limited_transmit)
+        .def_readwrite("sack", &Config::sack)
         .def_readwrite("delayed_ack", &Config::delayed_ack)
         .def_readwrite("delack_count", &Config::delack_count)
         .def_readwrite("delack_timeout", &Config::delack_timeout)

@@ -17,7 +17,8 @@ enum PktFlag : uint8_t {
     F_ECE = 2,   // ACK echoes CE
     F_REV = 4,   // travels the connection's path backwards (ACK, SYN-ACK, CNP)
     F_RESV = 8,  // holds a credit in the queue of link `nxt` (ideal transport)
-    F_LOST = 16  // random (bit-error) loss: dropped when it reaches the far end of the link
+    F_LOST = 16, // random (bit-error) loss: dropped when it reaches the far end of the link
+    F_SACK = 32  // ACK with SACK blocks (Sim::sack_opt holds them under the packet's id)
 };
 
 // 40 bytes (was 72): the arrival time, its event sequence number and the link's epoch live in

@@ -98,14 +98,18 @@ struct alignas(64) Conn {
     int32_t path_off = -1, path_len = 0;
     bool done = false, dead = false;
     uint8_t state = 0;      // 0 closed/syn-sent, 1 established
-    bool in_rec = false, have_rtt = false, rto_pending = false, cwr = false;
-    bool delack_pending = false, last_ce = false;
+    uint8_t ca = 0;         // congestion state (CaState in transport_tcp.cpp), ns-3's m_congState
+    bool have_rtt = false, rto_pending = false, cwr = false;
     bool ooo_used = false;   // the receiver's out-of-order bitmap exists
+    bool recover_active = false;  // ns-3 m_recoverActive: `recover` holds a recovery point
+    bool first_partial = true;    // ns-3 m_isFirstPartialAck: the next partial ACK resets the RTO
+    bool sb_any = false;     // some segment of the window has a scoreboard flag (sb)
     int32_t nseg = 0;
     int32_t mss = 0;
-    int32_t snd_una = 0, snd_nxt = 0, high_tx = 0;
+    int32_t snd_una = 0, high_tx = 0;  // first unacknowledged segment; first never sent
     int32_t dupacks = 0, recover = 0;
     int32_t full_below = 0;  // segments below this one carry a full MSS (seg_payload's fast path)
+    int32_t high_sack = -1;  // highest SACKed segment (ns-3 m_highestSack), -1: none
     // line 1: sender window and timer
     int64_t cwnd = 0, ssthresh = 0;
     // receive window the sender knows: 65535 from the SYN-ACK (its window field is never
@@ -119,6 +123,7 @@ struct alignas(64) Conn {
     int32_t rx_end = std::numeric_limits<int32_t>::max();  // xend[rx_head], max when none
     int32_t delack_n = 0;
     int32_t win_end = 0, cwr_end = 0;  // DCTCP
+    bool delack_pending = false, last_ce = false;
     int64_t delack_gen = 0;
     ps_t last_ts = 0;
     size_t rx_head = 0;     // first transfer not yet completed at the receiver
@@ -127,6 +132,18 @@ struct alignas(64) Conn {
     // that event fires; one moved earlier (the first data segment after a SYN timer of 3 s, an
     // RTO shrunk by a new RTT sample) gets an event of its own, and later ones are then stale
     ps_t rto_evt = NEVER;
+    // sender scoreboard (ns-3 TcpTxBuffer, transport_tcp_sack.cpp): bytes of the window's
+    // segments flagged SACKed, lost and retransmitted, and the flags themselves (a ring indexed
+    // by segment, all zero outside [snd_una, high_tx))
+    int64_t sacked_b = 0, lost_b = 0, retx_b = 0;
+    int32_t lost_upto = 0;   // every un-SACKed segment in [snd_una, lost_upto) is marked lost
+    int32_t nx_hint = 0;     // every segment in [snd_una, nx_hint) is SACKed or retransmitted
+    int32_t reno_hint = 0;   // every segment in [snd_una + 1, reno_hint) is SACKed
+    int32_t acked_rem = 0;   // ns-3 m_bytesAckedNotProcessed
+    std::vector<uint8_t> sb;
+    // receiver: SACK blocks [lo, hi) in segments, most recent first (ns-3 TcpRxBuffer keeps 4)
+    int32_t sk_lo[4], sk_hi[4];
+    int32_t nsk = 0;
     // DCTCP
     double alpha = 1.0;
     int64_t win_acked = 0, win_marked = 0;
@@ -146,6 +163,13 @@ struct alignas(64) Conn {
     int32_t t_cnt = 0, b_cnt = 0;
     int64_t alpha_gen = 0, rate_gen = 0;
     ps_t last_cnp = -1;         // receiver side (NP): last CNP sent
+};
+
+// The SACK blocks an ACK carries (at most 3 fit beside the timestamp option), kept beside the
+// packet pool by packet id so that the 40-byte packet record does not grow (Pkt::flags F_SACK)
+struct SackOpt {
+    int32_t lo[3], hi[3];
+    int32_t n;
 };
 
 struct SampleSeries {
@@ -234,6 +258,7 @@ private:
     std::vector<double> ffactor;
     std::vector<Conn, HugeAlloc<Conn>> conns;
     std::vector<int32_t> warm;  // (src * n_hosts + dst) -> conn, warm connections only
+    std::vector<SackOpt> sack_opt;  // by packet id: the blocks of an ACK flagged F_SACK
     bool stop_for_reroute = false;
     bool paths_changed = false;  // a reroute gave some live connection a new path
     // tcp/dctcp: a port is a FIFO nothing pauses or blocks, so a packet's start of
@@ -348,6 +373,28 @@ private:
     void tcp_schedule_rto(Conn& C, int32_t c);  // push EV_RTO for C.rto_deadline unless one is due by then
     void tcp_delack(int32_t c, int64_t gen);
     void tcp_rtt_sample(Conn& c, ps_t sample);
+    void tcp_dupack(int32_t c);
+    void tcp_enter_recovery(int32_t c);
+    void tcp_do_retransmit(int32_t c);
+    void tcp_new_ack(int32_t c, bool reset_rto);
+    // sender scoreboard and receiver SACK list (transport_tcp_sack.cpp), ns-3 TcpTxBuffer /
+    // TcpRxBuffer in segment units
+    int64_t seg_bytes(const Conn& c, int32_t a, int32_t b) const;  // payload of [a, b)
+    int64_t sb_pipe(const Conn& c) const;
+    void sb_fit(Conn& c);
+    int64_t sb_update(Conn& c, const SackOpt& o);
+    void sb_update_lost_count(Conn& c);
+    bool sb_is_lost(Conn& c, int32_t seg);
+    int32_t sb_next_seg(Conn& c, bool rule3);
+    void sb_add_reno_sack(Conn& c);
+    void sb_mark_head_lost(Conn& c);
+    void sb_reset_reno_sack(Conn& c);
+    void sb_set_sent_list_lost(Conn& c, bool reset_sack);
+    int64_t sb_discard(Conn& c, int32_t ack);
+    void sb_mark_retx(Conn& c, int32_t seg);
+    bool sb_resent_unsacked(Conn& c, int32_t seg);
+    void rx_sack_add(Conn& r, int32_t seg);
+    void rx_sack_clear(Conn& r);
     // ideal / DCQCN (transport_rate.cpp)
     void rate_wake(int32_t c, bool from_service);
     int32_t first_link(Conn& c);

@@ -1,6 +1,9 @@
-// TCP NewReno (RFC 5681 / 6582, as ns-3's TcpSocketBase + TcpNewReno with classic recovery)
-// and DCTCP (RFC 8257, ns-3 TcpDctcp). Sequence numbers count segments of the connection's
-// stream; cwnd and ssthresh are bytes, as in ns-3.
+// TCP as ns-3.44's TcpSocketBase + TcpNewReno + TcpClassicRecovery runs it, with SACK
+// (RFC 2018 / 6675, ns-3's default) or without (NewReno on ns-3's guessed scoreboard), and
+// DCTCP (RFC 8257, ns-3 TcpDctcp). Sequence numbers count segments of the connection's stream;
+// cwnd and ssthresh are bytes, as in ns-3. The scoreboard (what is SACKed, lost, resent) is in
+// transport_tcp_sack.cpp; this file is the state machine around it (ns-3's ReceivedAck,
+// ProcessAck, DupAck, EnterRecovery, SendPendingData, ReTxTimeout).
 #include <algorithm>
 #include <cmath>
 
@@ -9,6 +12,9 @@
 namespace pk {
 
 static constexpr int64_t SSTHRESH_INF = int64_t(1) << 62;
+
+// ns-3 TcpSocketState::TcpCongState_t (CWR is DCTCP's `cwr` flag here)
+enum CaState : uint8_t { CA_OPEN = 0, CA_DISORDER = 1, CA_RECOVERY = 2, CA_LOSS = 3 };
 
 void Sim::tcp_open(int32_t c) {
     Conn& C = conns[c];
@@ -82,42 +88,61 @@ void Sim::tcp_arm_rto(int32_t c) {
     tcp_schedule_rto(C, c);
 }
 
+// ns-3 SendDataPacket: a segment below high_tx is a retransmission (flagged on the
+// scoreboard); the retransmission timer is armed if it is not running
 void Sim::tcp_send_seg(int32_t c, int32_t seg) {
     Conn& C = conns[c];
     const int32_t payload = seg_payload(C, seg);
-    if (seg < C.high_tx) ++node_retx[C.xfer[seg_xfer(C, seg)]];
+    if (seg < C.high_tx) {
+        ++node_retx[C.xfer[seg_xfer(C, seg)]];
+        sb_mark_retx(C, seg);
+    } else {
+        C.high_tx = seg + 1;
+    }
     const int32_t pid =
         new_packet(c, DATA, seg, payload + cfg.l3l4_header + cfg.l2_header, false);
     if (conns[c].rto_deadline == NEVER) tcp_arm_rto(c);
     send_packet(pid);
 }
 
+// ns-3 SendPendingData: while the window (the un-inflated cwnd, and the peer's window) exceeds
+// the pipe, send what NextSeg names; below one segment of room only a last piece that fits
+// (silly-window avoidance)
 void Sim::tcp_try_send(int32_t c) {
-    Conn& C = conns[c];
-    if (C.state != 1 || C.done || C.dead) return;
-    int64_t allow = C.cwnd;
-    // RFC 3042 limited transmit: one new segment for each of the first two duplicate ACKs
-    if (cfg.limited_transmit && !C.in_rec && C.dupacks > 0 && C.dupacks < cfg.dupack_threshold)
-        allow += (int64_t)C.dupacks * C.mss;
-    // the peer window counts payload bytes in flight including the next segment's: the first
-    // flight after a handshake is 65535 bytes (7 segments at MSS 8948), as in ns-3 and Linux
-    while (C.snd_nxt < C.nseg && (int64_t)(C.snd_nxt - C.snd_una + 1) * C.mss <= allow &&
-           (int64_t)(C.snd_nxt - C.snd_una) * C.mss + seg_payload(C, C.snd_nxt) <= C.peer_wnd) {
-        const int32_t s = C.snd_nxt++;
-        if (C.snd_nxt > C.high_tx) {
-            tcp_send_seg(c, s);
-            conns[c].high_tx = conns[c].snd_nxt;
-        } else {
-            tcp_send_seg(c, s);
-        }
+    Conn& C0 = conns[c];
+    if (C0.state != 1 || C0.done || C0.dead) return;
+    const bool rule3 = cfg.sack && C0.ca == CA_RECOVERY;
+    for (;;) {
+        Conn& C = conns[c];
+        const int64_t win = std::min(C.cwnd, C.peer_wnd);
+        const int64_t pipe = sb_pipe(C);
+        if (pipe >= win) return;
+        const int64_t room = win - pipe;
+        const int32_t s = sb_next_seg(C, rule3);
+        if (s < 0) return;
+        if (room < C.mss && seg_bytes(C, s, std::min(C.nseg, s + 2)) > room) return;
+        tcp_send_seg(c, s);
     }
 }
 
+// a pure ACK; with SACK it carries the first 3 blocks of the receiver's list (all the option
+// space beside the timestamp allows: ns-3 AddOptionSack), 8 bytes each plus 2 of option header
+// (with the timestamp's 10, a multiple of 4: no padding)
 void Sim::tcp_send_ack(int32_t c, bool ece, ps_t ts) {
-    const int32_t pid = new_packet(c, ACK, conns[c].rcv_nxt, cfg.ack_bytes + cfg.l2_header, true);
+    const Conn& R = conns[c];
+    const int32_t nb = cfg.sack && R.ooo_used ? std::min(R.nsk, 3) : 0;
+    const int32_t opt = nb > 0 ? 8 * nb : 0;
+    const int32_t pid = new_packet(c, ACK, R.rcv_nxt, cfg.ack_bytes + opt + cfg.l2_header, true);
     Pkt& p = pool[pid];
     p.ts = ts;
     if (ece) p.flags |= F_ECE;
+    if (nb > 0) {
+        if (sack_opt.size() <= (size_t)pid) sack_opt.resize(pool.capacity());
+        SackOpt& o = sack_opt[pid];
+        for (int32_t k = 0; k < nb; ++k) { o.lo[k] = R.sk_lo[k]; o.hi[k] = R.sk_hi[k]; }
+        o.n = nb;
+        p.flags |= F_SACK;
+    }
     conns[c].delack_n = 0;
     ++conns[c].delack_gen;  // cancels a pending delayed-ACK timer
     conns[c].delack_pending = false;
@@ -161,8 +186,10 @@ void Sim::tcp_on_data(int32_t pid) {
     const int32_t before = R.rcv_nxt;
     if (s == R.rcv_nxt) {
         ++R.rcv_nxt;
-        if (R.ooo_used)  // (a flag in line 2: the vector's own header is a line further)
+        if (R.ooo_used) {  // (a flag in line 0: the vector and the SACK list are lines further)
             while (bit_get(R.ooo, R.rcv_nxt)) { bit_set(R.ooo, R.rcv_nxt, false); ++R.rcv_nxt; }
+            if (R.nsk > 0) rx_sack_clear(R);
+        }
     } else if (s > R.rcv_nxt) {
         const size_t need = (size_t)(s - R.rcv_nxt) + 1;
         if (R.ooo.empty() || need > R.ooo.size() * 64) {
@@ -179,7 +206,10 @@ void Sim::tcp_on_data(int32_t pid) {
             R.ooo.swap(nb);
             R.ooo_used = true;
         }
-        bit_set(R.ooo, s, true);
+        if (!bit_get(R.ooo, s)) {  // a duplicate changes nothing (ns-3 TcpRxBuffer::Add fails)
+            bit_set(R.ooo, s, true);
+            if (cfg.sack) rx_sack_add(R, s);
+        }
     }
     const bool in_order = (s == before) && (R.rcv_nxt == before + 1);
     if (!cfg.delayed_ack || !in_order) {
@@ -210,18 +240,94 @@ void Sim::tcp_rx_advance(int32_t c) {
         C.done = true;  // every transfer received (rx_end, not xfer.size(): one line fewer)
 }
 
+// ns-3 TcpNewReno::IncreaseWindow: slow start adds one segment per ACK whatever it covers,
+// congestion avoidance about one segment per window
+static void increase_window(Conn& C, int64_t segs) {
+    const int64_t mss = C.mss;
+    if (C.cwnd < C.ssthresh) {
+        if (segs < 1) return;
+        C.cwnd += mss;
+        --segs;
+    }
+    if (C.cwnd >= C.ssthresh && segs > 0)
+        C.cwnd += std::max<int64_t>(1, (int64_t)((double)mss * mss / (double)C.cwnd));
+}
+
+// ns-3 NewAck: progress resets the retry count; reset_rto restarts the retransmission timer
+// (not every partial ACK of a recovery does); none runs once everything is acknowledged
+void Sim::tcp_new_ack(int32_t c, bool reset_rto) {
+    Conn& C = conns[c];
+    C.backoff = 0;
+    if (C.snd_una >= C.nseg) C.rto_deadline = NEVER;
+    else if (reset_rto) tcp_arm_rto(c);
+}
+
+// ns-3 DoRetransmit: the first segment NextSeg names without rule 3, else the head again;
+// sent whatever the window
+void Sim::tcp_do_retransmit(int32_t c) {
+    Conn& C = conns[c];
+    int32_t s = sb_next_seg(C, false);
+    if (s < 0) s = C.snd_una;
+    tcp_send_seg(c, s);
+}
+
+// ns-3 EnterRecovery with TcpClassicRecovery: ssthresh from the pipe (plus the head, without
+// SACK), cwnd = ssthresh (the inflated window is only traced in ns-3), resend the head
+void Sim::tcp_enter_recovery(int32_t c) {
+    Conn& C = conns[c];
+    if (!cfg.sack) {
+        sb_add_reno_sack(C);
+        sb_mark_head_lost(C);
+    } else if (!sb_is_lost(C, C.snd_una)) {
+        sb_mark_head_lost(C);
+    }
+    C.recover = C.high_tx;
+    C.recover_active = true;
+    C.ca = CA_RECOVERY;
+    const int64_t mss = C.mss;
+    const int64_t flight = sb_pipe(C) + (cfg.sack ? 0 : mss);
+    C.ssthresh = std::max<int64_t>(2 * mss, flight / 2);
+    C.cwnd = C.ssthresh;
+    tcp_send_seg(c, C.snd_una);
+}
+
+// ns-3 DupAck: count it (not in recovery), enter recovery at the threshold or once the head
+// is lost on the scoreboard; without SACK each duplicate is a guessed SACK
+void Sim::tcp_dupack(int32_t c) {
+    Conn& C = conns[c];
+    if (C.ca == CA_LOSS) return;  // ns-3 ignores duplicates after a timeout
+    if (C.ca != CA_RECOVERY) ++C.dupacks;
+    if (C.ca == CA_OPEN) C.ca = CA_DISORDER;
+    if (C.ca == CA_RECOVERY) {
+        if (!cfg.sack) sb_add_reno_sack(C);
+        return;
+    }
+    if (C.dupacks == cfg.dupack_threshold && (C.snd_una >= C.recover || !C.recover_active))
+        tcp_enter_recovery(c);
+    else if (sb_is_lost(C, C.snd_una))
+        tcp_enter_recovery(c);
+    else if (!cfg.sack && cfg.limited_transmit)
+        sb_add_reno_sack(C);  // RFC 3042: the pipe shrinks, a new segment may go
+}
+
+// ns-3 ReceivedAck + ProcessAck
 void Sim::tcp_on_ack(int32_t pid) {
     const Pkt p = pool[pid];
     const int32_t c = p.conn;
     Conn& C = conns[c];
     if (C.done || C.dead || C.state != 1) return;
     const int32_t a = p.seq;
+    if (a < C.snd_una || a > C.high_tx) return;  // stale, or acknowledges nothing sent
     const bool ece = p.flags & F_ECE;
     const bool dctcp = cfg.transport == T_DCTCP;
     const int64_t mss = C.mss;
+    const int32_t old_una = C.snd_una;
     C.peer_wnd = int64_t(1) << 62;  // every ACK of data carries the scaled (never limiting) window
-    if (a > C.snd_una) {
-        const int32_t acked = a - C.snd_una;
+    int64_t sacked = 0;
+    if (p.flags & F_SACK) sacked = sb_update(C, sack_opt[pid]);
+    int64_t delivered = sacked;
+    if (a > old_una) {
+        const int32_t acked = a - old_una;
         tcp_rtt_sample(C, now - p.ts);
         if (dctcp) {  // one observation window per RTT (ns-3 TcpDctcp::PktsAcked)
             C.win_acked += acked * mss;
@@ -230,50 +336,64 @@ void Sim::tcp_on_ack(int32_t pid) {
                 const double F = C.win_acked > 0 ? (double)C.win_marked / (double)C.win_acked : 0;
                 C.alpha = (1 - cfg.dctcp_g) * C.alpha + cfg.dctcp_g * F;
                 C.win_acked = C.win_marked = 0;
-                C.win_end = C.snd_nxt;
+                C.win_end = C.high_tx;
             }
         }
-        C.snd_una = a;
-        if (C.snd_nxt < a) C.snd_nxt = a;
-        C.backoff = 0;
-        if (C.in_rec) {
-            if (a >= C.recover) {  // full ACK: leave recovery with cwnd = ssthresh
-                C.in_rec = false;
-                C.cwnd = C.ssthresh;
-                C.dupacks = 0;
-            } else {  // partial ACK (RFC 6582): resend the next hole, deflate
-                C.cwnd = std::max<int64_t>(mss, C.cwnd - acked * mss + mss);
-                tcp_send_seg(c, a);
-            }
+        delivered += sb_discard(C, a);
+    }
+    const bool dup = cfg.sack ? sacked > 0 : (a == old_una && a < C.high_tx);
+    if (dup) tcp_dupack(c);
+    Conn& D = conns[c];
+    if (a > old_una) {
+        int64_t segs = delivered / mss;
+        D.acked_rem += (int32_t)(delivered % mss);
+        if (D.acked_rem >= mss) { ++segs; D.acked_rem -= (int32_t)mss; }
+        if (!dup) D.dupacks = 0;
+        if (a < D.recover && D.ca == CA_RECOVERY) {
+            // partial ACK: resend the next hole unless it was resent already; only the first
+            // partial ACK of a recovery restarts the timer
+            if (!cfg.sack) sb_mark_head_lost(D);
+            // (ns-3 IsRetransmittedDataAcked(a + MSS): a full head segment, resent, not SACKed)
+            const bool resent = a < D.high_tx && seg_payload(D, a) == D.mss &&
+                                sb_resent_unsacked(D, a);
+            if (!resent) tcp_do_retransmit(c);
+            Conn& E = conns[c];
+            const bool first = E.first_partial;
+            E.first_partial = false;
+            tcp_new_ack(c, first);
+        } else if (a < D.recover && D.ca == CA_LOSS) {
+            increase_window(D, segs);
+            tcp_new_ack(c, true);
         } else {
-            C.dupacks = 0;
-            // ns-3 TcpNewReno: slow start adds one segment per ACK, then congestion avoidance
-            int32_t left = acked;
-            if (C.cwnd < C.ssthresh) { C.cwnd += mss; --left; }
-            if (C.cwnd >= C.ssthresh && left > 0)
-                C.cwnd += std::max<int64_t>(1, (int64_t)((double)mss * mss / (double)C.cwnd));
+            bool exited = false;
+            if (D.ca == CA_DISORDER) {
+                if (!dup) D.ca = CA_OPEN;
+            } else if (D.ca == CA_RECOVERY) {
+                D.first_partial = true;
+                segs = seg_bytes(D, old_una, a) / mss;
+                D.ca = CA_OPEN;
+                exited = true;
+                D.dupacks = 0;
+            } else if (D.ca == CA_LOSS) {
+                D.first_partial = true;
+                segs = seg_bytes(D, D.recover, a) / mss;
+                D.ca = CA_OPEN;
+            }
+            if (a >= D.recover) D.recover_active = false;
+            if (exited) {
+                tcp_new_ack(c, true);
+                D.cwnd = D.ssthresh;
+            }
+            if (D.ca == CA_OPEN) {
+                increase_window(D, segs);
+                tcp_new_ack(c, true);
+            }
         }
-        Conn& D = conns[c];
-        if (D.cwr && D.snd_una >= D.cwr_end) D.cwr = false;
-        if (D.snd_una >= D.snd_nxt) D.rto_deadline = NEVER;
-        else tcp_arm_rto(c);
-    } else if (a == C.snd_una && C.snd_nxt > C.snd_una) {
-        ++C.dupacks;
-        if (C.in_rec) {
-            C.cwnd += mss;  // window inflation for each further duplicate
-        } else if (C.dupacks == cfg.dupack_threshold) {
-            const int64_t flight = (int64_t)(C.high_tx - C.snd_una) * mss;
-            C.ssthresh = std::max<int64_t>(2 * mss, flight / 2);
-            C.recover = C.high_tx;
-            C.in_rec = true;
-            C.cwnd = C.ssthresh + (int64_t)cfg.dupack_threshold * mss;
-            tcp_send_seg(c, a);
-        }
-    } else {
-        return;
     }
     Conn& E = conns[c];
-    if (dctcp && ece && !E.cwr && !E.in_rec) {  // once per window: cwnd *= (1 - alpha/2)
+    if (E.cwr && E.snd_una >= E.cwr_end) E.cwr = false;
+    if (dctcp && ece && !E.cwr && E.ca != CA_RECOVERY && E.ca != CA_LOSS) {
+        // once per window: cwnd *= (1 - alpha/2)
         E.ssthresh = std::max<int64_t>(2 * mss, (int64_t)((double)E.cwnd * (1 - E.alpha / 2)));
         E.cwnd = E.ssthresh;
         E.cwr = true;
@@ -282,6 +402,9 @@ void Sim::tcp_on_ack(int32_t pid) {
     tcp_try_send(c);
 }
 
+// ns-3 ReTxTimeout: everything outstanding and not SACKed is lost (without SACK the guesses
+// are forgotten too), ssthresh from the pipe before the timeout, cwnd one segment, the timer
+// doubled; then NextSeg resends from the head
 void Sim::tcp_rto(int32_t c) {
     Conn& C = conns[c];
     if (C.state == 0) {
@@ -290,17 +413,20 @@ void Sim::tcp_rto(int32_t c) {
         tcp_send_syn(c);
         return;
     }
-    if (C.snd_una >= C.snd_nxt) { C.rto_deadline = NEVER; return; }
-    // guard: give up after data_retries timeouts in a row without progress (ns-3 DataRetries)
+    if (C.snd_una >= C.nseg) { C.rto_deadline = NEVER; return; }
+    // give up after data_retries timeouts in a row without progress (ns-3 DataRetries)
     if (++C.backoff > cfg.data_retries) { ++tcp_gave_up; strand_conn(c); return; }
-    const int64_t flight = (int64_t)(C.high_tx - C.snd_una) * C.mss;
-    C.ssthresh = std::max<int64_t>(2 * (int64_t)C.mss, flight / 2);
-    C.cwnd = C.mss;
-    C.in_rec = false;
-    C.cwr = false;
+    const int64_t flight = sb_pipe(C);
     C.dupacks = 0;
-    C.snd_nxt = C.snd_una;  // go back N
+    if (!cfg.sack) sb_reset_reno_sack(C);
+    sb_set_sent_list_lost(C, !cfg.sack);
+    C.recover = C.high_tx;
+    C.recover_active = true;
     C.rto = std::min<ps_t>(cfg.max_rto, C.rto * 2);
+    C.ssthresh = std::max<int64_t>(2 * (int64_t)C.mss, flight / 2);
+    C.ca = CA_LOSS;
+    C.cwnd = C.mss;
+    C.cwr = false;
     C.rto_deadline = NEVER;
     tcp_try_send(c);
 }

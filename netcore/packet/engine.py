@@ -50,6 +50,7 @@ def _config(opts: dict, per_hop: bool, adaptive: bool):
     c.data_retries = opts["data_retries"]
     c.dupack_threshold = opts["dupack_threshold"]
     c.limited_transmit = opts["limited_transmit"]
+    c.sack = opts["sack"]
     c.delayed_ack = opts["delayed_ack"]
     c.delack_count = opts["delack_count"]
     c.delack_timeout = int(round(opts["delack_timeout_s"] * PS))

@@ -63,6 +63,7 @@ DEFAULTS = {
     "data_retries": 6,            # TcpSocket::DataRetries = 6 (then the connection gives up)
     "dupack_threshold": 3,        # TcpSocketBase::ReTxThreshold = 3
     "limited_transmit": True,     # TcpSocketBase::LimitedTransmit = true (RFC 3042)
+    "sack": True,                 # TcpSocketBase::Sack = true: SACK blocks and RFC 6675 recovery
     "delayed_ack": False,         # one ACK per data packet (issue 5); ns-3 DelAckCount is 2
     "delack_count": 2,            # TcpSocket::DelAckCount = 2
     "delack_timeout_s": 0.2,      # TcpSocket::DelAckTimeout = 200 ms
@@ -153,7 +154,8 @@ def check_options(opts: dict) -> dict:
         _need(_int(out[key]) and out[key] >= 0, key, out[key], "expected an integer >= 0")
     _need(out["byte_counter_bytes"] > 0, "byte_counter_bytes", out["byte_counter_bytes"],
           "expected > 0")
-    for key in ("limited_transmit", "delayed_ack", "handshake", "warm_connections", "ns3_ties"):
+    for key in ("limited_transmit", "sack", "delayed_ack", "handshake", "warm_connections",
+                "ns3_ties"):
         _need(isinstance(out[key], bool), key, out[key], "expected true or false")
     for key in ("min_rto_s", "init_rto_s", "max_rto_s", "conn_timeout_s", "delack_timeout_s",
                 "alpha_timer_us", "rate_timer_us", "cnp_interval_us", "rate_ai_gbps",

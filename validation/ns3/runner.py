@@ -81,7 +81,7 @@ def _vec(v, dtype):
 
 def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = None,
             mtu: int = 9000, buffer_packets: int = 1000, seed: int = 0,
-            horizon_s: float = 0.0, trace_links=None, trace_cwnd=None, sack: bool = True,
+            horizon_s: float = 0.0, trace_links=None, trace_cwnd=None,
             **engine_options) -> Result:
     """Run ``schedule`` in ns-3. ``routing`` is a ``topo.routing.Routing``; other engine
     options are checked by :func:`validation.ns3.support.check_options` (features ns-3 cannot
@@ -92,8 +92,8 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     directed link ids whose frames (time, bytes) and queue lengths (time, packets waiting) are
     recorded into ``info["trace_tx"]`` / ``info["trace_queue"]``; ``trace_cwnd``, transfer
     node ids whose congestion window changes go to ``info["trace_cwnd"]``. Times are schedule
-    time in seconds. ``sack``: ns-3's SACK (its default, on); off compares loss recovery with
-    the packet engine's, which has none (validation/tcp_rules.py)."""
+    time in seconds. The engine option ``sack`` (on by default, as ns-3's) sets
+    TcpSocketBase::Sack."""
     opts = check_options({**engine_options, "mtu": mtu, "buffer_packets": buffer_packets})
     check_policy(routing.policy)
     if faults is None:
@@ -120,7 +120,7 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     t_build = time.perf_counter()
     seg = opts["mtu"] - HEADER_BYTES
     del_ack_count = opts["delack_count"] if opts["delayed_ack"] else 1  # 1: one ACK per segment
-    drv.Configure(seg, TCP["snd_buf"], TCP["rcv_buf"], del_ack_count, bool(sack),
+    drv.Configure(seg, TCP["snd_buf"], TCP["rcv_buf"], del_ack_count, opts["sack"],
                   TCP["timestamps"], TCP["recovery"], opts["init_cwnd"], opts["min_rto_s"],
                   opts["init_rto_s"], opts["clock_granularity_s"], opts["conn_timeout_s"],
                   opts["syn_retries"], opts["data_retries"], opts["dupack_threshold"],
@@ -184,7 +184,7 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
         "unfinished": unfinished,
         "routing_epochs": len(epochs),
         "mss": seg,
-        "tcp": dict(TCP, sack=bool(sack)),
+        "tcp": dict(TCP, sack=opts["sack"]),
     }
     if trace_links is not None:
         info["trace_tx"] = {"t": _vec(d.trT, np.float64), "dlink": _vec(d.trL, np.int32),

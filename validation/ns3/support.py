@@ -55,6 +55,7 @@ TCP_PASSED = {
     "init_cwnd": "TcpSocket::InitialCwnd",
     "dupack_threshold": "TcpSocketBase::ReTxThreshold",
     "limited_transmit": "TcpSocketBase::LimitedTransmit",
+    "sack": "TcpSocketBase::Sack",
     "delayed_ack": "TcpSocket::DelAckCount",
     "delack_count": "TcpSocket::DelAckCount",
     "delack_timeout_s": "TcpSocket::DelAckTimeout",
