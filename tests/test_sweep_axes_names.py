@@ -6,6 +6,7 @@ import tomllib
 
 import pytest
 
+from cli_helpers import FLOWS_BASE as FLOWS
 from cli_helpers import SERVE_HEAD, cli, refused, write
 from cli_helpers import TRAIN_BASE as TRAIN
 from netcosim.sweep.table import read_table
@@ -25,16 +26,6 @@ kind = "collective"
 op = "all_reduce"
 algorithm = "ring"
 bytes = "1MiB"
-"""
-
-FLOWS = """
-name = "fl"
-[topology]
-kind = "fat_tree"
-k = 2
-[workload]
-kind = "flows"
-flows = [{src = 0, dst = 1, bytes = 1000}]
 """
 
 # a small training step and a small serving run (tests/cli_helpers.py): kinds whose result

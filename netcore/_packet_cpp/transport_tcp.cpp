@@ -131,8 +131,8 @@ void Sim::tcp_try_send(int32_t c) {
 void Sim::tcp_send_ack(int32_t c, bool ece, ps_t ts) {
     const Conn& R = conns[c];
     const int32_t nb = cfg.sack && R.ooo_used ? std::min(R.nsk, 3) : 0;
-    const int32_t opt = nb > 0 ? 8 * nb : 0;
-    const int32_t pid = new_packet(c, ACK, R.rcv_nxt, cfg.ack_bytes + opt + cfg.l2_header, true);
+    const int32_t pid =
+        new_packet(c, ACK, R.rcv_nxt, cfg.ack_bytes + 8 * nb + cfg.l2_header, true);
     Pkt& p = pool[pid];
     p.ts = ts;
     if (ece) p.flags |= F_ECE;

@@ -99,7 +99,7 @@ void Sim::sb_update_lost_count(Conn& C) {
 
 // TcpTxBuffer::IsLost: only below the highest SACK
 bool Sim::sb_is_lost(Conn& C, int32_t seg) {
-    if (C.high_sack < 0 || seg >= C.high_sack || seg >= C.high_tx || !C.sb_any) return false;
+    if (C.high_sack < 0 || seg >= C.high_sack || !C.sb_any) return false;  // high_sack < high_tx
     sb_fit(C);
     return flag_at(C, seg) & SB_LOST;
 }
