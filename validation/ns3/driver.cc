@@ -410,6 +410,18 @@ class Driver {
         srt[u]->PrintRoutingTable(Create<OutputStreamWrapper>(&std::cout));
     }
 
+    void RemoveConnectedRoute(int u, Ipv4Address net, uint32_t iface)
+    {
+        Ptr<Ipv4StaticRouting> s = srt[u];
+        for (int64_t j = int64_t(s->GetNRoutes()) - 1; j >= 0; --j)
+        {
+            Ipv4RoutingTableEntry r = s->GetRoute(uint32_t(j));
+            if (r.IsNetwork() && r.GetDestNetwork() == net && r.GetInterface() == iface &&
+                r.GetDestNetworkMask() == Ipv4Mask("255.255.255.252"))
+                s->RemoveRoute(uint32_t(j));
+        }
+    }
+
     void Open(int i)
     {
         Ptr<Node> ns = NodeList::GetNode(src[i]);
@@ -423,6 +435,13 @@ class Driver {
         nd->GetObject<Ipv4>()->AddAddress(0, Ipv4InterfaceAddress(DstAddr(i), Ipv4Mask("255.255.255.255")));
         int first = pLink[curEpoch][pPtr[curEpoch][i]];
         ns->GetObject<Ipv4>()->AddAddress(ifIndex[first], Ipv4InterfaceAddress(SrcAddr(i), Ipv4Mask("255.255.255.252")));
+        // Adding the address also installs a connected route to its /30, which holds the
+        // destination: it would keep the host sending out of that interface after an epoch
+        // removes the transfer's host route (its first link down, no other path), so frames
+        // went into the dead link and the ones serialised late in an outage survived it. Only
+        // the host routes decide: with none, TCP's sends die for want of a route, as a host
+        // whose link lost carrier drops what it is given (and as the packet engine does).
+        RemoveConnectedRoute(src[i], SrcAddr(i).CombineMask(Ipv4Mask("255.255.255.252")), ifIndex[first]);
         Ptr<Socket> l = Socket::CreateSocket(nd, TcpSocketFactory::GetTypeId());
         l->Bind(InetSocketAddress(DstAddr(i), 9));
         l->Listen();
