@@ -517,10 +517,13 @@ def _limit_message(e, scenario, schedule) -> str:
 
     msg = str(e)
     if e.fault is not None:  # the first record at or past the clock's end
-        for i, rec in enumerate(scenario.faults):
+        from netcosim.units import records_with_times
+
+        # times with a unit ("5e7s") parsed to us to find the record; shown as written
+        for i, rec in enumerate(records_with_times(scenario.faults, "at_us", "faults")):
             at = rec.get("at_us", 0.0) if isinstance(rec, dict) else 0.0
             if is_finite_number(at) and at >= TIME_LIMIT_US:
-                return f"faults[{i}].at_us = {at!r}: {msg}"
+                return f"faults[{i}].at_us = {short_repr(scenario.faults[i]['at_us'])}: {msg}"
         return f"faults: {msg}"
     if e.node is not None:
         i = e.node
@@ -528,7 +531,11 @@ def _limit_message(e, scenario, schedule) -> str:
         field = schedule.meta.get("node_field")
         if field and e.what in ("start", "bytes"):
             key = "start_us" if e.what == "start" else "bytes"
-            value = (f"{float(schedule.start[i]) * 1e6!r}" if e.what == "start"
+            # the value as written: the schedule's start is in seconds, and 1e308 us read
+            # back from it is 9.999999999999998e+307
+            written = _written(scenario, field, i, key)
+            value = (short_repr(written) if written is not None
+                     else f"{float(schedule.start[i]) * 1e6:.15g}" if e.what == "start"
                      else f"{int(schedule.size[i])}")
             return f"{field}[{i}].{key} = {value}: {rest}"
         wl = scenario.workload or {}
@@ -544,6 +551,16 @@ def _limit_message(e, scenario, schedule) -> str:
     if e.what == "link":
         return f"topology: {msg}"
     return f"engine.kind = 'packet': {msg}"
+
+
+def _written(scenario, field: str, i: int, key: str):
+    """What the scenario (after --set) holds at ``field[i].key`` (``field`` dotted, e.g.
+    "workload.flows"), or None."""
+    node = scenario.data
+    for part in field.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    rec = node[i] if isinstance(node, list) and 0 <= i < len(node) else None
+    return rec.get(key) if isinstance(rec, dict) else None
 
 
 def routing_policy_name(routing) -> str:
