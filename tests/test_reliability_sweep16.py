@@ -38,3 +38,78 @@ def test_a_fault_time_with_a_unit_names_its_record(tmp_path, capsys):
     rc, out, err = cli(capsys, "run", p, "--set", "faults.0.at_us=1e12", "--set",
                        "workload.flows.0.start_us=1e12", "--out", tmp_path / "ok")
     assert rc == 0, err
+
+
+# ======================================================================= derived link rates
+LEAF_SPINE = "leaf_spine:leaves=2,hosts_per_leaf=4,spines=2"
+
+
+@pytest.mark.parametrize("topo,has", [
+    # the uplinks carry 4 hosts' rate over 2 spines: 2e299 Gb/s whatever the oversubscription,
+    # which was named (at its default, 1.0)
+    (f"{LEAF_SPINE},link_gbps=1e299", ("--topo.link_gbps = 1e+299", "leaf-spine links of 2e+299",
+                                       "4 hosts per leaf", "2 spines")),
+    (f"{LEAF_SPINE},link_gbps=1e299,oversubscription=4", ("--topo.link_gbps = 1e+299",)),
+    ("leaf_spine:leaves=2,hosts_per_leaf=1,spines=2,link_gbps=1e-15",
+     ("--topo.link_gbps = 1e-15", "leaf-spine links of 5e-16")),
+    ("leaf_spine:leaves=4,hosts_per_leaf=2,spines=2,tiers=3,pods=2,link_gbps=1e299",
+     ("--topo.link_gbps = 1e+299", "spine-super-spine links of 4e+299")),
+    ("two_tier:nodes=2,nic_gbps=1e299,spines=1",
+     ("--topo.nic_gbps = 1e+299", "leaf-spine links of 2e+299", "1 spines")),
+    # parallel global channels merged into one link sum their rates: 2e299 Gb/s ran unchecked
+    ("dragonfly:groups=2,routers_per_group=2,hosts_per_router=1,global_links=2,"
+     "global_gbps=6e298", ("--topo.global_gbps = 6e+298", "global links of 1.2e+299")),
+    ("dragonfly:groups=2,routers_per_group=2,hosts_per_router=1,global_links=2,"
+     "link_gbps=1e299", ("--topo.link_gbps = 1e+299", "global links of 2e+299")),
+    # a plane's links get 1/planes of the GPU's rate: 2.5e-16 Gb/s was refused by the packet
+    # engine naming a link, and ran on the others
+    ("fullflat:n_gpus=16,planes=4,switch_radix=16,gpu_gbps=1e-15",
+     ("--topo.gpu_gbps = 1e-15", "plane links of 2.5e-16", "4 planes")),
+])
+def test_a_derived_link_rate_out_of_range_names_the_rate_given(capsys, topo, has):
+    line = refused(capsys, "collective", "--topo", topo, "--op", "all_reduce", "--sizes",
+                   "1MiB", has=has + ("outside 1e-15..1e+299 Gb/s",))
+    assert "oversubscription = 1.0" not in line and "inf Gb/s" not in line
+
+
+@pytest.mark.parametrize("topo,has", [
+    # the oversubscription is still named where it is what takes the rate out of range, with
+    # the rate it gives in Gb/s ("inf" before: bytes/s overflowed)
+    (f"{LEAF_SPINE},oversubscription=1e-300",
+     ("--topo.oversubscription = 1e-300", "leaf-spine links of 2e+302")),
+    ("leaf_spine:leaves=4,hosts_per_leaf=2,spines=2,tiers=3,pods=2,link_gbps=1e297,"
+     "oversubscription=0.01", ("--topo.oversubscription = 0.01", "spine-super-spine links")),
+    ("leaf_spine:leaves=4,hosts_per_leaf=2,spines=2,tiers=3,pods=2,"
+     "spine_oversubscription=1e300", ("--topo.spine_oversubscription = 1e+300",)),
+    ("two_tier:nodes=2,nic_gbps=1e-15,oversubscription=2",
+     ("--topo.oversubscription = 2", "1e-15 Gb/s")),
+])
+def test_an_oversubscription_that_takes_the_rate_out_is_named(capsys, topo, has):
+    refused(capsys, "collective", "--topo", topo, "--op", "all_reduce", "--sizes", "1MiB",
+            has=has)
+
+
+def test_a_huge_link_rate_in_a_scenario_names_link_gbps(tmp_path, capsys):
+    p = write(tmp_path, """
+[topology]
+kind = "leaf_spine"
+leaves = 4
+hosts_per_leaf = 8
+spines = 2
+link_gbps = 1e299
+[workload]
+kind = "flows"
+flows = [{src = 0, dst = 5, bytes = 1000}]
+""")
+    for cmd in (("topo", p), ("run", p, "--out", tmp_path / "o")):
+        refused(capsys, *cmd, has=("topology.link_gbps = 1e+299", "leaf-spine links of 4e+299"))
+    assert not (tmp_path / "o").exists()
+    # the largest rates each builder takes where nothing multiplies them still run
+    for topo in (f"{LEAF_SPINE.replace('spines=2', 'spines=4')},link_gbps=1e299",
+                 "two_tier:nodes=2,nic_gbps=1e299",
+                 "dragonfly:groups=2,routers_per_group=2,hosts_per_router=1,global_links=2,"
+                 "global_gbps=5e298",
+                 "fullflat:n_gpus=16,planes=1,switch_radix=16,gpu_gbps=1e-15"):
+        rc, out, err = cli(capsys, "collective", "--topo", topo, "--op", "all_reduce",
+                           "--sizes", "1MiB")
+        assert rc == 0 and "inf" not in out and "nan" not in out, (topo, out, err)

@@ -69,13 +69,22 @@ def as_latency_us(value, field: str) -> float:
     return v
 
 
-def check_derived_gbps(rate: float, field: str, value, what: str) -> float:
+def check_derived_gbps(rate: float, field: str, value, what: str, before=(),
+                       gbps: float | None = None, how: str = "") -> float:
     """A link rate (bytes/s) a builder derived from ``field`` (an oversubscription): in the
-    range ``as_gbps`` allows, else refused naming the field and the rate it gave."""
-    gbps = rate * 8 / 1e9
-    if not MIN_GBPS <= gbps <= MAX_GBPS:  # NaN and inf too
-        raise InputError(f"{field} = {value!r}: gives {what} of {gbps:.4g} Gb/s, outside "
-                         f"{MIN_GBPS:g}..{MAX_GBPS:g} Gb/s")
+    range ``as_gbps`` allows, else refused naming the field and the rate it gave (``gbps``:
+    the same rate in Gb/s, where bytes/s may have overflowed; ``how``: how it was derived).
+
+    ``before``: ``(field, value, gbps, how)`` of the same rate with ``field`` (and every input
+    after it) left at 1, from the given link rate outward; the first of them already outside
+    the range is the one named. A link_gbps of 1e299 on more hosts per leaf than spines is out
+    of range whatever the oversubscription, which the message used to blame (at its default
+    of 1.0)."""
+    last = (field, value, rate * 8 / 1e9 if gbps is None else gbps, how)
+    for f, v, g, h in (*before, last):
+        if not MIN_GBPS <= g <= MAX_GBPS:  # NaN and inf too
+            raise InputError(f"{f} = {v!r}: gives {what} of {g:.4g} Gb/s{h}, outside "
+                             f"{MIN_GBPS:g}..{MAX_GBPS:g} Gb/s")
     return rate
 
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_gbps, as_int, as_latency_us, check_size
+from topo.builders._check import (as_gbps, as_int, as_latency_us, check_derived_gbps,
+                                   check_size)
 from topo.errors import InputError
 from topo.topology import Topology, us
 from topo.arrays import unique
@@ -92,6 +93,15 @@ def dragonfly(groups, routers_per_group, hosts_per_router, global_links, link_gb
         uniq, first, mult = np.unique(key, return_index=True, return_counts=True)
         gu, gv = gu[first], gv[first]
         g_bw = mult * gbw
+        # merged channels sum their rates: in range like every link (in Gb/s, where 1e299
+        # Gb/s x 2 is finite), naming the rate the global links took
+        k = int(mult.max())
+        key, given = ("global_gbps", global_gbps) if global_gbps is not None else \
+            ("link_gbps", link_gbps)
+        check_derived_gbps(k * gbw, f"{where}.{key}", given, "global links",
+                           gbps=k * float(given),
+                           how=f" ({k} global channels merged between two routers x "
+                               f"{given!r} Gb/s)")
     else:
         gu = gv = np.zeros(0, np.int64)
         g_bw = np.zeros(0)

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo.builders._check import as_gbps, as_int, as_latency_us, check_size
+from topo.builders._check import (as_gbps, as_int, as_latency_us, check_derived_gbps,
+                                   check_size)
 from topo.errors import InputError
 from topo.topology import Topology, us
 
@@ -35,7 +36,11 @@ def fullflat(n_gpus, planes=8, switch_radix=64, gpu_gbps=7200.0, latency_us=1.0,
     radix = as_int(switch_radix, f"{where}.switch_radix", lo=2)
     gpu_bw = as_gbps(gpu_gbps, f"{where}.gpu_gbps")
     lat = us(as_latency_us(latency_us, f"{where}.latency_us"))
-    bw = gpu_bw / planes
+    # a plane's links carry 1/planes of the GPU's rate: in range like every link, naming the
+    # rate (planes is a count, bounded by the fabric's size)
+    bw = check_derived_gbps(gpu_bw / planes, f"{where}.gpu_gbps", gpu_gbps, "plane links",
+                            gbps=float(gpu_gbps) / planes,
+                            how=f" ({gpu_gbps!r} Gb/s / {planes} planes)")
     single = n <= radix
     if single:
         n_leaves, n_spines = 1, 0

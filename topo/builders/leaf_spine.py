@@ -72,8 +72,15 @@ def leaf_spine(leaves, hosts_per_leaf, spines, oversubscription=1.0, tiers=2,
     s0 = l0 + n_leaves
     ss0 = s0 + n_spines
 
+    # Gb/s without and with the oversubscription (Gb/s: bytes/s of 1e299 Gb/s overflow): out
+    # of range without it, it is link_gbps that is wrong, whatever the oversubscription
+    given = float(link_gbps) * hpl / spines
+    rate = f"{hpl} hosts per leaf x {link_gbps!r} Gb/s"
+    link = (f"{where}.link_gbps", link_gbps, given, f" ({rate} / {spines} spines)")
     up1 = check_derived_gbps(hpl * bw / (spines * os1), f"{where}.oversubscription",
-                             oversubscription, "leaf-spine links")
+                             oversubscription, "leaf-spine links", before=(link,),
+                             gbps=given / os1,
+                             how=f" ({rate} / ({spines} spines x {oversubscription!r}))")
     h = np.arange(n_hosts, dtype=np.int64)
     us_, vs_, bws, layers = [h], [l0 + h // hpl], [np.full(n_hosts, bw)], [np.zeros(n_hosts)]
     # leaf (pod, l) <-> every spine of the same pod
@@ -84,9 +91,19 @@ def leaf_spine(leaves, hosts_per_leaf, spines, oversubscription=1.0, tiers=2,
     bws.append(np.full(len(p), up1))
     layers.append(np.ones(len(p)))
     if tiers == 3:
+        # as above, a spine's downlinks over its uplinks (leaves / per_plane) times more
+        k = leaves / per_plane
+        rate = f"{leaves} leaves x {rate}"
+        down = f"{spines} spines x {per_plane} super-spines per spine"
+        link = (link[0], link_gbps, given * k, f" ({rate} / ({down}))")
+        leaf = (f"{where}.oversubscription", oversubscription, given / os1 * k,
+                f" ({rate} / ({down} x {oversubscription!r}))")
         up2 = check_derived_gbps(leaves * up1 / (per_plane * os2),
                                  f"{where}.spine_oversubscription", spine_oversubscription,
-                                 "spine-super-spine links")
+                                 "spine-super-spine links", before=(link, leaf),
+                                 gbps=given / os1 * k / os2,
+                                 how=f" ({rate} / ({down} x {oversubscription!r} x "
+                                     f"{spine_oversubscription!r}))")
         p, s, j = (x.ravel() for x in np.meshgrid(np.arange(pods), np.arange(spines),
                                                    np.arange(per_plane), indexing="ij"))
         us_.append(s0 + p * spines + s)

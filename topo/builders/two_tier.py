@@ -75,8 +75,15 @@ def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
     h = np.arange(n_hosts, dtype=np.int64)
     node, local = h // G, h % G
     leaf = local * leaves_per_rail + node // npl if rails else node // npl
+    # Gb/s without and with the oversubscription (Gb/s: bytes/s of 1e299 Gb/s overflow): out
+    # of range without it, it is nic_gbps that is wrong, whatever the oversubscription
+    given = float(nic_gbps) * gpus_per_leaf / n_spines
+    rate = f"{gpus_per_leaf} GPUs per leaf x {nic_gbps!r} Gb/s"
+    nic = (f"{where}.nic_gbps", nic_gbps, given, f" ({rate} / {n_spines} spines)")
     up = check_derived_gbps(gpus_per_leaf * nic_bw / (n_spines * os_),
-                            f"{where}.oversubscription", oversubscription, "leaf-spine links")
+                            f"{where}.oversubscription", oversubscription, "leaf-spine links",
+                            before=(nic,), gbps=given / os_,
+                            how=f" ({rate} / ({n_spines} spines x {oversubscription!r}))")
     l_idx, s_idx = (x.ravel() for x in np.meshgrid(np.arange(n_leaves), np.arange(n_spines),
                                                    indexing="ij"))
     link_u = np.concatenate([h, h, l0 + l_idx])
