@@ -113,3 +113,32 @@ flows = [{src = 0, dst = 5, bytes = 1000}]
         rc, out, err = cli(capsys, "collective", "--topo", topo, "--op", "all_reduce",
                            "--sizes", "1MiB")
         assert rc == 0 and "inf" not in out and "nan" not in out, (topo, out, err)
+
+
+# ======================================================================= the packet clock's end
+def test_the_packet_clock_end_on_the_collective_command_gives_its_own_advice(tmp_path, capsys):
+    # 30 steps of 1e12 us each: past the clock's 4.6e12 us while the run goes
+    sweep = ("collective", "--topo", "fat_tree:k=4", "--op", "all_reduce", "--algo", "ring",
+             "--sizes", "1KiB", "--step-latency-us", "1e12")
+    line = refused(capsys, *sweep, "--engine", "packet",
+                   has=("--engine = 'packet'", "size 1024 bytes", "2^62 ps",
+                        "--engine flow", "--sizes", "--step-latency-us"))
+    assert "max_time_s" not in line  # a scenario key: this command has no scenario
+    rc, out, err = cli(capsys, *sweep, "--engine", "flow")
+    assert rc == 0, err
+    # a scenario run keeps the core's advice: it has an [engine] table to set it in
+    p = write(tmp_path, """
+[topology]
+kind = "fat_tree"
+k = 4
+[engine]
+kind = "packet"
+[workload]
+kind = "collective"
+op = "all_reduce"
+algorithm = "ring"
+bytes = "1KiB"
+step_latency_us = 1e12
+""")
+    refused(capsys, "run", p, "--out", tmp_path / "o", has=("set engine.max_time_s",))
+    assert not (tmp_path / "o").exists()

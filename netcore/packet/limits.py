@@ -216,7 +216,9 @@ def check_segments(topology, src, dst, size, t, opts: dict) -> None:
 
 def from_core(e: Exception) -> PacketLimit | None:
     """The core's own range guards (std::overflow_error, "packet engine: ...") as a
-    PacketLimit; None for any other exception."""
+    PacketLimit; None for any other exception. ``what``: "clock" for the clock passing its
+    end (the run was too long: a caller without engine.max_time_s gives its own advice),
+    "core" for the others."""
     if isinstance(e, OverflowError) and str(e).startswith("packet engine:"):
-        return PacketLimit(str(e), what="core")
+        return PacketLimit(str(e), what="clock" if "simulated clock" in str(e) else "core")
     return None

@@ -177,6 +177,16 @@ def _simulated(topology, op, algorithm, ranks, nbytes, engine, routing, opts) ->
     try:
         return _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, opts)
     except PacketLimit as e:
+        if e.what == "clock":
+            # the core's advice is engine.max_time_s, a scenario key this command has not
+            from netcore.packet.limits import TIME_LIMIT_TEXT
+
+            raise InputError(f"--engine = 'packet': size {nbytes} bytes: the {algorithm} {op} "
+                             f"over {len(ranks)} ranks does not finish within the packet "
+                             f"engine's clock, which ends at {TIME_LIMIT_TEXT}; use --engine "
+                             f"flow or analytical, which have no such end, or a shorter run "
+                             f"(a smaller --sizes or --step-latency-us, faster links in "
+                             f"--topo)") from None
         if e.what not in ("bytes", "events"):
             raise
         # "node 17: 62500000000000000 bytes are ...": node 17 means nothing on this command
