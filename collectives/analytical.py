@@ -331,7 +331,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
             hs.reshape(-1), np.roll(hs, -1, axis=1).reshape(-1))))
     # an LL transfer lasts at least its payload / its share of LL's cap: the rank's sends side
     # by side share it, as the builders share it (R2 and R1 read it when _rounds calls them)
-    cap = costs.rate_cap(ranks, protocols.channels(algorithm, n, _lanes(algorithm, options)))
+    cap = costs.rate_cap(ranks, protocols.channels(algorithm, n, _lanes(algorithm, options), op))
     if chunks is None:
         C = _default_chunks(op, algorithm, nb, n, options, proto)
     elif op == "all_to_all_v":

@@ -379,13 +379,14 @@ def launch_latency(protocol, algorithm: str = "ring") -> float:
     return FAMILY_LATENCY[family(algorithm)].get(p.name, FAMILY_LATENCY["ring"][p.name])[2]
 
 
-def channels(algorithm: str, n: int, lanes: int = 1) -> int:
+def channels(algorithm: str, n: int, lanes: int = 1, op: str | None = None) -> int:
     """Sends a rank of ``algorithm`` over n ranks keeps in flight side by side: one per lane
     (``lanes``: rings, chains or trees laid in parallel, one per rail on whole two_tier nodes,
     two for the double binary tree and the bidirectional ring), one per peer for the direct
-    algorithms. LL's cap is the rank's, not each send's: NCCL caps the collective's bus
-    bandwidth over all its channels (llMaxBws), so each of these sends gets cap / channels."""
-    if algorithm == "direct":
+    algorithms of the collectives (send_recv's ``direct`` sends to one peer: one). LL's cap is
+    the rank's, not each send's: NCCL caps the collective's bus bandwidth over all its channels
+    (llMaxBws), so each of these sends gets cap / channels."""
+    if algorithm == "direct" and op != "send_recv":
         return max(1, int(n) - 1)
     return max(1, int(lanes))
 

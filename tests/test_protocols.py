@@ -160,6 +160,20 @@ def test_ll_transfer_lasts_at_least_its_payload_over_the_cap(monkeypatch):
     assert simulate(fab, free, engine="flow").makespan < 0.67 * flow
 
 
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+def test_send_recv_estimate_gives_each_pair_lls_whole_cap(n):
+    # send_recv's one algorithm is called "direct", but each rank sends to one peer: the
+    # builder gives that send the whole cap, and the estimate must too (it used to divide the
+    # cap by n - 1 as for an all-pairs "direct", 4x the engines' time on 5 ranks)
+    fab, S = star(n, gbps=400), 1 << 24
+    s = co.build("send_recv", "direct", range(n), S, protocol="ll", fabric=fab)
+    assert s.meta["rate_cap_Bps"] == protocols.costs("ll", None, fab).rate_cap(np.arange(n))
+    flow = simulate(fab, s, engine="flow").makespan
+    assert flow >= S / s.meta["rate_cap_Bps"]  # S of payload, at most at the cap
+    assert estimate(fab, "send_recv", "direct", range(n), S, protocol="ll") == \
+        pytest.approx(flow, rel=1e-3)
+
+
 @settings(max_examples=25, deadline=None)
 @given(n=hst.integers(2, 8), kib=hst.integers(1, 4096), gbps=hst.sampled_from([100, 400, 1600]))
 def test_ll_cap_never_makes_a_collective_faster(n, kib, gbps):
