@@ -550,6 +550,9 @@ def _limit_message(e, scenario, schedule) -> str:
         return msg
     if e.what == "link":
         return f"topology: {msg}"
+    wl = scenario.workload or {}
+    if e.what == "events" and "bytes" in wl:  # a collective's size: the one field to change
+        return f"workload.bytes = {short_repr(wl['bytes'])}: {msg}"
     return f"engine.kind = 'packet': {msg}"
 
 

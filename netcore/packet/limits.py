@@ -204,14 +204,58 @@ def check_segments(topology, src, dst, size, t, opts: dict) -> None:
                               f"{mss} bytes over one connection (engine.warm_connections = "
                               f"true); the packet engine numbers at most {MAX_SEGMENTS} "
                               f"({max_bytes} bytes) per connection", node=i, what="bytes")
-    # every data segment is at least one arrival event (and with tcp its ACK another)
-    per_seg = 1 if opts["transport"] in ("ideal", "dcqcn") else 2
-    least = int(segs.sum()) * per_seg
-    if least > MAX_EVENTS:
-        raise PacketLimit(f"the workload's {int(size[t].sum())} bytes are "
-                          f"{int(segs.sum())} segments of {mss} bytes, at least {least} events; "
+    check_events(topology, src[t], dst[t], size[t], segs, mss, opts)
+
+
+def check_events(topology, src, dst, size, segs, mss: int, opts: dict) -> None:
+    """The run's events against the 2^40 the core numbers. The core spends one on every packet
+    at every link it crosses (its arrival there): each data segment crosses at least the
+    links of a shortest path, and with tcp/dctcp the receiver sends an ACK back over as many
+    per data packet (per engine.delack_count with engine.delayed_ack); an ACK lost to a full
+    queue crosses fewer, a few percent of the count in congested runs, and retransmissions
+    add to it. Counting one event per segment and one per ACK, as before, passed an
+    all-to-all of 1e14 bytes on a k=4 fat-tree (5.5 links per segment, 1.8e12 events): it ran
+    for a day and more at about 10^7 events a second towards the core's guard at 2^40. With
+    engine.max_time_s the run may stop before its data is through: the core's guard alone
+    then."""
+    if opts.get("max_time_s") is not None:
+        return
+    per_ack = _acks_per_segment(opts)
+    n_segs = float(segs.sum())
+    # below the limit even if every packet crossed every node (a path visits each at most
+    # once): no hop counts needed, the usual case
+    if n_segs * (1.0 + per_ack) * max(topology.n_nodes - 1, 1) <= MAX_EVENTS:
+        return
+    crossings, events = link_events(topology, src, dst, segs, opts)
+    if events > MAX_EVENTS:
+        acked = per_ack > 0
+        ack = ("" if not acked else
+               f", and so does its ACK (one per {opts['delack_count']} segments)" if per_ack < 1
+               else ", and so does its ACK")
+        raise PacketLimit(f"the workload's {int(size.sum())} bytes are {int(n_segs)} segments "
+                          f"of {mss} bytes; each crosses {crossings / n_segs:.3g} links on "
+                          f"average{ack}: {events:.3g} events at one per packet and link; "
                           f"the packet engine numbers at most 2^40 ({MAX_EVENTS}) events per "
-                          f"run", what="events")
+                          f"run (the flow engine has no such limit)", what="events")
+
+
+def _acks_per_segment(opts: dict) -> float:
+    if opts["transport"] not in ("tcp", "dctcp"):
+        return 0.0
+    return 1.0 / opts["delack_count"] if opts.get("delayed_ack") else 1.0
+
+
+def link_events(topology, src, dst, segs, opts: dict) -> tuple[float, float]:
+    """(links the data segments cross, the events of those crossings and of their ACKs') over
+    shortest paths, for transfers src -> dst of ``segs`` segments each (check_events)."""
+    from topo.hops import pair_hops
+
+    key = np.asarray(src, dtype=np.int64) * topology.n_nodes + np.asarray(dst, dtype=np.int64)
+    pairs, inv = np.unique(key, return_inverse=True)
+    hops = pair_hops(topology, pairs // topology.n_nodes, pairs % topology.n_nodes)
+    hops = np.maximum(hops, 0)[inv].astype(np.float64)  # unreachable: stranded, no events
+    crossings = float(np.dot(np.asarray(segs, dtype=np.float64), hops))
+    return crossings, crossings * (1.0 + _acks_per_segment(opts))
 
 
 def from_core(e: Exception) -> PacketLimit | None:
