@@ -529,28 +529,60 @@ def _narrow(a, dtype, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
-def piece_edges(schedule: Schedule, orig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(dep_ptr, dep_idx) of ``schedule`` grown by one node per entry of ``orig`` (node ids
-    n, n+1, ... copying node ``orig[i]``): every piece waits for its original's parents, and
-    its original's children wait for it too (a node split into pieces, faults or planes:
-    netcore/flow/fault_split.py, netcore/packet/plane_split.py)."""
+def piece_edges(schedule: Schedule, orig: np.ndarray):
+    """(dep_ptr, dep_idx, joined) of ``schedule`` grown by one node per entry of ``orig`` (node
+    ids n .. n+c-1, piece i copying node ``orig[i]``), then by one *join* per split node that
+    has children (ids n+c .., ``joined``: the node each join stands for; its columns:
+    ``join_columns``). A node split into pieces (faults or planes: netcore/flow/fault_split.py,
+    netcore/packet/plane_split.py) has ended when the node and every piece of it have: its join
+    waits for all of them. Every piece waits for its original's parents, and where a parent was
+    split, a child and each piece of the child wait for the parent's join. So every piece of a
+    child waits for every piece of its parent (a piece once waited for the parent's original
+    only, and started before the parent had ended), at |pieces| edges per split parent, not
+    their product."""
     from topo.routing import spans
 
     n, c = schedule.n, len(orig)
+    orig = np.asarray(orig, dtype=np.int64)
     n_par = np.diff(schedule.dep_ptr)
+    n_kids = np.diff(schedule.children()[0])
+    was_split = np.zeros(n, dtype=bool)
+    was_split[orig] = True
+    joined = np.flatnonzero(was_split & (n_kids > 0))
+    join_of = np.arange(n, dtype=np.int64)  # whom a child of each node waits for
+    join_of[joined] = n + c + np.arange(len(joined))
+    # the original edges and the pieces' copies of their originals' edges, each parent
+    # replaced by its join where it has one
     child = np.repeat(np.arange(n), n_par)
     piece_id = n + np.arange(c)
     deg = n_par[orig]
     pc = np.repeat(piece_id, deg)
     pp = schedule.dep_idx[spans(schedule.dep_ptr[orig], deg)]
-    cptr, cidx = schedule.children()
-    nch = np.diff(cptr)[orig]
-    cc = cidx[spans(cptr[orig], nch)]
-    cp = np.repeat(piece_id, nch)
-    ch = np.concatenate([child, pc, cc])
-    pa = np.concatenate([schedule.dep_idx, pp, cp])
+    # a join waits for its node and the node's pieces
+    jpos = np.full(n, -1, dtype=np.int64)
+    jpos[joined] = np.arange(len(joined))
+    of_piece = jpos[orig] >= 0
+    jc = np.concatenate([n + c + np.arange(len(joined)), join_of[orig[of_piece]]])
+    jp = np.concatenate([joined, piece_id[of_piece]])
+    ch = np.concatenate([child, pc, jc])
+    pa = np.concatenate([join_of[schedule.dep_idx], join_of[pp], jp])
     o = np.lexsort((pa, ch))
     ch, pa = ch[o], pa[o]
-    dep_ptr = np.zeros(n + c + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ch, minlength=n + c), out=dep_ptr[1:])
-    return dep_ptr, pa
+    m = n + c + len(joined)
+    dep_ptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ch, minlength=m), out=dep_ptr[1:])
+    return dep_ptr, pa, joined
+
+
+def join_columns(schedule: Schedule, joined: np.ndarray) -> dict:
+    """Columns of the join nodes of ``piece_edges`` (zero-length DELAYs on no rank; tag, label
+    and ``extra`` their node's), by Schedule field name."""
+    k = len(joined)
+    return {"kind": np.full(k, DELAY, dtype=np.int8), "src": np.full(k, -1, dtype=np.int64),
+            "dst": np.full(k, -1, dtype=np.int64), "size": np.zeros(k, dtype=np.int64),
+            "duration": np.zeros(k), "start": np.zeros(k), "tag": schedule.tag[joined],
+            "label": schedule.label[joined],
+            "extra": {key: np.asarray(v)[joined] for key, v in schedule.extra.items()},
+            "mset": np.full(k, -1, dtype=schedule.mset.dtype),
+            "steps": np.ones(k, dtype=schedule.steps.dtype),
+            "conn": np.full(k, -1, dtype=np.int64)}

@@ -106,7 +106,10 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     if opts["memory_budget"] is not None:
         _check_entries(mr, schedule, opts["memory_budget"], rss0)
     res = _run(topology, schedule, mr, faults, opts, compile_s)
-    return res if origin is None else fault_split.fold_back(res, origin, n0)
+    if origin is None:
+        return res
+    pieces = int(np.count_nonzero(schedule.kind[n0:] == TRANSFER))  # the rest are joins
+    return fault_split.fold_back(res, origin, n0, pieces)
 
 
 # Memory of one path entry (a flow's weight on a representative link) from its building to the

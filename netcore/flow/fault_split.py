@@ -16,7 +16,7 @@ import numpy as np
 
 from netcore.flow.member_routing import route_members
 from netcore.members import MemberSets
-from netcore.schedule import TRANSFER, Schedule, connection_keys, piece_edges
+from netcore.schedule import TRANSFER, Schedule, connection_keys, join_columns, piece_edges
 from topo.routing import spans
 from topo.arrays import unique
 
@@ -84,34 +84,40 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
     orig = np.repeat(nodes, k)
     mem = alone_pos[spans(alone_ptr[s_of], k)]
     c = len(orig)
-    origin = np.concatenate([np.arange(n), orig])
+    # edges: the pieces wait for their original's parents; a split node's children wait for
+    # its join, which waits for every piece (netcore.schedule.piece_edges)
+    dep_ptr, pa, joined = piece_edges(schedule, orig)
+    J = join_columns(schedule, joined)
+    origin = np.concatenate([np.arange(n), orig, joined])
 
-    def grow(a, fill=None):
-        return np.concatenate([a, a[orig] if fill is None else np.full(c, fill, a.dtype)])
+    def grow(a, key):
+        return np.concatenate([a, a[orig], J[key]])
 
-    # edges: the pieces wait for their original's parents; its children wait for the pieces
-    dep_ptr, pa = piece_edges(schedule, orig)
     # a member moving alone hashes as its own connection, as in the full form
-    conn = np.concatenate([schedule.conn, connection_keys(ms.src[mem], ms.dst[mem])])
+    conn = np.concatenate([schedule.conn, connection_keys(ms.src[mem], ms.dst[mem]), J["conn"]])
     conn[nodes[lone]] = connection_keys(src[nodes[lone]], dst[nodes[lone]])
-    out = Schedule(kind=grow(schedule.kind), src=np.concatenate([src, ms.src[mem]]),
-                   dst=np.concatenate([dst, ms.dst[mem]]), size=grow(schedule.size),
-                   duration=grow(schedule.duration), start=grow(schedule.start),
-                   dep_ptr=dep_ptr, dep_idx=pa, tag=grow(schedule.tag),
-                   label=grow(schedule.label), labels=list(schedule.labels),
-                   extra={k_: grow(v) for k_, v in schedule.extra.items()},
-                   meta=dict(schedule.meta), mset=np.concatenate([mset, np.full(c, -1)]),
-                   steps=grow(schedule.steps), sets=sets, conn=conn)
+    out = Schedule(kind=grow(schedule.kind, "kind"),
+                   src=np.concatenate([src, ms.src[mem], J["src"]]),
+                   dst=np.concatenate([dst, ms.dst[mem], J["dst"]]),
+                   size=grow(schedule.size, "size"), duration=grow(schedule.duration, "duration"),
+                   start=grow(schedule.start, "start"), dep_ptr=dep_ptr, dep_idx=pa,
+                   tag=grow(schedule.tag, "tag"), label=grow(schedule.label, "label"),
+                   labels=list(schedule.labels),
+                   extra={k_: np.concatenate([v, v[orig], J["extra"][k_]])
+                          for k_, v in schedule.extra.items()},
+                   meta=dict(schedule.meta),
+                   mset=np.concatenate([mset, np.full(c, -1), J["mset"]]),
+                   steps=grow(schedule.steps, "steps"), sets=sets, conn=conn)
     return out, origin
 
 
-def fold_back(res, origin: np.ndarray, n: int):
+def fold_back(res, origin: np.ndarray, n: int, pieces: int):
     """Result of the split schedule -> result of the original (netcore.result.fold_onto: a
     node started with its earliest piece and ended with its latest, unfinished if any piece
-    is; flags any piece's, counts summed)."""
+    is; flags any piece's, counts summed). ``pieces``: how many nodes were split off (the
+    rest of ``origin`` beyond ``n`` are the joins that wait for them)."""
     from netcore.result import fold_onto
 
-    pieces = origin[n:]
     res = fold_onto(res, origin, n)
-    res.info["split_pieces"] = int(len(pieces))
+    res.info["split_pieces"] = int(pieces)
     return res

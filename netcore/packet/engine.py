@@ -195,7 +195,7 @@ def _run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options
     sim.finish()
     wall = time.perf_counter() - t0
     res = _collect(sim, topology, schedule, opts, wall, route_s, reroutes)
-    return res if split is None else plane_split.fold_back(res, origin, n0)
+    return res if split is None else plane_split.fold_back(res, origin, n0, plane)
 
 
 def _collect(sim, topology, schedule, opts, wall, route_s, reroutes) -> Result:

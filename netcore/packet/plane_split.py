@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from netcore.schedule import TRANSFER, Schedule, piece_edges
+from netcore.schedule import TRANSFER, Schedule, join_columns, piece_edges
 from topo.routing import _merge
 
 
 def split(schedule: Schedule, n_hosts: int, planes: int):
     """(schedule with every stripable transfer split into ``planes`` pieces, ``origin``: the
-    original node of every node, ``plane``: the plane of every node, -1 for nodes not split);
-    None when nothing is split."""
+    original node of every node, ``plane``: the plane of every node, -1 for nodes not split
+    and for the joins that wait for a split transfer's pieces); None when nothing is split."""
     n = schedule.n
     size = schedule.size
     cut = np.flatnonzero((schedule.kind == TRANSFER) & (schedule.src < n_hosts) &
@@ -41,24 +41,30 @@ def split(schedule: Schedule, n_hosts: int, planes: int):
     mask[cut] = True
     new_size, orig, piece_plane, piece_size = pieces_of(size, planes, mask)
     c = len(orig)
-    origin = np.concatenate([np.arange(n), orig])
-    plane = np.full(n + c, -1, dtype=np.int64)
+    # edges: the pieces wait for their original's parents; a split transfer's children wait
+    # for its join, which waits for every piece (netcore.schedule.piece_edges)
+    dep_ptr, pa, joined = piece_edges(schedule, orig)
+    J = join_columns(schedule, joined)
+    origin = np.concatenate([np.arange(n), orig, joined])
+    plane = np.full(n + c + len(joined), -1, dtype=np.int64)
     plane[cut] = 0
-    plane[n:] = piece_plane
+    plane[n:n + c] = piece_plane
 
-    def grow(a):
-        return np.concatenate([a, a[orig]])
+    def grow(a, key):
+        return np.concatenate([a, a[orig], J[key]])
 
-    # edges: the pieces wait for their original's parents; its children wait for the pieces
-    dep_ptr, pa = piece_edges(schedule, orig)
-    out = Schedule(kind=grow(schedule.kind), src=grow(schedule.src), dst=grow(schedule.dst),
-                   size=np.concatenate([new_size, piece_size]),
-                   duration=grow(schedule.duration), start=grow(schedule.start),
-                   dep_ptr=dep_ptr, dep_idx=pa, tag=grow(schedule.tag),
-                   label=grow(schedule.label), labels=list(schedule.labels),
-                   extra={key: grow(v) for key, v in schedule.extra.items()},
-                   meta=dict(schedule.meta), mset=grow(schedule.mset),
-                   steps=grow(schedule.steps), sets=schedule.sets, conn=grow(schedule.conn))
+    out = Schedule(kind=grow(schedule.kind, "kind"), src=grow(schedule.src, "src"),
+                   dst=grow(schedule.dst, "dst"),
+                   size=np.concatenate([new_size, piece_size, J["size"]]),
+                   duration=grow(schedule.duration, "duration"),
+                   start=grow(schedule.start, "start"), dep_ptr=dep_ptr, dep_idx=pa,
+                   tag=grow(schedule.tag, "tag"), label=grow(schedule.label, "label"),
+                   labels=list(schedule.labels),
+                   extra={key: np.concatenate([v, v[orig], J["extra"][key]])
+                          for key, v in schedule.extra.items()},
+                   meta=dict(schedule.meta), mset=grow(schedule.mset, "mset"),
+                   steps=grow(schedule.steps, "steps"), sets=schedule.sets,
+                   conn=grow(schedule.conn, "conn"))
     return out, origin, plane
 
 
@@ -81,14 +87,17 @@ def paths(routing, src, dst, keys, plane, alive):
     return _merge(len(src), parts)
 
 
-def fold_back(res, origin: np.ndarray, n: int):
+def fold_back(res, origin: np.ndarray, n: int, plane: np.ndarray | None = None):
     """Result of the split schedule -> result of the ``n`` original transfers, piece i of
     ``origin[i]`` (netcore.result.fold_onto: a transfer started with its earliest piece and
-    ended with its latest); also for incremental runs, whose pieces follow each call's."""
+    ended with its latest); also for incremental runs, whose pieces follow each call's.
+    ``plane``: ``split``'s, which tells the pieces (plane > 0) from the joins."""
     from netcore.result import fold_onto
 
     res = fold_onto(res, origin, n)
-    res.info["plane_pieces"] = int(len(origin) - n)
+    # the pieces beyond the transfers themselves (not the joins that wait for them)
+    res.info["plane_pieces"] = int(len(origin) - n if plane is None else
+                                   np.count_nonzero(plane[n:] > 0))
     return res
 
 

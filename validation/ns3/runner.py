@@ -203,4 +203,4 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     if split is None:
         return res
     info["connected"] = info["connected"][:n0]  # a transfer's own (plane 0) connection
-    return plane_split.fold_back(res, origin, n0)
+    return plane_split.fold_back(res, origin, n0, plane)
