@@ -71,11 +71,20 @@ def run(topology, op, algorithm, ranks, nbytes, engine="analytical", routing="ec
         res = simulate(topology, sched, routing=routing, faults=faults, engine=engine,
                        seed=seed)
         if res.n_stranded:
-            raise InputError(f"{res.n_stranded} transfers could not be delivered (faults "
-                             f"cut them off)")
+            raise InputError(undelivered(res))
         t = res.makespan
     n = len(co._plan.check_ranks(ranks))
     S = nbytes if op != "all_to_all_v" else int(__import__("numpy").asarray(nbytes)
                                                 .sum(axis=1).max())
     return {**figures(op, n, S, t), "engine": engine, "op": op, "algorithm": algorithm,
             "protocol": options.get("protocol")}
+
+
+def undelivered(res) -> str:
+    """Why a collective's run left transfers stranded, for the error message: TCP giving up
+    (its retries ran out: links far too slow for its timers, or too lossy) or faults cutting
+    every path."""
+    gave_up = int(res.info.get("tcp_gave_up", 0) or 0)
+    why = (f"TCP gave up on {gave_up} connections when their retries ran out (links too "
+           f"slow or too lossy for its timers)" if gave_up else "faults cut them off")
+    return f"{res.n_stranded} transfers could not be delivered: {why}"

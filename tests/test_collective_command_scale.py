@@ -47,3 +47,13 @@ def test_ring_on_flow_engine_is_one_stream_and_equals_the_full_form(monkeypatch,
     want = [run_full(topo, "all_reduce", algo, r, s, engine="flow", protocol="simple")["time_us"]
             for s in (1024, 1 << 30)]
     assert got == pytest.approx(want, rel=1e-6)
+
+
+def test_transfers_tcp_gave_up_on_are_not_blamed_on_faults(capsys):
+    # 1 bit/s links: every connection runs out of SYN retries. `collective` has no faults, and
+    # the message said "faults cut them off"
+    rc = main(["collective", "--topo", "fat_tree:k=4,link_gbps=1e-9", "--op", "all_reduce",
+               "--algo", "ring", "--sizes", "1MiB", "--engine", "packet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "TCP gave up on 16 connections" in err[0] and "fault" not in err[0], err

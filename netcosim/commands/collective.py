@@ -203,7 +203,7 @@ def _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, op
     only after the memory guard has checked it fits. Before, every point was built in full:
     a ring over 16,000 ranks (512 M transfers) died of MemoryError or was killed."""
     import collectives as co
-    from collectives.report import figures, run as run_one
+    from collectives.report import figures, run as run_one, undelivered
     from netcore.api import simulate
     from netcosim.workloads import _collective_scalable
 
@@ -216,8 +216,7 @@ def _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, op
                        **opts)
     res = simulate(topology, sched, routing=routing, engine=engine)
     if res.n_stranded:
-        raise InputError(f"{res.n_stranded} transfers could not be delivered (faults cut "
-                         f"them off)")
+        raise InputError(undelivered(res))
     return {**figures(op, len(r), nbytes, res.makespan), "engine": engine, "op": op,
             "algorithm": algorithm, "protocol": opts.get("protocol")}
 
