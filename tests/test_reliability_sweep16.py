@@ -115,6 +115,13 @@ flows = [{src = 0, dst = 5, bytes = 1000}]
         assert rc == 0 and "inf" not in out and "nan" not in out, (topo, out, err)
 
 
+def _packet_collective(tmp_path, workload: str):
+    """A scenario: a collective on fat_tree k=4 with the packet engine (``workload``: the
+    [workload] lines after its kind)."""
+    return write(tmp_path, "[topology]\nkind = \"fat_tree\"\nk = 4\n[engine]\n"
+                 "kind = \"packet\"\n[workload]\nkind = \"collective\"\n" + workload + "\n")
+
+
 # ======================================================================= the packet clock's end
 def test_the_packet_clock_end_on_the_collective_command_gives_its_own_advice(tmp_path, capsys):
     # 30 steps of 1e12 us each: past the clock's 4.6e12 us while the run goes
@@ -127,19 +134,8 @@ def test_the_packet_clock_end_on_the_collective_command_gives_its_own_advice(tmp
     rc, out, err = cli(capsys, *sweep, "--engine", "flow")
     assert rc == 0, err
     # a scenario run keeps the core's advice: it has an [engine] table to set it in
-    p = write(tmp_path, """
-[topology]
-kind = "fat_tree"
-k = 4
-[engine]
-kind = "packet"
-[workload]
-kind = "collective"
-op = "all_reduce"
-algorithm = "ring"
-bytes = "1KiB"
-step_latency_us = 1e12
-""")
+    p = _packet_collective(tmp_path, 'op = "all_reduce"\nalgorithm = "ring"\nbytes = "1KiB"\n'
+                                     'step_latency_us = 1e12')
     refused(capsys, "run", p, "--out", tmp_path / "o", has=("set engine.max_time_s",))
     assert not (tmp_path / "o").exists()
 
@@ -173,17 +169,7 @@ def test_a_packet_size_past_the_event_numbers_is_refused_before_running(tmp_path
 def test_a_packet_scenario_past_the_event_numbers_names_workload_bytes(tmp_path):
     from fuzz_helpers import run_forked
 
-    p = write(tmp_path, """
-[topology]
-kind = "fat_tree"
-k = 4
-[engine]
-kind = "packet"
-[workload]
-kind = "collective"
-op = "all_to_all"
-bytes = 100000000000000
-""")
+    p = _packet_collective(tmp_path, 'op = "all_to_all"\nbytes = 100000000000000')
     for cmd in (["run", p, "--out", tmp_path / "o"], ["validate", p]):
         rc, err = run_forked(cmd, tmp_path)
         assert rc == 2 and "Traceback" not in err, err
