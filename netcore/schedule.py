@@ -545,7 +545,7 @@ def piece_edges(schedule: Schedule, orig: np.ndarray):
     n, c = schedule.n, len(orig)
     orig = np.asarray(orig, dtype=np.int64)
     n_par = np.diff(schedule.dep_ptr)
-    n_kids = np.diff(schedule.children()[0])
+    n_kids = np.bincount(schedule.dep_idx, minlength=n)
     was_split = np.zeros(n, dtype=bool)
     was_split[orig] = True
     joined = np.flatnonzero(was_split & (n_kids > 0))
@@ -574,15 +574,30 @@ def piece_edges(schedule: Schedule, orig: np.ndarray):
     return dep_ptr, pa, joined
 
 
-def join_columns(schedule: Schedule, joined: np.ndarray) -> dict:
-    """Columns of the join nodes of ``piece_edges`` (zero-length DELAYs on no rank; tag, label
-    and ``extra`` their node's), by Schedule field name."""
+def with_pieces(schedule: Schedule, orig: np.ndarray, sets=None, **columns):
+    """``schedule`` with a piece of node ``orig[i]`` appended for every i, then a join per split
+    node that has children (``piece_edges`` gives the edges): ``(schedule, origin)``, origin
+    the original node of every node. A piece copies its original's columns except those given
+    in ``columns`` (name -> values for the n nodes and then the pieces, e.g. the bytes each
+    keeps); a join is a zero-length DELAY on no rank with its node's tag, label and extra.
+    ``sets``: the member sets of the result (the schedule's by default)."""
+    dep_ptr, dep_idx, joined = piece_edges(schedule, orig)
     k = len(joined)
-    return {"kind": np.full(k, DELAY, dtype=np.int8), "src": np.full(k, -1, dtype=np.int64),
+    join = {"kind": np.full(k, DELAY, dtype=np.int8), "src": np.full(k, -1, dtype=np.int64),
             "dst": np.full(k, -1, dtype=np.int64), "size": np.zeros(k, dtype=np.int64),
             "duration": np.zeros(k), "start": np.zeros(k), "tag": schedule.tag[joined],
-            "label": schedule.label[joined],
-            "extra": {key: np.asarray(v)[joined] for key, v in schedule.extra.items()},
-            "mset": np.full(k, -1, dtype=schedule.mset.dtype),
+            "label": schedule.label[joined], "mset": np.full(k, -1, dtype=schedule.mset.dtype),
             "steps": np.ones(k, dtype=schedule.steps.dtype),
             "conn": np.full(k, -1, dtype=np.int64)}
+
+    def column(name):
+        a = getattr(schedule, name)
+        head = columns[name] if name in columns else np.concatenate([a, a[orig]])
+        return np.concatenate([head, join[name]])
+
+    out = Schedule(**{name: column(name) for name in join}, dep_ptr=dep_ptr, dep_idx=dep_idx,
+                   labels=list(schedule.labels),
+                   extra={key: np.concatenate([v, v[orig], np.asarray(v)[joined]])
+                          for key, v in schedule.extra.items()},
+                   meta=dict(schedule.meta), sets=schedule.sets if sets is None else sets)
+    return out, np.concatenate([np.arange(schedule.n), orig, joined])

@@ -10,7 +10,7 @@ import pytest
 
 from netcore.api import simulate
 from netcore.members import MemberSets
-from netcore.schedule import DELAY, TRANSFER, Schedule, join_columns, piece_edges
+from netcore.schedule import DELAY, TRANSFER, Schedule, piece_edges, with_pieces
 from topo.builders import build
 from topo.faults import LinkFaults
 from topo.topology import Topology, gbps, us
@@ -46,8 +46,10 @@ def test_every_piece_of_a_child_waits_for_every_piece_of_its_parent():
     # a join waits for its node and the node's pieces only
     assert set(dep_idx[dep_ptr[6]:dep_ptr[7]]) == {0, 3}
     assert set(dep_idx[dep_ptr[7]:dep_ptr[8]]) == {1, 4, 5}
-    cols = join_columns(s, joined)
-    assert (cols["kind"] == DELAY).all() and (cols["duration"] == 0).all()
+    grown, origin = with_pieces(s, orig)
+    assert list(origin) == [0, 1, 2, 0, 1, 1, 0, 1]
+    assert (grown.kind[6:] == DELAY).all() and (grown.duration[6:] == 0).all()
+    assert list(grown.dep_idx) == list(dep_idx) and list(grown.size[3:6]) == [10, 10, 10]
 
 
 @pytest.mark.parametrize("transport", ["ideal", "tcp", "dcqcn"])

@@ -16,7 +16,7 @@ import numpy as np
 
 from netcore.flow.member_routing import route_members
 from netcore.members import MemberSets
-from netcore.schedule import TRANSFER, Schedule, connection_keys, join_columns, piece_edges
+from netcore.schedule import TRANSFER, Schedule, connection_keys, with_pieces
 from topo.routing import spans
 from topo.arrays import unique
 
@@ -42,9 +42,8 @@ def affected_members(schedule: Schedule, routing, faults, memo=None) -> np.ndarr
 
 def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarray]:
     """The schedule with affected members split off (module docstring), and ``origin``: for
-    every node of the new schedule, the original node it is a piece of."""
+    every node of the new schedule, the original node it is (a piece or the join of)."""
     ms = schedule.sets
-    n = schedule.n
     owner = np.repeat(np.arange(ms.n_sets), ms.sizes)
     hit_sets = unique(owner[affected])
     # per hit set: the unaffected members as a new set (or none), the affected ones listed;
@@ -84,30 +83,15 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
     orig = np.repeat(nodes, k)
     mem = alone_pos[spans(alone_ptr[s_of], k)]
     c = len(orig)
-    # edges: the pieces wait for their original's parents; a split node's children wait for
-    # its join, which waits for every piece (netcore.schedule.piece_edges)
-    dep_ptr, pa, joined = piece_edges(schedule, orig)
-    J = join_columns(schedule, joined)
-    origin = np.concatenate([np.arange(n), orig, joined])
-
-    def grow(a, key):
-        return np.concatenate([a, a[orig], J[key]])
-
     # a member moving alone hashes as its own connection, as in the full form
-    conn = np.concatenate([schedule.conn, connection_keys(ms.src[mem], ms.dst[mem]), J["conn"]])
+    conn = np.concatenate([schedule.conn, connection_keys(ms.src[mem], ms.dst[mem])])
     conn[nodes[lone]] = connection_keys(src[nodes[lone]], dst[nodes[lone]])
-    out = Schedule(kind=grow(schedule.kind, "kind"),
-                   src=np.concatenate([src, ms.src[mem], J["src"]]),
-                   dst=np.concatenate([dst, ms.dst[mem], J["dst"]]),
-                   size=grow(schedule.size, "size"), duration=grow(schedule.duration, "duration"),
-                   start=grow(schedule.start, "start"), dep_ptr=dep_ptr, dep_idx=pa,
-                   tag=grow(schedule.tag, "tag"), label=grow(schedule.label, "label"),
-                   labels=list(schedule.labels),
-                   extra={k_: np.concatenate([v, v[orig], J["extra"][k_]])
-                          for k_, v in schedule.extra.items()},
-                   meta=dict(schedule.meta),
-                   mset=np.concatenate([mset, np.full(c, -1), J["mset"]]),
-                   steps=grow(schedule.steps, "steps"), sets=sets, conn=conn)
+    # the pieces wait for their original's parents; a split node's children wait for its
+    # join, which waits for every piece (netcore.schedule.piece_edges)
+    out, origin = with_pieces(schedule, orig, sets=sets,
+                              src=np.concatenate([src, ms.src[mem]]),
+                              dst=np.concatenate([dst, ms.dst[mem]]),
+                              mset=np.concatenate([mset, np.full(c, -1)]), conn=conn)
     return out, origin
 
 

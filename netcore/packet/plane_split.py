@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netcore.schedule import TRANSFER, Schedule, join_columns, piece_edges
+from netcore.schedule import TRANSFER, Schedule, with_pieces
 from topo.routing import _merge
 
 
@@ -41,30 +41,12 @@ def split(schedule: Schedule, n_hosts: int, planes: int):
     mask[cut] = True
     new_size, orig, piece_plane, piece_size = pieces_of(size, planes, mask)
     c = len(orig)
-    # edges: the pieces wait for their original's parents; a split transfer's children wait
-    # for its join, which waits for every piece (netcore.schedule.piece_edges)
-    dep_ptr, pa, joined = piece_edges(schedule, orig)
-    J = join_columns(schedule, joined)
-    origin = np.concatenate([np.arange(n), orig, joined])
-    plane = np.full(n + c + len(joined), -1, dtype=np.int64)
+    # the pieces wait for their original's parents; a split transfer's children wait for its
+    # join, which waits for every piece (netcore.schedule.piece_edges)
+    out, origin = with_pieces(schedule, orig, size=np.concatenate([new_size, piece_size]))
+    plane = np.full(out.n, -1, dtype=np.int64)
     plane[cut] = 0
     plane[n:n + c] = piece_plane
-
-    def grow(a, key):
-        return np.concatenate([a, a[orig], J[key]])
-
-    out = Schedule(kind=grow(schedule.kind, "kind"), src=grow(schedule.src, "src"),
-                   dst=grow(schedule.dst, "dst"),
-                   size=np.concatenate([new_size, piece_size, J["size"]]),
-                   duration=grow(schedule.duration, "duration"),
-                   start=grow(schedule.start, "start"), dep_ptr=dep_ptr, dep_idx=pa,
-                   tag=grow(schedule.tag, "tag"), label=grow(schedule.label, "label"),
-                   labels=list(schedule.labels),
-                   extra={key: np.concatenate([v, v[orig], J["extra"][key]])
-                          for key, v in schedule.extra.items()},
-                   meta=dict(schedule.meta), mset=grow(schedule.mset, "mset"),
-                   steps=grow(schedule.steps, "steps"), sets=schedule.sets,
-                   conn=grow(schedule.conn, "conn"))
     return out, origin, plane
 
 
