@@ -6,31 +6,7 @@ import collectives as co
 from collectives import CheckFailed, check
 from netcore.schedule import DELAY, TRANSFER, Schedule
 
-
-def _options(op, algo, n):
-    """Options an algorithm needs for n ranks, or None when it cannot take n."""
-    if algo == "hierarchical":
-        gs = [g for g in (2, 3, 4) if n % g == 0 and g < n]
-        return {"group_size": gs[-1]} if gs else None
-    if algo == "torus":
-        f = [d for d in range(2, n) if n % d == 0]
-        return {"dims": (f[0], n // f[0]) if f else (n,)}
-    if algo in co.IN_NETWORK:  # the switches reduce: a fabric whose switches can
-        return {"fabric": _NODE if algo == "nvls" else _FT}
-    if algo == "nvls_tree":  # nodes of g GPUs whose switches reduce (ranks from 0 or 10)
-        gs = [g for g in (2, 3) if n % g == 0 and g < n]
-        if not gs:
-            return None
-        fab = build("two_tier", {"nodes": (n + 16) // gs[0] + 1, "gpus_per_node": gs[0],
-                                 "reduce_gbps": "line"})
-        return {"group_size": gs[0], "fabric": fab}
-    return {}
-
-
-from topo.builders import build  # noqa: E402
-
-_NODE = build("two_tier", {"nodes": 1, "gpus_per_node": 20, "reduce_gbps": "line"})
-_FT = build("fat_tree", {"k": 6, "reduce_gbps": "line"})
+from collective_helpers import options_for
 
 
 def _nbytes(op, n, seed=0):
@@ -46,7 +22,7 @@ CASES = [(op, algo) for op, algos in co.ALGORITHMS.items() for algo in algos]
 def test_every_algorithm_every_rank_count(op, algo):
     checked = 0
     for n in range(2, 18):
-        opts = _options(op, algo, n)
+        opts = options_for(op, algo, n)
         if opts is None:
             continue
         for chunks in (1, 2):
@@ -65,7 +41,7 @@ def test_every_algorithm_every_rank_count(op, algo):
 def test_step_latency_is_a_delay_before_every_transfer(op, algo):
     n = 6
     s = co.build(op, algo, [10 + i for i in range(n)], _nbytes(op, n), chunks=2,
-                 step_latency_s=2e-6, **_options(op, algo, n))
+                 step_latency_s=2e-6, **options_for(op, algo, n))
     check(s)
     t = np.flatnonzero(s.kind == TRANSFER)
     owner = np.repeat(np.arange(s.n), np.diff(s.dep_ptr))
@@ -109,7 +85,7 @@ def _copy(s: Schedule) -> Schedule:
                                      ("broadcast", "tree"), ("reduce_scatter", "direct")])
 def test_dropping_any_transfer_is_caught(op, algo):
     n = 6
-    s = co.build(op, algo, n, 600, **_options(op, algo, n))
+    s = co.build(op, algo, n, 600, **options_for(op, algo, n))
     check(s)
     t = np.flatnonzero(s.kind == TRANSFER)
     for victim in t[:: max(1, len(t) // 7)]:

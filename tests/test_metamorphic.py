@@ -36,6 +36,8 @@ from topo.faults import LinkFaults
 from topo.routing import Routing
 from topo.topology import Topology, gbps, us
 
+from collective_helpers import options_for
+
 FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                    HealthCheck.filter_too_much])
 
@@ -402,26 +404,6 @@ def test_single_transfer_on_an_idle_path_packet_against_fluid(bws, lats, nbytes,
 
 
 # ------------------------------------------------------------------ collectives
-def _opts(op, algo, n):
-    if algo == "hierarchical":
-        gs = [g for g in (2, 3, 4) if n % g == 0 and g < n]
-        return {"group_size": gs[-1]} if gs else None
-    if algo == "torus":
-        f = [d for d in range(2, n) if n % d == 0]
-        return {"dims": (f[0], n // f[0]) if f else (n,)}
-    if algo in co.IN_NETWORK:
-        return {"fabric": _NODE if algo == "nvls" else _FT6}
-    if algo == "nvls_tree":
-        gs = [g for g in (2, 3) if n % g == 0 and g < n]
-        if not gs:
-            return None
-        return {"group_size": gs[0], "fabric": build("two_tier", {
-            "nodes": n // gs[0], "gpus_per_node": gs[0], "reduce_gbps": "line"})}
-    return {}
-
-
-_NODE = build("two_tier", {"nodes": 1, "gpus_per_node": 10, "reduce_gbps": "line"})
-_FT6 = build("fat_tree", {"k": 6, "reduce_gbps": "line"})
 CASES = [(op, algo) for op, algos in co.ALGORITHMS.items() for algo in algos]
 NAMED = ("nbytes", "chunks", "protocol", "group_size", "dims", "ranks")
 
@@ -439,7 +421,7 @@ def _sent_received(s, n):
        st.sampled_from([None, "ll", "ll128", "simple"]), st.sampled_from([None, 1, 2, 3]))
 def test_collective_builders_on_tiny_and_odd_sizes(case, n, data, protocol, chunks):
     op, algo = case
-    opts = _opts(op, algo, n)
+    opts = options_for(op, algo, n)
     assume(opts is not None)
     if op == "all_to_all_v":
         nbytes = np.array(data.draw(st.lists(st.integers(0, 5), min_size=n * n,
@@ -506,7 +488,7 @@ def test_estimate_equals_the_flow_engine_on_a_non_blocking_star(case, n, S, bw, 
     from collectives.analytical import estimate
 
     op, algo = case
-    opts = _opts(op, algo, n)
+    opts = options_for(op, algo, n)
     assume(opts is not None)
     if op in ("broadcast", "reduce"):
         opts["chunks"] = 4
