@@ -63,3 +63,16 @@ def binomial_parent(n: int) -> np.ndarray:
     par = v - hb
     par[0] = -1
     return par
+
+
+def binomial_reduce_depths(n: int) -> np.ndarray:
+    """How many sums each rank v of the binomial reduce (parents as ``binomial_parent``) waits
+    for one after another: 0 for a leaf, else 1 + the most of its children's. A rank sends
+    once its children's sums arrived, so rank v's send is the (depth + 1)-th stage of a chunk,
+    and depth[0] is the tree's stage count. The longest chain below v adds the smallest bits
+    above v's highest one (v + 2^b + 2^(b+1) + ...; b = bit length of v) while it stays
+    below n: the largest k with 2^b (2^k - 1) <= n - 1 - v."""
+    v = np.arange(n, dtype=np.int64)
+    b = np.frexp(v.astype(np.float64))[1].astype(np.int64)  # bit length (0 for v = 0)
+    room = ((n - 1 - v) >> b) + 1
+    return np.frexp(room.astype(np.float64))[1].astype(np.int64) - 1
