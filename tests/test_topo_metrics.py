@@ -115,3 +115,18 @@ def test_summary_uses_metrics():
     assert s["bisection_Gbps"] == pytest.approx(800.0)
     assert s["diameter_hops"] == 6
     assert s["hosts"] == 16 and s["switches"] == 20 and s["links"] == 48
+
+
+@pytest.mark.parametrize("make, gbps_each", [
+    (lambda g: fat_tree(4, link_gbps=g), 8), (lambda g: torus((4, 4), link_gbps=g), 8),
+    (lambda g: fullflat(20, 2, 8, gpu_gbps=g), 10)])
+def test_summary_bisection_at_the_top_of_the_rate_range(make, gbps_each):
+    """1e299 Gb/s is an accepted link rate; a bisection of several such links overflows a
+    float in bytes/s (it printed `bisection inf Gbps`, and `--json` wrote Infinity, which is
+    not JSON) where in Gb/s it is finite. The figure scales with the rates, exactly."""
+    import json
+
+    top = make(1e299).summary()["bisection_Gbps"]
+    assert top == pytest.approx(make(1.0).summary()["bisection_Gbps"] * 1e299, rel=1e-12)
+    assert top == pytest.approx(gbps_each * 1e299, rel=1e-12)
+    json.loads(json.dumps(top, allow_nan=False))

@@ -12,6 +12,8 @@ Conventions (all builders follow them, engines rely on them):
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -257,13 +259,22 @@ class Topology:
         from topo.metrics import bisection, diameter
 
         cut, cut_method = bisection(self)
+        cut_gbps = cut / 1e9 * 8  # dividing first: 1e308 B/s is finite, 8e308 b/s is not
+        if math.isinf(cut) and np.isfinite(self.link_bw).all():
+            # rates near the top of the accepted range (1e299 Gb/s) overflow a float in
+            # bytes/s once summed, where their sum in Gb/s does not: cut the fabric with its
+            # rates scaled down by a power of two (exact) and scale the figure in Gb/s back
+            params = {k: v for k, v in self.params.items() if k != "bisection_Bps"}
+            small = dataclasses.replace(self, link_bw=self.link_bw * 2.0 ** -64, params=params)
+            cut_small, cut_method = bisection(small)
+            cut_gbps = cut_small / 1e9 * 8 * 2.0 ** 64
         hops, hops_method = diameter(self)
         return {
             "kind": self.kind,
             "hosts": self.n_hosts,
             "switches": self.n_switches,
             "links": self.n_links,
-            "bisection_Gbps": cut * 8 / 1e9,
+            "bisection_Gbps": cut_gbps,
             "bisection_method": cut_method,
             "diameter_hops": hops,
             "diameter_method": hops_method,
