@@ -237,9 +237,9 @@ def test_trace_needs_an_inference_workload(tmp_path, capsys):
 def test_a_fault_later_in_the_run_is_refused_not_ignored(tmp_path, capsys):
     """The cost curves are measured from time 0 on collectives that last microseconds: a fault
     striking later would never apply, a silently wrong answer."""
-    late = '\n[[faults]]\nlink = [0, 8]\nkind = "degrade"\nfactor = 0.1\nat_us = 5e6\n'
+    late = '\n[[faults]]\nlink = [0, 8]\nkind = "degrade"\nfactor = 0.1\nat_us = 1234567.891\n'
     p = write(tmp_path, _toml().replace("[workload]", late.lstrip("\n") + "\n[workload]", 1))
-    refused(capsys, "run", p, "--out", tmp_path / "o", has=("faults: at_us = 5e+06",))
+    refused(capsys, "run", p, "--out", tmp_path / "o", has=("faults: at_us = 1234567.891:",))
 
 
 def test_serving_all_reduce_curve_carries_nccls_protocol_latencies():

@@ -61,7 +61,8 @@ def check_faults_at_start(faults) -> None:
     striking later would silently never apply, so it is refused."""
     late = np.flatnonzero(np.asarray(faults.time) > 0) if faults is not None and len(faults) else []
     if len(late):
-        raise InputError(f"faults: at_us = {float(faults.time[late[0]]) * 1e6:g}: an inference "
+        # 15 digits: `:g` showed 1234567.891 us as 1.23457e+06
+        raise InputError(f"faults: at_us = {float(faults.time[late[0]]) * 1e6:.15g}: an inference "
                          f"run prices its communication on the fabric as it stands from the "
                          f"start, so its faults must strike at at_us = 0 (faults later in a "
                          f"serving run are not modelled yet)")
