@@ -58,7 +58,7 @@ REFERENCES = {
 REASONS = {
     "gpus": "tp x cp x pp does not divide the GPU count",
     "dp": "dp differs from GPUs / (tp x cp x pp)",
-    "heads": "tp does not divide the heads, KV heads or FFN",
+    "heads": "tp does not divide the heads, KV heads, FFN or expert FFN",
     "seq": "cp (x tp with SP) does not divide the sequence",
     "layers": "more pipeline positions than layers, besides the first and the last",
     "experts": "ep does not divide the experts or dp",
@@ -183,6 +183,8 @@ def check_fixed(model: TransformerConfig, n_gpus: int, global_batch: int, fixed:
             bad("tp", f"incompatible with model.kv_heads = {m.g}")
         if m.f % t:
             bad("tp", f"does not divide the FFN size {m.f}")
+        if m.experts and m.expert_f % t:
+            bad("tp", f"does not divide the expert FFN size {m.expert_f}")
     if "cp" in f and m.seq % f["cp"]:
         bad("cp", f"does not divide model.seq = {m.seq}")
     if "pp" in f and f["pp"] > m.layers:
@@ -243,7 +245,7 @@ def enumerate_layouts(model, gpu, n_gpus: int, base: dict, fixed: dict | None = 
     smallest = None
     mem_cache = _MemoryCache(m, spec)
     for tp in tps:
-        tp_ok = not (m.heads % tp or (m.g % tp and tp % m.g) or m.f % tp)
+        tp_ok = _tp_divides(m, tp)
         cps = values("cp", [d for d in divisors(n_gpus // tp if n_gpus % tp == 0 else 1)
                             if d <= MAX_CP])
         sps = values("sp", [False, True] if tp > 1 else [False])
@@ -301,7 +303,7 @@ def reference_reason(model, n_gpus: int, base: dict, fixed: dict, layout: dict) 
     tp, cp, pp = layout["tp"], layout["cp"], layout["pp"]
     dp = n_gpus // (tp * cp * pp) if n_gpus % (tp * cp * pp) == 0 else 0
     gb = base.get("global_batch", 1)
-    tp_ok = not (m.heads % tp or (m.g % tp and tp % m.g) or m.f % tp)
+    tp_ok = _tp_divides(m, tp)
     why = _structural(m, gb, n_gpus, tp, cp, pp, layout["vp"], dp, layout["ep"],
                       layout["micro_batch"], layout["sp"], tp_ok, fixed)
     return REASONS[why] if why else REASONS["memory"]
@@ -311,6 +313,15 @@ def _product(*lists):
     import itertools
 
     return itertools.product(*lists)
+
+
+def _tp_divides(m: TransformerConfig, tp: int) -> bool:
+    """TP splits the heads, the KV heads (or is a multiple of them), the FFN and the expert
+    FFN: the checks of ``parallel.validate``. The expert FFN was missing here, so a MoE model
+    with ``expert_ffn`` 1,024 and ``ffn`` 1,536 on 12 GPUs listed TP 3, 6 and 12 layouts as
+    feasible (258 of 936) that the training workload then refused."""
+    return not (m.heads % tp or (m.g % tp and tp % m.g) or m.f % tp
+                or (m.experts and m.expert_f % tp))
 
 
 def _structural(m, gb, n, tp, cp, pp, vp, dp, ep, mbs, sp, tp_ok, fixed) -> str:
