@@ -70,7 +70,7 @@ def measure(topology, routing, faults, engine: str, seed: int, p_hosts: np.ndarr
 # The compiled function below inlines curve_time from fabric.py; Numba's disk cache does not
 # see a change there (see INLINED_SHA1 in loop.py, tests/test_numba_inlined_sources.py).
 INLINED_FROM = ("netcosim/inference/fabric.py",)
-INLINED_SHA1 = "ba2e9a467f49193f"
+INLINED_SHA1 = "f59fef71db2a7118"
 
 
 @numba.njit(cache=True)
