@@ -421,12 +421,14 @@ def _rows(path):
     return list(csv.DictReader(open(path)))
 
 
-@pytest.mark.parametrize("layer", ["edge", "spine"])
+@pytest.mark.parametrize("layer", ["edge", "spine", "scaleup"])
 def test_a_fault_study_after_the_run_slows_nothing_and_its_baseline_is_netcosim_run(
         tmp_path, capsys, layer):
     """Faults at 10x the fault-free step: every trial and every single link at slowdown
-    exactly 1.0; baseline.json is `netcosim run`'s summary. (Not on the scale-up layer: a
-    fault there, at any time, turns analytic TP onto the network, docs/compute.md.)"""
+    exactly 1.0; baseline.json is `netcosim run`'s summary. A scale-up fault, at any time,
+    turns analytic TP onto the network (docs/compute.md): those runs are compared with the
+    fault-free step priced so, `netcosim run` with tp_comm = "network" (before, each such
+    link reported x0.9403, a speedup from a fault that never struck)."""
     path = write(tmp_path, TRAIN_BASE)
     rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "run")
     assert rc == 0, err
@@ -444,6 +446,16 @@ def test_a_fault_study_after_the_run_slows_nothing_and_its_baseline_is_netcosim_
         assert slow and all(x == 1.0 for x in slow)
         summ = _rows(out / "fault_summary.csv")
         assert all(float(r["worst"]) == 1.0 and float(r["median"]) == 1.0 for r in summ)
+        modes = out / "baseline_tp_modes.json"
+        assert modes.exists() == (layer == "scaleup")
+        if layer == "scaleup":
+            net = tmp_path / "run_net"
+            rc, _, err = cli(capsys, "run", path, "--set", "workload.tp_comm=network",
+                             "--out", net)
+            assert rc == 0, err
+            net_us = json.loads((net / "summary.json").read_text())["makespan_us"]
+            assert json.loads(modes.read_text())["makespan_us"]["network"] == net_us
+            assert net_us != run["makespan_us"]  # the two pricings differ: why it matters
 
 
 def test_a_gpu_fault_after_the_run_slows_nothing(tmp_path, capsys):

@@ -86,6 +86,10 @@ def _print(res, name) -> None:
     case = f" [{res['case']}]" if res["case"] else ""
     print(f"{name}{case}: fault-free makespan {base:.6g} us; {res['kind']} faults at "
           f"{res['at_us']:.6g} us")
+    for mode, us in res.get("tp_baselines", {}).items():
+        print(f"{res['tp_rows'][mode]} runs priced tensor parallelism '{mode}' (a scale-up "
+              f"link of a GPU of the job faulted): their slowdown is against the fault-free "
+              f"step priced so, {us:.6g} us (baseline_tp_modes.json)")
     t = res.get("tcp_timers")
     if t:
         print(f"TCP timers '{t['preset']}': minimum RTO {t['min_rto_s'] * 1e3:.6g} ms, initial "
