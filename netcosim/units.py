@@ -74,10 +74,15 @@ def format_bytes(n: int) -> str:
 
 
 # --------------------------------------------------------------------------- bandwidth, time
-_BW_UNITS = {"bps": 1e-9, "Kbps": 1e-6, "Mbps": 1e-3, "Gbps": 1.0, "Tbps": 1e3,
-             "Gb/s": 1.0, "Tb/s": 1e3, "Mb/s": 1e-3,
-             "GB/s": 8.0, "MB/s": 8e-3, "TB/s": 8e3}
-_TIME_UNITS = {"ps": 1e-6, "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+# unit -> (power of ten, factor): the value is number x 10^power x factor in Gbps or us. The
+# power of ten is applied to the decimal text, so the result is the double nearest the exact
+# value, the one the same figure written as a plain number gives ("13ns" is 0.013 us; as
+# 13 * 1e-3 it was 0.013000000000000001, which put a fault at "13ns" after a transfer
+# starting at 0.013 us); the factor is 1 or 8, exact in binary.
+_BW_UNITS = {"bps": (-9, 1), "Kbps": (-6, 1), "Mbps": (-3, 1), "Gbps": (0, 1), "Tbps": (3, 1),
+             "Gb/s": (0, 1), "Tb/s": (3, 1), "Mb/s": (-3, 1),
+             "GB/s": (0, 8), "MB/s": (-3, 8), "TB/s": (3, 8)}
+_TIME_UNITS = {"ps": (-6, 1), "ns": (-3, 1), "us": (0, 1), "ms": (3, 1), "s": (6, 1)}
 _QTY_RE = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z/]+)\s*$")
 
 
@@ -138,7 +143,9 @@ def _parse_quantity(value, field, units, what, example) -> float:
         if not m or m.group(2) not in units:
             raise InputError(f"{field} = {value!r}: expected a {what} such as {example} "
                              f"(units: {', '.join(units)})")
-        x = float(m.group(1)) * units[m.group(2)]
+        power, factor = units[m.group(2)]
+        mantissa, _, exponent = m.group(1).lower().partition("e")
+        x = float(f"{mantissa}e{int(exponent or 0) + power}") * factor
     else:
         raise InputError(f"{field} = {value!r}: expected a {what}, got {type(value).__name__}")
     if not math.isfinite(x):

@@ -300,9 +300,13 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         if not hasattr(collectives, "choose"):
             raise InputError(f"{where}.algorithm: missing (automatic choice is not available "
                              f"in this build)")
-        # a matrix has a row per given rank: chosen over all hosts, a subset's matrix was
-        # refused as the library's "nbytes" of the wrong shape
-        among = ranks if op == "all_to_all_v" and len(ranks) != n_hosts else None
+        # chosen for the ranks that run it: chosen over all hosts, a subset ran what suits
+        # them all (one node of a two_tier fabric with reducing switches took the NVLS-Tree
+        # picked for two nodes, 32% slower than the ring picked for it; one GPU per node
+        # took the hierarchical all-to-all and was refused for want of a group_size), and a
+        # subset's all_to_all_v matrix was refused as the library's "nbytes" of the wrong
+        # shape
+        among = ranks if len(ranks) != n_hosts else None
         try:
             choice = collectives.choose(topology, op, nbytes, among, protocol=protocol)
             algorithm, order = _chosen(choice)
@@ -316,6 +320,17 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         # a matrix's rows are the ranks in the order given: never reorder them
         if order is not None and "ranks" not in spec and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
+        # the options picked with the algorithm go with it when the ranks run in the order
+        # they were picked for (leader = "rail" of the rail-aligned all-to-all, the trees of
+        # an in-network algorithm): without them a two_tier all-to-all ran the node-leader
+        # variant under the chooser's name, 2-4x slower (`netcosim collective` kept them)
+        picked_opts = (choice.get("options") if isinstance(choice, dict)
+                       else getattr(choice, "options", None))
+        if isinstance(picked_opts, dict) and order is not None and \
+                [int(r) for r in order] == ranks:
+            for k, v in picked_opts.items():
+                if k != "protocol":
+                    opts.setdefault(k, v)
     _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where)
     _check_options(collectives, op, algorithm, options, where)
     _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where, topology)
