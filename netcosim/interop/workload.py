@@ -103,7 +103,7 @@ def build(topology, spec: dict, where: str, seed: int):
                             deps=deps, rank_hosts=rank_hosts, p2p=p2p, where=where)
     if sched.n == 0:
         raise InputError(f"{where}.path = {path!r}: the trace has no nodes")
-    return sched
+    return sched  # keyed by connection, as collectives are (chakra_to_schedule._build)
 
 
 def report(spec: dict, schedule, result) -> dict:
