@@ -487,7 +487,9 @@ def check_reachable(topology, routing, faults, schedule) -> None:
     node = int(t[first[j]])
     where = schedule.meta.get("node_field")
     who = f"{where}[{node}]" if where else f"workload: transfer {node}"
-    down = "" if alive.all() else " with the links that are down from time 0"
+    down = "" if alive.all() else (" with the links that are down from time 0 (`netcosim run "
+                                   "--allow-stranded` runs it and reports such transfers as "
+                                   "stranded)")
     raise InputError(f"{who}: host {int(ps[j])} cannot reach host {int(pd[j])}{down} "
                      f"(routing.policy = {routing_policy_name(routing)!r})")
 

@@ -176,3 +176,30 @@ def test_a_packet_tcp_study_records_and_prints_its_timers(tmp_path):
     assert "TCP timers 'linux': minimum RTO 10 ms" in r.stdout
     meta = json.loads((tmp_path / "o" / "sweep_meta.json").read_text())
     assert meta["tcp_timers"]["min_rto_s"] == 0.01
+
+
+def test_a_stranding_trial_re_runs_alone_with_allow_stranded(tmp_path, capsys):
+    """docs/sweeps.md: every trial re-runs alone from its `scenario` cell. A trial whose
+    faults cut hosts apart was refused by `netcosim run` (unreachable) with no way round it;
+    `--allow-stranded` runs it as the study did, and the refusal names the flag."""
+    import csv
+    import json
+
+    from cli_helpers import TRAIN_BASE, cli, refused, write
+
+    path = write(tmp_path, TRAIN_BASE)
+    rc, _, err = cli(capsys, "faults", path, "--fraction", "0.05", "--trials", 1, "--layer",
+                     "edge", "--out", tmp_path / "study")
+    assert rc == 0, err
+    rows = list(csv.DictReader(open(tmp_path / "study" / "sweep.csv")))
+    cut = [r for r in rows if r["stranded"] not in ("", "0")]
+    assert cut, "a two_tier edge link down strands its GPU's transfers"
+    trial = write(tmp_path, cut[0]["scenario"], name="trial.json")
+    refused(capsys, "run", trial, "--out", tmp_path / "r1", has=("cannot reach",
+                                                                 "--allow-stranded"))
+    assert not (tmp_path / "r1").exists()
+    rc, _, err = cli(capsys, "run", trial, "--allow-stranded", "--out", tmp_path / "r2")
+    assert rc == 0, err
+    alone = json.loads((tmp_path / "r2" / "summary.json").read_text())
+    assert alone["stranded"] == int(cut[0]["stranded"])
+    assert alone["makespan_us"] == float(cut[0]["makespan_us"])

@@ -18,6 +18,10 @@ def register(sub) -> None:
     p.add_argument("--link-series", action="store_true",
                    help="also write link_series.csv, each directed link's utilization over "
                         "time (flow engine; refused with the packet engine)")
+    p.add_argument("--allow-stranded", action="store_true",
+                   help="run transfers between hosts that faults cut apart and report them as "
+                        "stranded (what a fault study does with such a trial) instead of "
+                        "refusing the scenario")
     p.add_argument("--trace", action="store_true",
                    help="also write trace.json, a Perfetto/Chrome trace of the serving batches "
                         "(inference workloads)")
@@ -50,7 +54,8 @@ def run(args) -> int:
     out = outputs.command_out_dir(args.out, scenario.name)
     label = outputs.out_label(args.out, out)
     outputs.check_out_dir(out, label)  # before the run: a place we cannot write is bad input
-    prepared, result, summary = simulate_scenario(scenario)
+    prepared, result, summary = simulate_scenario(
+        scenario, check_reachability=not getattr(args, "allow_stranded", False))
     series = outputs.link_series_table(prepared.topology, result) if args.link_series else None
     outputs.write_outputs(out, summary,
                           outputs.flows_table(prepared.schedule, result, prepared.topology),
