@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from netcore.sizes import MAX_BYTES
-from collectives._trees import binomial_reduce_depths
+from collectives._trees import binomial_parent, binomial_reduce_depths
 from topo.errors import InputError
 from topo.arrays import union1d, unique
 
@@ -515,7 +515,7 @@ def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
             beat = R2(m[:-1], m[1:], S / C)[0] if C > 1 else 0.0
             return fill + (C - 1) * beat
         v = np.arange(1, n)
-        par = v - (1 << (np.log2(v).astype(np.int64)))
+        par = binomial_parent(n)[1:]
         # a chunk crosses the binomial tree's stages (fill). Broadcast: in round r every rank
         # w < 2^r that has it sends it to w + 2^r. Reduce: a rank sends once its children's
         # sums arrived, so stage k holds the sends of the ranks whose deepest child chain is

@@ -348,15 +348,14 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
         json.dump(base, fh, indent=2)
         fh.write("\n")
     other = {m: us for m, us in bases.items() if m != base.get("tp_comm")}
+    tp_rows = {m: sum(r.get("tp_comm") == m for r in rows) for m in other}
     if other:
         with open(out / "baseline_tp_modes.json", "w", encoding="utf-8") as fh:
             json.dump({"baseline_tp_comm": base.get("tp_comm"), "makespan_us": bases,
-                       "rows": {m: sum(r.get("tp_comm") == m for r in rows) for m in other}},
-                      fh, indent=2)
+                       "rows": tp_rows}, fh, indent=2)
             fh.write("\n")
     return {"baseline": base, "summary": summ, "costliest": costly, "outcome": outcome,
-            "at_us": at, "tcp_timers": timers, "tp_baselines": other,
-            "tp_rows": {m: sum(r.get("tp_comm") == m for r in rows) for m in other}}
+            "at_us": at, "tcp_timers": timers, "tp_baselines": other, "tp_rows": tp_rows}
 
 
 def mode_baselines(scenario, base: dict, rows) -> dict:

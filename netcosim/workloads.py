@@ -309,7 +309,7 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         among = ranks if len(ranks) != n_hosts else None
         try:
             choice = collectives.choose(topology, op, nbytes, among, protocol=protocol)
-            algorithm, order = _chosen(choice)
+            algorithm, order, picked_opts = _chosen(choice)
         except InputError as e:
             raise _in(e, where) from None
         # the protocol picked with the algorithm (NCCL's tuner on whole two_tier nodes picks
@@ -324,8 +324,6 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         # they were picked for (leader = "rail" of the rail-aligned all-to-all, the trees of
         # an in-network algorithm): without them a two_tier all-to-all ran the node-leader
         # variant under the chooser's name, 2-4x slower (`netcosim collective` kept them)
-        picked_opts = (choice.get("options") if isinstance(choice, dict)
-                       else getattr(choice, "options", None))
         if isinstance(picked_opts, dict) and order is not None and \
                 [int(r) for r in order] == ranks:
             for k, v in picked_opts.items():
@@ -600,15 +598,16 @@ def _check_row_sums(sizes: np.ndarray, rows: list, field: str) -> None:
 
 
 def _chosen(choice):
-    """(algorithm, rank order or None) from collectives.choose, which may return the name, a
-    (name, ...) tuple, or an object/dict with ``algorithm`` and optionally ``ranks``."""
+    """(algorithm, rank order or None, options or None) from collectives.choose, which may
+    return the name, a (name, ...) tuple, or an object/dict with ``algorithm`` and optionally
+    ``ranks`` and ``options``."""
     if isinstance(choice, str):
-        return choice, None
+        return choice, None, None
     if isinstance(choice, (tuple, list)) and choice and isinstance(choice[0], str):
-        return choice[0], None
+        return choice[0], None, None
     get = choice.get if isinstance(choice, dict) else lambda k: getattr(choice, k, None)
     if isinstance(get("algorithm"), str):
-        return get("algorithm"), get("ranks")
+        return get("algorithm"), get("ranks"), get("options")
     raise TypeError(f"collectives.choose returned {choice!r}")
 
 
