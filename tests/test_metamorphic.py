@@ -281,6 +281,13 @@ def test_a_dependency_equals_a_start_time_at_the_parents_end(w, how):
     a = simulate(t, sched(src, dst, size, start, deps), Routing(t, pol), engine=engine,
                  transport=transport)
     ready = np.array([max([start[i]] + [a.end[j] for j in deps[i]]) for i in range(len(src))])
+    if engine == "packet":
+        # likewise a dependent released at the picosecond another transfer starts (a
+        # zero-byte parent ends where it starts): which queues first is event order. Found
+        # in CI-like random runs: two 1-byte transfers 0 -> 1, one after a zero-byte parent,
+        # swapped their ends (2.0088 / 2.0132 us)
+        dep = np.flatnonzero([bool(d) for d in deps])
+        assume(not any((ready[i] == np.delete(ready, i)).any() for i in dep))
     b = simulate(t, sched(src, dst, size, ready, [[] for _ in deps]), Routing(t, pol),
                  engine=engine, transport=transport)
     np.testing.assert_array_equal(b.end, a.end)
