@@ -6,13 +6,15 @@ The rule (docs/collectives.md has the reasoning and sources):
    physical neighbours, and the torus algorithm runs one ring per dimension); elsewhere
    hosts sorted by ``host_group`` (leaf switch on fat-tree / leaf-spine, node on two_tier),
    so a ring crosses each leaf's uplinks only twice (NCCL's topology-aware rings do this).
+   With ``keep_order`` the ranks run in the order given, and the rules below choose for that
+   order (a scenario's explicit ``ranks`` list is such an order).
 2. two_tier (scale-up domains + scale-out), when the ranks are whole equal groups of more than
    one: all-reduce by NCCL's own tuner model (collectives/nccl_tuner.py: NCCL runs what its
    formula predicts fastest, not what is fastest) among Ring (one per rail,
    collectives/rail.py), Tree (rail trees) and NVLS-Tree where the node switch reduces, with
    the protocol it picks; all-gather and reduce-scatter by the ring (one per rail) with the
    protocol NCCL's tuner picks; rail-aligned hierarchical all-to-all.
-3. torus with all hosts: dimension-order all-reduce.
+3. torus with all hosts in row-major order: dimension-order all-reduce.
 4. Otherwise all-reduce picks ring or double binary tree by the alpha-beta estimate (as NCCL's
    tuner picks the algorithm of least predicted time): the tree's log-depth latency wins for
    small messages, the ring's bandwidth for large ones. Broadcast/reduce likewise pick tree
@@ -70,13 +72,19 @@ def ordered_ranks(topology, ranks=None) -> np.ndarray:
     return r[np.lexsort((r, topology.host_group[r]))]
 
 
-def choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
+def choose(topology, op: str, nbytes, ranks=None, protocol="auto",
+           keep_order: bool = False) -> Choice:
     """The algorithm, rank order and protocol for ``op`` of ``nbytes`` (docs/collectives.md,
-    "Choosing"). ``protocol``: "auto" (least estimate, as NCCL's tuner), or a name to use."""
+    "Choosing"). ``protocol``: "auto" (least estimate, as NCCL's tuner), or a name to use.
+    ``keep_order``: ``ranks`` run in the order given (the choice's options, e.g. the trees of
+    NVLS-Tree or the group size of a hierarchical algorithm, are laid for that order) instead
+    of in fabric order."""
     from collectives import protocols
 
     protocol = protocols.resolve(protocol) or protocols.AUTO
-    c = _choose(topology, op, nbytes, ranks, protocol)
+    if keep_order and ranks is None:
+        raise InputError("ranks: keep_order needs the ranks in their order")
+    c = _choose(topology, op, nbytes, ranks, protocol, keep_order)
     if op in ("all_reduce", "reduce_scatter", "all_gather") and \
             protocol in (protocols.AUTO, "simple"):
         c = _in_network(topology, c, nbytes)
@@ -158,15 +166,21 @@ def _nccl_choice(topology, r, g, nbytes, protocol, op="all_reduce") -> Choice:
     return c
 
 
-def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
+def _choose(topology, op: str, nbytes, ranks=None, protocol="auto",
+            keep_order: bool = False) -> Choice:
     import collectives as co
     from collectives.analytical import Fabric
 
     if op not in co.ALGORITHMS:
         raise InputError(f"op = {op!r}: expected one of {', '.join(co.ALGORITHMS)}")
     r = ordered_ranks(topology, ranks)
+    # the torus algorithm reads a rank's position as its coordinates: all hosts, row-major
+    row_major = len(r) == topology.n_hosts
+    if keep_order:
+        given = np.asarray(ranks, dtype=np.int64).reshape(-1)
+        row_major = row_major and np.array_equal(given, r)
+        r = given
     n = len(r)
-    whole = ranks is None or len(r) == topology.n_hosts
     # ranks per scale-up group when they are two or more equal groups of more than one, each
     # consecutive in ``r`` (rule 2), else None
     g = per_node(topology, r)
@@ -192,7 +206,7 @@ def _choose(topology, op: str, nbytes, ranks=None, protocol="auto") -> Choice:
         return pick(op, [("ring", {})], "ring in fabric order")
     if op == "all_reduce" and grouped:
         return _nccl_choice(topology, r, g, nbytes, protocol)
-    if op == "all_reduce" and topology.kind == "torus" and whole and n > 2:
+    if op == "all_reduce" and topology.kind == "torus" and row_major and n > 2:
         return pick(op, [("torus", {"dims": tuple(int(d) for d in topology.params["dims"])})],
                     "torus: one ring per dimension")
     if op == "all_reduce":
