@@ -45,7 +45,9 @@ def batch_trace(iterations: list, path=None, max_events: int = 500_000) -> dict:
         ev.append({"name": "thread_name", "ph": "M", "pid": r, "tid": 1,
                    "args": {"name": "communication"}})
     trace = {"traceEvents": ev, "displayTimeUnit": "ms", "otherData": {"iterations": total}}
-    written = min(total, per * len(iterations))
+    # each replica's own count, up to its share (min(total, per x replicas) counted the share
+    # of a replica with fewer iterations than that: 1000 for the 510 a 10 + 1000 run wrote)
+    written = sum(min(len(x), per) for x in iterations)
     if written < total:
         trace["otherData"]["truncated_to_iterations"] = written
     if path is not None:
