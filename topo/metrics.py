@@ -29,6 +29,10 @@ from topo.topology import Topology
 # them `netcosim topo` states a bound and its method instead of running for minutes.
 MAX_CUT_LINKS = 200_000  # networkx max-flow: ~1 s per 10^4 links on a chain
 MAX_DIAMETER_WORK = 300_000_000  # node + link visits of the exact all-hosts search
+# fabrics whose hosts each hang off one switch (one link, all at one rate) and that have at
+# most this many switches get the exact bisection: every split of the switches is tried
+# (2^(S-1) Gray-code steps, ~0.1 s at 24)
+MAX_EXACT_SWITCHES = 24
 
 
 def bisection_bandwidth(topology: Topology) -> float:
@@ -42,6 +46,10 @@ def bisection(topology: Topology) -> tuple[float, str]:
     half (a cut that always separates the halves)."""
     if "bisection_Bps" in topology.params:
         return float(topology.params["bisection_Bps"]), "closed form of the builder"
+    exact = exact_bisection(topology)
+    if exact is not None:
+        return exact, (f"exact: the least cut over every split of the {topology.n_switches} "
+                       f"switches with the hosts balanced")
     if topology.n_links <= MAX_CUT_LINKS:
         return min_cut_halving(topology), "minimum cut between the id halves of the hosts"
     n_h = topology.n_hosts
@@ -54,6 +62,72 @@ def bisection(topology: Topology) -> tuple[float, str]:
     bound = float(topology.link_bw[hu ^ hv].sum())
     return bound, (f"upper bound: the links of the lower half of the hosts (the exact minimum "
                    f"cut is skipped above {MAX_CUT_LINKS:,} links)")
+
+
+def exact_bisection(topology: Topology) -> float | None:
+    """The exact bisection (bytes/s) of a fabric whose hosts each hang off one switch by one
+    link, all host links at one rate, with at most MAX_EXACT_SWITCHES switches; None for any
+    other fabric.
+
+    Given the side of every switch, the cheapest balanced split leaves every host with its
+    switch except the fewest needed to balance the halves (each costs its link), so the
+    bisection is the least, over the 2^(S-1) splits of the switches (one switch held on one
+    side; the halves may trade sizes), of the switch links cut plus that many host links."""
+    t = topology
+    n_h, n_s = t.n_hosts, t.n_switches
+    if n_h < 2 or not 1 <= n_s <= MAX_EXACT_SWITCHES:
+        return None
+    u, v = t.link_u.astype(np.int64), t.link_v.astype(np.int64)
+    host_link = (u < n_h) | (v < n_h)
+    if ((u < n_h) & (v < n_h)).any():
+        return None
+    host = np.where(u < n_h, u, v)[host_link]
+    if len(host) != n_h or len(np.unique(host)) != n_h:
+        return None  # a host with no link or several
+    bw = t.link_bw[host_link]
+    if (bw != bw[0]).any():
+        return None
+    sw_of = np.where(u < n_h, v, u)[host_link] - n_h
+    hosts_on = np.bincount(sw_of, minlength=n_s).astype(np.int64)
+    su, sv, sw = u[~host_link] - n_h, v[~host_link] - n_h, t.link_bw[~host_link]
+    order = np.argsort(np.concatenate([su, sv]), kind="stable")
+    nbr = np.concatenate([sv, su])[order]
+    w = np.concatenate([sw, sw])[order]
+    ptr = np.zeros(n_s + 1, dtype=np.int64)
+    np.cumsum(np.bincount(np.concatenate([su, sv]), minlength=n_s), out=ptr[1:])
+    return float(_switch_split_kernel(ptr, nbr, w, hosts_on, n_h, float(bw[0])))
+
+
+@njit(cache=True)
+def _switch_split_kernel(ptr, nbr, w, hosts_on, n_hosts, host_bw):
+    """Least cut over the splits of the switches (switch 0 held on side B) in Gray-code order:
+    switch-link cut plus host_bw per host moved off its switch's side to balance the halves."""
+    n_s = len(hosts_on)
+    lo = n_hosts // 2
+    hi = n_hosts - lo
+    side = np.zeros(n_s, np.uint8)
+    cut = 0.0
+    on_a = 0
+    best = lo * host_bw  # every switch on B: lo hosts cross to A
+    for i in range(1, 1 << (n_s - 1)):
+        j = 1
+        x = i
+        while x & 1 == 0:
+            x >>= 1
+            j += 1
+        s = side[j]
+        for e in range(ptr[j], ptr[j + 1]):
+            if side[nbr[e]] == s:
+                cut += w[e]
+            else:
+                cut -= w[e]
+        side[j] = 1 - s
+        on_a += hosts_on[j] if s == 0 else -hosts_on[j]
+        d = min(abs(on_a - lo), abs(on_a - hi))
+        val = cut + d * host_bw
+        if val < best:
+            best = val
+    return best
 
 
 def min_cut_halving(topology: Topology, side_a=None) -> float:

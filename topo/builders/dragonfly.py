@@ -20,8 +20,9 @@ Layers: "edge" (host-router), "local", "global". Local and host links run at ``l
 global links at ``global_gbps`` (default ``link_gbps``), with ``global_latency_us``
 (default ``latency_us``).
 
-Bisection (g even, cutting the groups in half): min(n/2 * link, m * (g/2)^2 * global); g = 1
-with a even: min(n/2 * link, (a/2)^2 * link). Odd shapes are left to ``topo.metrics``.
+Bisection: g = 1 with a even: min(n/2 * link, (a/2)^2 * link). Every other shape is left to
+``topo.metrics`` (exact up to its MAX_EXACT_SWITCHES routers): with several groups, halving
+the groups is not always the least balanced cut.
 Diameter: 2 + router diameter, the latter 1 for a = 1 or g = 1, otherwise 3 when some
 pair of groups leaves a router on each side without a direct global link between them, else 2.
 """
@@ -120,10 +121,13 @@ def dragonfly(groups, routers_per_group, hosts_per_router, global_links, link_gb
         "links_per_group_pair": m, "global_channels": n_channels,
         "diameter_hops": _diameter(g, a, h, m, n_hosts),
     }
+    # no closed form with several groups: halving the groups, min(n/2 * link, m * (g/2)^2 *
+    # global), is one balanced cut, and often not the least (2 groups of 2 routers with 2
+    # global links per router: router r of each group links only to router r of the other,
+    # so cutting the two local links, 200 Gb/s, splits the hosts in half where the group
+    # halving cuts 400); topo.metrics computes the figure
     if n_hosts == 1:
         params["bisection_Bps"] = 0.0
-    elif g % 2 == 0:
-        params["bisection_Bps"] = min(n_hosts / 2 * bw, m * (g // 2) ** 2 * gbw)
     elif g == 1 and a % 2 == 0:
         params["bisection_Bps"] = min(n_hosts / 2 * bw, (a // 2) ** 2 * bw)
     return Topology("dragonfly", n_hosts, n_routers, link_u, link_v, link_bw, link_lat, layer,
