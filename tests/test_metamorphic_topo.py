@@ -146,6 +146,8 @@ def test_exact_bisection_equals_networkx_over_every_halving(n, sw, extra, seed):
     got = exact_bisection(t)
     assert got is not None
     assert got == pytest.approx(brute_bisection(t), rel=1e-9)
+    # what `netcosim topo` prints for such a custom fabric
+    assert t.summary()["bisection_Gbps"] == pytest.approx(got * 8 / 1e9, rel=1e-12)
     assert got <= min_cut_halving(t) * (1 + 1e-12)  # never above the id halving's cut
 
 
@@ -339,12 +341,17 @@ def test_netcosim_collective_halves_with_every_rate_doubled(name):
 @pytest.mark.parametrize("lat_us", [0.0, 0.7])
 def test_ring_all_reduce_on_a_ring_of_hosts_is_the_textbook_time(n, lat_us):
     """A ring all-reduce whose ring is the physical ring (torus (n,), dor): each of the
-    2(n-1) steps moves S/n over one link nobody else uses: 2(n-1)(S/n/bw + latency)."""
+    2(n-1) steps moves S/n over one link nobody else uses: 2(n-1)(S/n/bw + latency), on the
+    flow engine and in the alpha-beta estimate."""
+    from collectives.analytical import estimate
+
     t = build("torus", {"dims": [n], "link_gbps": 100, "latency_us": lat_us})
     nb = n * 3 * 2**16
     s = co.build("all_reduce", "ring", n, nb).with_connections()
     want = 2 * (n - 1) * (nb / n / gbps(100) + us(lat_us))
     assert makespan(t, s, "dor") == pytest.approx(want, rel=1e-12)
+    assert estimate(t, "all_reduce", "ring", n, nb, routing="dor") == \
+        pytest.approx(want, rel=1e-12)
 
 
 def test_single_transfers_run_at_the_builders_rates():
