@@ -311,6 +311,49 @@ def test_the_decode_pool_runs_every_output_token_once_and_the_prefill_pool_none(
     assert its_d[:, IT_DECODE].sum() == r["output_tokens"] - r["requests"]
 
 
+def test_the_decode_pool_takes_a_request_in_the_first_iteration_after_its_kv_arrives():
+    """Decode batches hold no prompts: with room in the batch and the cache, a request whose
+    KV cache has arrived joins the next iteration of its decode replica, which samples its
+    first token, whatever the order in which the requests were sent to prefill (the
+    prefill replicas finish them out of order)."""
+    from netcosim.inference import loop
+
+    calls = []
+    serve_pool = loop.serve_pool
+
+    def spy(groups, arrival, *args, **kw):
+        res = serve_pool(groups, arrival, *args, **kw)
+        calls.append((groups, arrival.copy(), kw.get("prefilled", False), res))
+        return res
+
+    loop.serve_pool = spy
+    try:
+        r = Run(disagg(prefill={"tp": 2, "dp": 4}, decode={"tp": 4, "dp": 2},
+                       **{"workload.requests.rate": 40,
+                          "workload.requests.input_tokens.max": 7000}))
+    finally:
+        loop.serve_pool = serve_pool
+    (_, _, pre, _), (groups, ready, dec, (_, first, _, its)) = calls
+    assert not pre and dec
+    assert np.array_equal(first, r.req["first"])
+    overtaken = 0
+    for idx, it in zip(groups, its):
+        assert (it[:, IT_SEQS] < 256).all()
+        starts, ends = it[:, IT_START], it[:, IT_START] + it[:, IT_DUR]
+        for i in idx:
+            # the first iteration from its arrival on starts then (an idle replica) or when
+            # the iteration running at its arrival ends, and samples its first token
+            k = np.searchsorted(starts, ready[i], side="left")
+            assert starts[k] == max(ready[i], ends[k - 1] if k else ready[i]), i
+            assert first[i] == ends[k], i
+        # requests whose KV arrives more than an iteration before an earlier request's:
+        # the relation is tested where the order of arrival at the decode pool matters
+        r_ = ready[np.sort(idx)]
+        later_first = np.minimum.accumulate(r_[::-1])[::-1]
+        overtaken += int((r_[:-1] - later_first[1:] > it[:, IT_DUR].max()).sum())
+    assert overtaken >= 3
+
+
 # ===================================================================== equivalent inputs
 def test_count_and_duration_give_the_same_stream():
     by_count = Run(scenario())
@@ -408,6 +451,74 @@ def test_one_client_runs_its_requests_back_to_back():
     assert r["mean_batch_seqs"] == 1
     # alone, a prompt (under the token budget) is one iteration, then one per further token
     assert r["iterations"] == r["output_tokens"]
+
+
+def test_an_idle_replica_serves_a_lone_request_as_a_closed_loop_of_one(tmp_path):
+    """Requests 8 s apart each find the replica idle: each takes the time it takes in a
+    closed loop of one client (the clock's jump to an arrival adds nothing)."""
+    closed = {"arrival": "concurrency", "concurrency": 1, "count": 12,
+              "input_tokens": {"dist": "uniform", "min": 10, "max": 3000},
+              "output_tokens": {"dist": "uniform", "min": 1, "max": 40}}
+    tp8 = {"workload.parallel": {"tp": 8, "dp": 1}}
+    loop = Run(scenario(closed, **tp8))
+    _, inp, out, _ = requests.sample(closed, 3, "workload.requests")
+    rows = [(8.0 * k, i, o) for k, (i, o) in enumerate(zip(inp, out))]
+    apart = Run(scenario(trace_stream(trace_file(tmp_path, "apart.csv", rows)), **tp8))
+    e2e = apart.req["finish"] - apart.req["arrival"]
+    assert (e2e < 8).all()
+    assert e2e == pytest.approx(loop.req["finish"] - loop.req["arrival"], rel=1e-12)
+    assert apart.req["first"] - apart.req["arrival"] == pytest.approx(
+        loop.req["first"] - loop.req["arrival"], rel=1e-12)
+    assert apart["iterations"] == loop["iterations"]
+
+
+def test_without_tensor_parallelism_the_token_budget_only_sizes_the_cache():
+    """tp = 1 has no all-reduce curve (whose sampled sizes follow max_batch_tokens); one
+    client at a time never fills the budget: only the activation reserve, hence the KV
+    capacity, changes."""
+    closed = {"arrival": "concurrency", "concurrency": 1, "count": 12,
+              "input_tokens": {"dist": "uniform", "min": 10, "max": 3000},
+              "output_tokens": {"dist": "uniform", "min": 1, "max": 40}}
+    runs = [Run(scenario(closed, **{"workload.parallel": {"tp": 1, "dp": 1},
+                                    "workload.max_batch_tokens": b}))
+            for b in (4096, 8192, 65536)]
+    for a, b in zip(runs, runs[1:]):
+        assert a["kv_capacity_tokens"] > b["kv_capacity_tokens"]
+        assert {k for k in a.figs if a.figs[k] != b.figs[k]} == {"kv_capacity_tokens"}
+
+
+def test_a_gpu_and_fabric_twice_as_fast_serve_the_same_stream_twice_as_fast(tmp_path):
+    """Every time in the model scales: peaks, HBM and link rates x 2, per-kernel and link
+    latencies / 2, arrivals / 2 (NCCL's protocol latencies are fixed constants: protocol =
+    "none") gives every latency / 2 and throughput x 2, collocated and disaggregated."""
+    rows = dyadic_rows(30)
+    h100 = get_gpu("h100_sxm")
+
+    def scaled(k, pools):
+        gpu = {"base": "h100_sxm", "peak_tflops_bf16": h100.peak_tflops_bf16 * k,
+               "hbm_GBps": h100.hbm_GBps * k,
+               "efficiency": {"launch_us": h100.efficiency.launch_us / k,
+                              "prefill_host_us": h100.efficiency.prefill_host_us / k}}
+        topo = {**TWO_NODES, "scaleup_gbps": 3600 * k, "nic_gbps": 400 * k,
+                "scaleup_latency_us": 0.25 / k, "latency_us": 1.0 / k}
+        stream = trace_stream(trace_file(tmp_path, f"{pools}{k}.csv",
+                                         [(a / k, i, o) for a, i, o in rows]))
+        over = {"workload.gpu": gpu, "workload.algorithm": {"protocol": "none"}}
+        if pools:
+            return Run(disagg(requests_=stream, topology=topo, **over))
+        return Run(scenario(stream, topo, **{**over, "workload.parallel": {"tp": 8, "dp": 2}}))
+
+    for pools in (False, True):
+        a, b = scaled(1, pools), scaled(2, pools)
+        assert a["iterations"] == b["iterations"]
+        times = [k for k, v in a.figs.items()
+                 if k.endswith("_s") and not k.endswith("per_s") and isinstance(v, float)]
+        assert len(times) == (31 if pools else 17)  # 4 x 4 latency families, span; pools: 3 x 4, busy x 2
+        for k in times:
+            assert b.figs[k] == pytest.approx(a.figs[k] / 2, rel=1e-12), k
+        assert b["output_tokens_per_s"] == pytest.approx(2 * a["output_tokens_per_s"],
+                                                         rel=1e-12)
+        assert b["comm_share"] == pytest.approx(a["comm_share"], rel=1e-12)
 
 
 def test_an_slo_changes_only_goodput_and_attainment():
