@@ -54,7 +54,7 @@ def scenario(requests_=None, topology=ONE_NODE, **over):
          "workload": {"kind": "inference", "model": "llama3-8b", "gpu": "h100_sxm",
                       "parallel": {"tp": 4, "dp": 2},
                       "requests": copy.deepcopy(requests_ or STREAM),
-                      "slo": {"ttft_ms": 18, "tpot_ms": 4.3}}}
+                      "slo": {"ttft_ms": 18, "tpot_ms": 4.3, "e2e_ms": 250}}}
     for path, v in over.items():
         node = d
         keys = path.split(".")
@@ -197,8 +197,11 @@ def _expected_figures(r: Run) -> dict:
             exp[f"{name}_p99_s"] <= x.max()
     span = q["finish"].max() - q["arrival"].min()
     n = len(q["arrival"])
-    ok = ttft <= r.slo["ttft_ms"] * 1e-3
+    ok = (ttft <= r.slo["ttft_ms"] * 1e-3) & (e2e <= r.slo["e2e_ms"] * 1e-3)
     ok[multi] &= tpot <= r.slo["tpot_ms"] * 1e-3
+    assert 0 < (e2e <= r.slo["e2e_ms"] * 1e-3).mean() < 1  # each SLO cuts
+    assert 0 < (ttft <= r.slo["ttft_ms"] * 1e-3).mean() < 1
+    assert 0 < (tpot <= r.slo["tpot_ms"] * 1e-3).mean() < 1
     exp.update(requests=n, input_tokens=int(q["inp"].sum()),
                output_tokens=int(q["out"].sum()), serving_span_s=span,
                request_rate_rps=n / span, output_tokens_per_s=q["out"].sum() / span,
@@ -513,7 +516,8 @@ def test_a_gpu_and_fabric_twice_as_fast_serve_the_same_stream_twice_as_fast(tmp_
         assert a["iterations"] == b["iterations"]
         times = [k for k, v in a.figs.items()
                  if k.endswith("_s") and not k.endswith("per_s") and isinstance(v, float)]
-        assert len(times) == (31 if pools else 17)  # 4 x 4 latency families, span; pools: 3 x 4, busy x 2
+        # 4 latency families x 4 figures and the span; pools: 3 more families, 2 busy times
+        assert len(times) == (31 if pools else 17)
         for k in times:
             assert b.figs[k] == pytest.approx(a.figs[k] / 2, rel=1e-12), k
         assert b["output_tokens_per_s"] == pytest.approx(2 * a["output_tokens_per_s"],
@@ -566,6 +570,31 @@ def test_a_kv_transfer_sees_only_the_direction_it_uses():
     assert (fwd.req["kv_transfer"] > 3 * base.req["kv_transfer"]).all()
     # the decode pool gets its requests later, but runs the same batches at its own speed
     assert fwd["decode_busy_s"] == pytest.approx(base["decode_busy_s"], rel=0.02)
+
+
+def test_a_degraded_link_changes_the_requests_that_use_it_and_no_other():
+    """Collocated: request i is served by replica i mod 2; degrading a TP link of replica 1
+    leaves every request of replica 0 as it was, to the bit. Disaggregated (2 prefill, 3
+    decode replicas: every pair in use): degrading a NIC link of decode replica 1 slows
+    exactly the KV transfers to it, whatever prefill replica they come from."""
+    base = Run(scenario())
+    deg = Run(scenario(faults=[{"link": [5, 8], "kind": "degrade", "factor": 0.2}]))
+    for k in ("first", "finish"):
+        assert np.array_equal(deg.req[k][0::2], base.req[k][0::2])
+        assert (deg.req[k][1::2] != base.req[k][1::2]).all()
+    assert np.array_equal(deg.its[0], base.its[0])
+
+    pools = {"prefill": {"tp": 4, "dp": 2}, "decode": {"tp": 2, "dp": 3}}
+    base = Run(disagg(**pools))
+    # decode replica 1 is hosts 10, 11; host 10's NIC link is [10, 20] (rail 2)
+    deg = Run(disagg(**pools, faults=[{"link": [10, 20], "kind": "degrade", "factor": 0.25}]))
+    n = len(base.req["kv_transfer"])
+    to_1 = np.arange(n) % 3 == 1
+    assert set(np.arange(n)[to_1] % 2) == {0, 1}  # from both prefill replicas
+    slower = deg.req["kv_transfer"] / base.req["kv_transfer"]
+    assert np.array_equal(slower == 1, ~to_1)
+    assert (slower[to_1] > 3).all()
+    assert np.array_equal(deg.req["ttft_prefill"], base.req["ttft_prefill"])
 
 
 def test_swapping_the_pools_between_symmetric_nodes_changes_nothing():
