@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cli_helpers import cli, refused, write
+from cli_helpers import SERVE_HEAD, cli, refused, write
 from compute.model import get_model
 
 # one replica of Llama 3 8B on TP 8, one two-tier node: the smallest serving run
@@ -89,12 +89,12 @@ def test_a_request_just_inside_the_horizon_is_priced_as_one_at_the_start(tmp_pat
 
 
 @pytest.mark.parametrize("sets,has", [
-    # duration_s = 1 asks for 2e-300 requests: one is drawn, ~1e300 s late
-    (("workload.requests.rate=1e-300",), ("workload.requests.rate = 1e-300",)),
+    # two requests ~1e300 s apart
     (("workload.requests.rate=1e-300", "workload.requests.count=2"),
      ("workload.requests.rate = 1e-300",)),
     # 1 / rate overflows to an infinite mean gap
-    (("workload.requests.rate=1e-320",), ("workload.requests.rate = 1e-320",)),
+    (("workload.requests.rate=1e-320", "workload.requests.count=1"),
+     ("workload.requests.rate = 1e-320",)),
     # the stream itself lasts past the horizon
     (("workload.requests.rate=0.001", "workload.requests.duration_s=1e9"),
      ("workload.requests.rate = 0.001", "workload.requests.duration_s")),
@@ -195,3 +195,11 @@ def test_too_many_requests_names_the_fields_compactly(tmp_path, capsys, sets, ha
     line = refused(capsys, "run", p, "--out", tmp_path / "o",
                    *[a for s in sets for a in ("--set", s)], has=has + ("10,000,000",))
     assert len(line) < 300 and "0000000000000" not in line, line
+
+
+def test_a_poisson_stream_of_fewer_than_one_request_is_refused(tmp_path, capsys):
+    """rate x duration_s = 0.2 requests was served as one request (the draw took at least one)."""
+    p = write(tmp_path, SERVE_HEAD + "[workload.requests]\narrival = \"poisson\"\nrate = 0.1\n"
+              "duration_s = 2\ninput_tokens = 64\noutput_tokens = 4\n")
+    refused(capsys, "run", p, "--out", tmp_path / "o",
+            has=("workload.requests: rate x duration_s = 0.2 requests", "fewer than one"))

@@ -207,9 +207,12 @@ def sample(spec, seed: int, where: str, base_dir=None):
                 raise InputError(f"{where}: rate x duration_s = {m:.3g} requests ({where}.rate "
                                  f"= {rate:.3g}, {asked}); at most {MAX_REQUESTS:,}")
             n = int(round(m))
+            if n < 1:  # served as one request before
+                raise InputError(f"{where}: rate x duration_s = {m:.3g} requests ({where}.rate "
+                                 f"= {rate:.3g}, {asked}): fewer than one")
         else:
             raise InputError(f"{where}.duration_s: missing (or count)")
-        arrival = np.cumsum(rng.exponential(1.0 / rate, max(n, 1)))
+        arrival = np.cumsum(rng.exponential(1.0 / rate, n))
         # a rate so low that the arrivals reach past the horizon (1 / rate overflowing to inf
         # too): float64 would no longer resolve the iterations there
         if not arrival[-1] <= HORIZON_S:
