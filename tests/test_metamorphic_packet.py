@@ -18,10 +18,11 @@ runs that the documented model implies, whatever the numbers.
 * Monotonicity: more bytes never end earlier; a transfer split into two chained ones never
   ends earlier; a larger MTU never puts more bytes on the wire.
 
-Four relations fail in the compiled core and are kept as strict xfails, each naming the
-function at fault: DCTCP marks at the sender's own NIC queue; a DCQCN sender's line rate is
-its link's nominal bandwidth under a degrade; queue sampling renumbers TCP arrivals and so
-reorders ties; `ideal` lets one flow fill its NIC queue before the next gets a turn.
+Four relations failed in the compiled core when these tests were written. Three are fixed
+(DCTCP marked at the sender's own NIC queue; a DCQCN sender's line rate was its link's nominal
+bandwidth under a degrade; queue sampling renumbered TCP arrivals and so reordered ties); one
+is kept as a strict xfail naming the function at fault: `ideal` lets one flow fill its NIC
+queue before the next gets a turn.
 
 Examples avoid exact ties at one picosecond where the relation depends on event order (the
 docs define the tie order; it changes with things the relations leave alone), by distinct
@@ -301,13 +302,11 @@ def _degraded_senders(transport, factor):
 
 @pytest.mark.parametrize("transport", [
     "ideal", "tcp", "dctcp",
-    pytest.param("dcqcn", marks=pytest.mark.xfail(strict=True, reason=(
-        "compiled core: Sim::start_transfer (sim_core.cpp) sets a DCQCN sender's line_rate "
-        "(its starting rate and the cap of every increase) from links[fl].base_bw, the "
-        "nominal bandwidth, not the degraded rate; a CNP's cut from the nominal rate does not "
-        "slow a sender whose link serialises slower anyway. 4 x 3 MB into a 40 Gb/s port, the "
-        "senders' 100 Gb/s links degraded x0.5 at t = 0 against built at 50 Gb/s: the first "
-        "transfer ends at 2397.92 against 2396.12 us, the next two 1.80 us late too")))])
+    # dcqcn: the sender's line rate was its link's nominal bandwidth (Sim::start_transfer), so
+    # a CNP's cut from it did not slow a sender on a degraded link: 4 x 3 MB into a 40 Gb/s
+    # port, 100 Gb/s links degraded x0.5 at t = 0 against built at 50 Gb/s, three transfers
+    # 1.80 us late (2397.92 against 2396.12 us)
+    "dcqcn"])
 def test_a_degrade_from_time_zero_is_a_fabric_built_at_that_bandwidth(transport):
     a, b = _degraded_senders(transport, 0.5)
     np.testing.assert_array_equal(a.end, b.end)
@@ -342,14 +341,11 @@ def test_dctcp_that_cannot_mark_is_tcp(w, mtu):
     same(a, b)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "compiled core: Sim::enqueue (sim_core.cpp) marks DCTCP CE at any queue holding ecn_k "
-    "packets, the sender's own NIC queue included (the DCQCN branch beside it requires a "
-    "transit queue). That queue stands for the socket buffer (it never drops, docs "
-    "'Buffers'), so a lone DCTCP flow marks itself and halves its window on an idle path: "
-    "100 Gb/s, 2 x 50 us, 20 MB, default options: 4252.2 us against TCP's 2734.5 us, all 136 "
-    "marks on the sender's NIC link, no switch queue above 1 packet"))
 def test_a_lone_dctcp_flow_on_an_idle_path_is_not_marked():
+    """DCTCP marked at any queue of ecn_k packets, the sender's own NIC queue (its socket
+    buffer) included: a lone flow marked itself and halved its window on an idle path (100
+    Gb/s, 2 x 50 us, 20 MB: 4252.2 us against TCP's 2734.5 us, all 136 marks on the sender's
+    NIC link). Switch queues mark; the NIC queue does not, as for DCQCN."""
     t = line([100, 100], [50.0, 50.0])
     s = Schedule.from_transfers([0], [1], [20_000_000])
     tcp = run(t, s, Routing(t, "shortest"), NONE, transport="tcp")
@@ -438,13 +434,11 @@ def test_queue_sampling_is_an_observer_on_a_symmetric_fabric(transport):
     assert len(b.info["queue_series"]["t_s"]) > 100
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "compiled core: Sim::sample (sim_core.cpp) drains every eager (tcp/dctcp) port, and "
-    "Sim::drain gives each packet it sees start its arrival event's sequence number then "
-    "(eq.take_seq()), earlier than a run without sampling would; arrivals at one picosecond "
-    "are then ordered differently. Loss-free TCP on fat_tree(4), 12 transfers: sampling every "
-    "0.25 us moves 4 transfers' ends by up to 2.25 us (makespan 135.14 us unchanged)"))
 def test_queue_sampling_is_an_observer_for_tcp_on_a_symmetric_fabric():
+    """The queue sampler drained every tcp/dctcp port, and a drain numbers the arrivals it
+    passes, earlier than a run without sampling: arrivals tied at one picosecond reordered
+    (loss-free TCP on fat_tree(4), 12 transfers, sampling every 0.25 us: 4 ends moved by up to
+    2.25 us). It now counts the waiting packets without draining."""
     s = _fat_tree_mix()
     o = dict(transport="tcp", buffer_packets=BIG)
     a = run(FT4, s, Routing(FT4, "ecmp"), NONE, **o)

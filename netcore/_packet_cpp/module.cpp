@@ -125,7 +125,7 @@ PYBIND11_MODULE(_packet, m) {
         .def("set_distances", [](Sim& s, arr<int32_t> row, arr<int32_t> dist, int32_t n_rows) {
             s.set_distances(vec(row), vec(dist), n_rows);
         })
-        .def("dead_transfers", [](const Sim& s) { return out(s.dead_transfers()); })
+        .def("dead_transfers", [](Sim& s) { return out(s.dead_transfers()); })
         .def("alive", [](const Sim& s) { return out(s.alive()); })
         .def_readonly("now", &Sim::now)
         .def_readonly("events", &Sim::events)

@@ -203,7 +203,9 @@ public:
                    const std::vector<int32_t>& links, const std::vector<uint8_t>& reachable);
     void set_distances(const std::vector<int32_t>& dst_row, const std::vector<int32_t>& dist,
                        int32_t n_rows);
-    std::vector<int32_t> dead_transfers() const;  // unfinished transfers on a dead path
+    // unfinished transfers on a dead path; after a dead link came back, also those not yet
+    // started that were left without a path or routed while a link was down (a detour)
+    std::vector<int32_t> dead_transfers();
     std::vector<uint8_t> alive() const;
     void finish();  // close statistics (busy/pause/queue integrals) at the end time
 
@@ -248,6 +250,9 @@ private:
     // paths per schedule node (CSR in a growing array; reroutes append)
     std::vector<int32_t> npath_off, npath_len;
     std::vector<uint8_t> nreach;
+    std::vector<uint8_t> ndetour;  // path set while some link was down (maybe a detour)
+    int64_t links_down = 0;        // directed links down now
+    bool link_came_up = false;     // a down link came back since the last dead_transfers()
     std::vector<int32_t> path_links;
     // per-hop routing: hop distance to destination hosts
     std::vector<int32_t> dst_row, dist;
@@ -322,6 +327,18 @@ private:
             // holds ~10^3 entries written long ago
             if (L.nq > 0) L.pipe.prefetch(L.pipe.size() - (size_t)L.nq, false);
         }
+    }
+    // eager ports: how many packets still wait at `upto` (drain's count, without draining:
+    // a drain takes the arrivals' event numbers, so an observer that drained, the queue
+    // sampler, reordered arrivals tied at one picosecond)
+    int32_t waiting(const Link& L, ps_t upto) const {
+        int32_t k = 0;
+        for (; k < L.nq; ++k) {
+            const PipeEntry& pe = L.pipe.at(L.pipe.size() - (size_t)(L.nq - k));
+            const ps_t ser = round_pos((double)pe.wire * L.ps_per_byte);
+            if (pe.t_arr - L.lat - ser > upto) break;
+        }
+        return L.nq - k;
     }
     // PipeEntry::hint for packet p sent on link L (p.hop already counts L): on a link into a
     // host its connection, else the link it takes after L (its path's line was just read)

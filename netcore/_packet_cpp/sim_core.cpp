@@ -49,6 +49,7 @@ Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t see
     npath_off.assign(n, -1);
     npath_len.assign(n, 0);
     nreach.assign(n, 1);
+    ndetour.assign(n, 0);
     if (cfg.warm_connections) warm.assign(static_cast<size_t>(n_hosts) * n_hosts, -1);
     // faults first: at equal times the fabric changes before traffic starts on it
     for (size_t i = 0; i < ftime.size(); ++i) eq.push(ftime[i], EV_FAULT, static_cast<int32_t>(i));
@@ -172,6 +173,7 @@ int32_t Sim::add_transfers(const std::vector<int32_t>& src, const std::vector<in
         npath_off.push_back(cfg.per_hop ? -1 : base + (int32_t)ptr[i]);
         npath_len.push_back((int32_t)(ptr[i + 1] - ptr[i]));
         nreach.push_back(reach[i]);
+        ndetour.push_back(links_down > 0);
     }
     n_unfinished += (int64_t)k;
     next_deadlock_check = 0;  // new traffic may freeze again
@@ -462,7 +464,9 @@ void Sim::enqueue(int32_t l, int32_t pid) {
         if (full && lossy) { drop(l, pid); return; }
     }
     if (p.type == DATA) {
-        if (cfg.transport == T_DCTCP && L.nq >= cfg.ecn_k) {
+        // a switch egress marks: the sender's own NIC queue stands for its socket buffer (a
+        // lone flow marked itself there and halved its window on an idle path)
+        if (cfg.transport == T_DCTCP && transit && L.nq >= cfg.ecn_k) {
             p.flags |= F_CE;
             ++L.stat_ecn;
         } else if (cfg.transport == T_DCQCN && transit) {
@@ -637,6 +641,7 @@ void Sim::apply_fault(int32_t i) {
     Link& L = links[l];
     if (fkind[i] == 0) {  // down: what is queued and on the wire is lost
         if (!L.up) return;
+        ++links_down;
         if (eager) drain(L, now - 1);  // faults come first at equal times
         // eager ports: the waiting packets are the newest pipe entries; they die here
         const size_t n_wait = eager ? (size_t)L.nq : 0;
@@ -666,6 +671,17 @@ void Sim::apply_fault(int32_t i) {
             last_reroute = now;
         }
     } else {
+        if (!L.up) {
+            // a dead link back: transfers not yet started that were left without a path or
+            // sent around it are routed again now (as the flow engine does), so the link is
+            // used by later decisions; without this they stayed stranded / on the detour
+            --links_down;
+            link_came_up = true;
+            if (now != last_reroute) {
+                eq.push(now, EV_REROUTE, 0);
+                last_reroute = now;
+            }
+        }
         L.up = true;
         // eager ports: a packet starting at `now` takes the new rate; drain at the old one
         // (drain derives start times from the rate the waiting packets were timed at)
@@ -701,9 +717,11 @@ std::vector<uint8_t> Sim::alive() const {
     return a;
 }
 
-std::vector<int32_t> Sim::dead_transfers() const {
+std::vector<int32_t> Sim::dead_transfers() {
     std::vector<int32_t> out;
     std::vector<uint8_t> mark(kind.size(), 0);
+    const bool revisit = link_came_up;
+    link_came_up = false;
     auto path_dead = [&](int32_t off, int32_t len) {
         if (off < 0) return true;  // per-hop routing: refresh every unfinished transfer
         for (int32_t k = 0; k < len; ++k)
@@ -712,8 +730,16 @@ std::vector<int32_t> Sim::dead_transfers() const {
     };
     for (size_t i = 0; i < kind.size(); ++i) {
         // (a transfer under way without a path is found through its connection, below)
-        if (kind[i] != 0 || node_end[i] >= 0 || node_stranded[i] || !nreach[i]) continue;
-        if (path_dead(npath_off[i], npath_len[i])) { out.push_back((int32_t)i); mark[i] = 1; }
+        if (kind[i] != 0 || node_end[i] >= 0 || node_stranded[i]) continue;
+        const bool waiting = revisit && node_start[i] < 0;
+        if (!nreach[i]) {
+            if (waiting) { out.push_back((int32_t)i); mark[i] = 1; }
+            continue;
+        }
+        if (path_dead(npath_off[i], npath_len[i]) || (waiting && ndetour[i])) {
+            out.push_back((int32_t)i);
+            mark[i] = 1;
+        }
     }
     // warm connections keep the path of their first transfer; a TCP connection left without
     // a path keeps its old one and asks again whenever that path is still dead
@@ -737,6 +763,7 @@ void Sim::set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t
         npath_off[node] = cfg.per_hop ? -1 : base + (int32_t)ptr[k];
         npath_len[node] = (int32_t)(ptr[k + 1] - ptr[k]);
         nreach[node] = reach[k];
+        ndetour[node] = links_down > 0;
     }
     if (conns.empty()) return;
     for (size_t c = 0; c < conns.size(); ++c) {
@@ -765,9 +792,7 @@ void Sim::set_distances(const std::vector<int32_t>& row, const std::vector<int32
 
 void Sim::sample() {
     samples.t.push_back((double)now * 1e-12);
-    if (eager)
-        for (Link& L : links) drain(L, now - 1);
-    for (const Link& L : links) samples.q.push_back((int32_t)L.nq);
+    for (const Link& L : links) samples.q.push_back(eager ? waiting(L, now - 1) : (int32_t)L.nq);
     // Re-arm only while something else can still happen: a transfer with no path left keeps
     // n_unfinished > 0 forever, and the sampler alone must not keep the run alive.
     if ((n_unfinished > 0 || pool.in_use() > 0) && !eq.empty())
@@ -871,7 +896,11 @@ void Sim::start_transfer(int32_t node) {
     }
     if (cfg.transport == T_DCQCN) {
         const int32_t fl = first_link(C);
-        C.line_rate = fl >= 0 ? links[fl].base_bw : links[0].base_bw;
+        // the NIC's rate now (a degraded link's, not its nominal one: from the nominal rate
+        // the first CNP only cut the sender down to what the link already ran at)
+        // (a link at its nominal rate keeps base_bw exactly: 1e12 / (1e12 / b) may differ)
+        const Link& F = links[fl >= 0 ? fl : 0];
+        C.line_rate = F.ps_per_byte == 1e12 / F.base_bw ? F.base_bw : 1e12 / F.ps_per_byte;
         C.rc = C.rt = C.line_rate;
         C.qalpha = 1.0;
         eq.push(now + cfg.alpha_timer, EV_ALPHA, c, C.alpha_gen);
