@@ -160,6 +160,18 @@ def test_lossless_runs_deliver_every_byte_exactly_once(w, transport, mtu, policy
         assert r.link_extra["packets"][into(FT4, h)] == len(frames) + 2 * conns, h
 
 
+def _a_used_core_link_down(src, dst, pick, at_ns):
+    """LinkFaults: a switch-to-switch link on some flow's ECMP path of FT4 goes down at at_ns
+    (hypothesis discards the example when no flow crosses one)."""
+    t, r = FT4, Routing(FT4, "ecmp")
+    p = r.paths(src, dst, flow_id=np.arange(len(src)))
+    core = [int(l) for l in p.link if t.dlink_src[l] >= t.n_hosts and t.dlink_dst[l] >= t.n_hosts]
+    assume(core)
+    l = core[pick % len(core)]
+    return LinkFaults.from_records(t, [{"link": [int(t.dlink_src[l]), int(t.dlink_dst[l])],
+                                        "kind": "down", "at_us": at_ns / 1000}])
+
+
 @settings(max_examples=75, **FAST)
 @given(flows(16, max_n=5, min_size=1, max_size=2_000_000), st.sampled_from(["ideal", "dcqcn"]),
        st.integers(0, 10**6), st.integers(0, 150_000), st.sampled_from([0.0, 2.0, 20.0]))
@@ -171,12 +183,7 @@ def test_a_link_failure_with_another_path_still_delivers_every_byte_once(w, tran
     receiver that sends nothing still takes in exactly its transfers' frames."""
     src, dst, size = w
     t, r = FT4, Routing(FT4, "ecmp")
-    p = r.paths(src, dst, flow_id=np.arange(len(src)))
-    core = [int(l) for l in p.link if t.dlink_src[l] >= t.n_hosts and t.dlink_dst[l] >= t.n_hosts]
-    assume(core)
-    l = core[pick % len(core)]
-    f = LinkFaults.from_records(t, [{"link": [int(t.dlink_src[l]), int(t.dlink_dst[l])],
-                                     "kind": "down", "at_us": at_ns / 1000}])
+    f = _a_used_core_link_down(src, dst, pick, at_ns)
     res = run(t, Schedule.from_transfers(src, dst, size), r, f, transport=transport,
               reroute_delay_us=delay_us)
     assert res.finished.all() and not res.stranded.any()
@@ -195,12 +202,7 @@ def test_tcp_through_a_link_failure_with_another_path_delivers_everything(w, tra
                                                                           at_ns, delay_us):
     src, dst, size = w
     t, r = FT4, Routing(FT4, "ecmp")
-    p = r.paths(src, dst, flow_id=np.arange(len(src)))
-    core = [int(l) for l in p.link if t.dlink_src[l] >= t.n_hosts and t.dlink_dst[l] >= t.n_hosts]
-    assume(core)
-    l = core[pick % len(core)]
-    f = LinkFaults.from_records(t, [{"link": [int(t.dlink_src[l]), int(t.dlink_dst[l])],
-                                     "kind": "down", "at_us": at_ns / 1000}])
+    f = _a_used_core_link_down(src, dst, pick, at_ns)
     res = run(t, Schedule.from_transfers(src, dst, size), r, f, transport=transport,
               reroute_delay_us=delay_us, tcp_timers="datacenter")
     assert res.finished.all() and not res.stranded.any() and res.info["tcp_gave_up"] == 0

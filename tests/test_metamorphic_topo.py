@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 
 import networkx as nx
 import numpy as np
