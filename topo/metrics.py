@@ -89,19 +89,18 @@ def exact_bisection(topology: Topology) -> float | None:
         return None
     sw_of = np.where(u < n_h, v, u)[host_link] - n_h
     hosts_on = np.bincount(sw_of, minlength=n_s).astype(np.int64)
-    su, sv, sw = u[~host_link] - n_h, v[~host_link] - n_h, t.link_bw[~host_link]
-    order = np.argsort(np.concatenate([su, sv]), kind="stable")
-    nbr = np.concatenate([sv, su])[order]
-    w = np.concatenate([sw, sw])[order]
-    ptr = np.zeros(n_s + 1, dtype=np.int64)
-    np.cumsum(np.bincount(np.concatenate([su, sv]), minlength=n_s), out=ptr[1:])
-    return float(_switch_split_kernel(ptr, nbr, w, hosts_on, n_h, float(bw[0])))
+    ptr, nbr, dlink = t.adjacency
+    w = np.ascontiguousarray(t.dlink_bw[dlink], dtype=np.float64)
+    return float(_switch_split_kernel(ptr, nbr.astype(np.int64), w, hosts_on, n_h,
+                                      float(bw[0])))
 
 
 @njit(cache=True)
 def _switch_split_kernel(ptr, nbr, w, hosts_on, n_hosts, host_bw):
     """Least cut over the splits of the switches (switch 0 held on side B) in Gray-code order:
-    switch-link cut plus host_bw per host moved off its switch's side to balance the halves."""
+    switch-link cut plus host_bw per host moved off its switch's side to balance the halves.
+    ``ptr, nbr, w``: the fabric's adjacency (Topology.adjacency, every node; host neighbours
+    are skipped) with each directed link's rate."""
     n_s = len(hosts_on)
     lo = n_hosts // 2
     hi = n_hosts - lo
@@ -116,8 +115,11 @@ def _switch_split_kernel(ptr, nbr, w, hosts_on, n_hosts, host_bw):
             x >>= 1
             j += 1
         s = side[j]
-        for e in range(ptr[j], ptr[j + 1]):
-            if side[nbr[e]] == s:
+        for e in range(ptr[j + n_hosts], ptr[j + n_hosts + 1]):
+            o = nbr[e] - n_hosts
+            if o < 0:
+                continue  # a host link: counted by the balance term
+            if side[o] == s:
                 cut += w[e]
             else:
                 cut -= w[e]
