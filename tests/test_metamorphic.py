@@ -145,6 +145,18 @@ def test_flow_zero_latency_size_scaling(w, m, transport):
 
 
 # ------------------------------------------------------------------ faults that change nothing
+def _no_op_fault(t, l, frac, makespan_s, variant):
+    """Fault records on link l (mod the links) that leave every capacity as it was while the
+    run lasts: a down after it ends, a degrade by 1.0, a down and an up at one instant, or an
+    up of a link at nominal rate, at frac of the makespan."""
+    l %= t.n_links
+    when = frac * makespan_s * 1e6
+    return {"after": [link_rec(t, l, "down", makespan_s * 1e6 * 1.01 + 1.0)],
+            "degrade_1": [link_rec(t, l, "degrade", when, 1.0)],
+            "down_up_same_instant": [link_rec(t, l, "down", when), link_rec(t, l, "up", when)],
+            "up_at_nominal": [link_rec(t, l, "up", when)]}[variant]
+
+
 @settings(max_examples=90, **FAST)
 @given(workloads(), st.integers(0, 10**6), st.floats(0.0, 1.0),
        st.sampled_from(["after", "degrade_1", "down_up_same_instant", "up_at_nominal"]),
@@ -154,12 +166,7 @@ def test_flow_no_op_faults_change_nothing(w, l, frac, variant, transport):
     t = FABRICS[name]
     s = sched(src, dst, size, start, deps)
     base = simulate(t, s, Routing(t, pol), engine="flow", transport=transport)
-    l %= t.n_links
-    when = frac * base.makespan * 1e6
-    recs = {"after": [link_rec(t, l, "down", base.makespan * 1e6 * 1.01 + 1.0)],
-            "degrade_1": [link_rec(t, l, "degrade", when, 1.0)],
-            "down_up_same_instant": [link_rec(t, l, "down", when), link_rec(t, l, "up", when)],
-            "up_at_nominal": [link_rec(t, l, "up", when)]}[variant]
+    recs = _no_op_fault(t, l, frac, base.makespan, variant)
     r = simulate(t, s, Routing(t, pol), LinkFaults.from_records(t, recs), engine="flow",
                  transport=transport)
     np.testing.assert_array_equal(r.end, base.end)
@@ -178,11 +185,7 @@ def test_packet_no_op_faults_change_nothing(w, l, frac, variant, transport):
     t = FABRICS[name]
     s = sched(src, dst, size, start, deps)
     base = simulate(t, s, Routing(t, pol), engine="packet", transport=transport)
-    l %= t.n_links
-    when = frac * base.makespan * 1e6
-    recs = {"after": [link_rec(t, l, "down", base.makespan * 1e6 * 1.01 + 1.0)],
-            "degrade_1": [link_rec(t, l, "degrade", when, 1.0)],
-            "up_at_nominal": [link_rec(t, l, "up", when)]}[variant]
+    recs = _no_op_fault(t, l, frac, base.makespan, variant)
     r = simulate(t, s, Routing(t, pol), LinkFaults.from_records(t, recs), engine="packet",
                  transport=transport)
     np.testing.assert_array_equal(r.end, base.end)
