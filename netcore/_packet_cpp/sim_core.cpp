@@ -731,12 +731,12 @@ std::vector<int32_t> Sim::dead_transfers() {
     for (size_t i = 0; i < kind.size(); ++i) {
         // (a transfer under way without a path is found through its connection, below)
         if (kind[i] != 0 || node_end[i] >= 0 || node_stranded[i]) continue;
-        const bool waiting = revisit && node_start[i] < 0;
+        const bool unstarted = revisit && node_start[i] < 0;
         if (!nreach[i]) {
-            if (waiting) { out.push_back((int32_t)i); mark[i] = 1; }
+            if (unstarted) { out.push_back((int32_t)i); mark[i] = 1; }
             continue;
         }
-        if (path_dead(npath_off[i], npath_len[i]) || (waiting && ndetour[i])) {
+        if (path_dead(npath_off[i], npath_len[i]) || (unstarted && ndetour[i])) {
             out.push_back((int32_t)i);
             mark[i] = 1;
         }

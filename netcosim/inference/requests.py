@@ -202,14 +202,14 @@ def sample(spec, seed: int, where: str, base_dir=None):
             dur = _num(spec, "duration_s", where)
             m = rate * dur  # inf when the product of two finite numbers overflows
             asked = f"{where}.duration_s = {dur:.3g}"
+            # compact numbers: 1e300 requests printed as a 301-digit integer
+            what = (f"{where}: rate x duration_s = {m:.3g} requests ({where}.rate = "
+                    f"{rate:.3g}, {asked})")
             if not m < MAX_REQUESTS + 0.5:  # what rounds to more than MAX_REQUESTS, or inf
-                # compact numbers: 1e300 requests printed as a 301-digit integer
-                raise InputError(f"{where}: rate x duration_s = {m:.3g} requests ({where}.rate "
-                                 f"= {rate:.3g}, {asked}); at most {MAX_REQUESTS:,}")
+                raise InputError(f"{what}; at most {MAX_REQUESTS:,}")
             n = int(round(m))
             if n < 1:  # served as one request before
-                raise InputError(f"{where}: rate x duration_s = {m:.3g} requests ({where}.rate "
-                                 f"= {rate:.3g}, {asked}): fewer than one")
+                raise InputError(f"{what}: fewer than one")
         else:
             raise InputError(f"{where}.duration_s: missing (or count)")
         arrival = np.cumsum(rng.exponential(1.0 / rate, n))
