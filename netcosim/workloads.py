@@ -324,8 +324,10 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         picked = getattr(choice, "protocol", None)
         if protocol == protocols.AUTO and isinstance(picked, str) and "chunks" not in opts:
             protocol = picked
-        # a matrix's rows are the ranks in the order given: never reorder them
-        if order is not None and "ranks" not in spec and op != "all_to_all_v":
+        # a matrix's rows are the ranks in the order given: never reorder them; `ranks =
+        # "all"` written out is the same as leaving it out (it was left in id order, which
+        # differs from the chooser's on a custom fabric whose host_group is not monotone)
+        if order is not None and not listed and op != "all_to_all_v":
             ranks = [int(r) for r in order]  # the ring order the chooser laid on the fabric
         # the options picked with the algorithm go with it when the ranks run in the order
         # they were picked for (leader = "rail" of the rail-aligned all-to-all, the trees of

@@ -699,3 +699,27 @@ def test_auto_collective_over_listed_ranks_is_chosen_for_their_order(kind, param
         fabric_order = _scenario_makespan(_collective_scenario(kind, params, op, "auto", size,
                                                                sorted(ranks)))
         assert got == fabric_order
+
+
+def test_ranks_all_written_out_runs_in_the_choosers_order_as_when_left_out():
+    """`ranks = "all"` is the default written out: it must build the schedule that leaving
+    `ranks` out builds. It was left in host-id order while the default took the chooser's
+    fabric order, (host_group, id). Every built fabric numbers hosts in fabric order, so only
+    a fabric whose groups interleave shows it: hosts 0 and 2 on one switch, 1 and 3 on the
+    other, grouped so (the ring in id order crosses the switch link four times)."""
+    import numpy as np
+
+    from netcosim.workloads import build_collective
+    from topo.builders import custom
+
+    fabric = custom(4, 2, [[0, 4, 100, 1], [2, 4, 100, 1], [1, 5, 100, 1], [3, 5, 100, 1],
+                           [4, 5, 100, 1]])
+    fabric.host_group = np.array([0, 1, 0, 1], dtype=np.int32)
+    left_out = build_collective(fabric, {"op": "all_reduce", "bytes": 1 << 20}, "workload", 0)
+    written = build_collective(fabric, {"op": "all_reduce", "bytes": 1 << 20, "ranks": "all"},
+                               "workload", 0)
+    first = left_out.is_transfer
+    assert (int(left_out.src[first][0]), int(left_out.dst[first][0])) == (0, 2)  # in-group hop
+    for field in ("src", "dst", "size", "kind", "dep_ptr", "dep_idx"):
+        assert np.array_equal(getattr(left_out, field), getattr(written, field)), field
+    assert left_out.meta == written.meta
