@@ -269,7 +269,12 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
         st.seed_links(tl)
         died = tl[was_alive[tl] & ~alive[tl]]
         if len(died):
+            # a flow whose last byte leaves at t (its drain is due at t) has nothing left to
+            # stop: the batch of instant t drains it. Stopping it re-routed 0 bytes, which
+            # stranded it (end NaN) when no other path existed, or delivered it a re-route
+            # delay late
             hit = st.flows_on(died)
+            hit = hit[~st.draining_at(hit, t)]
             if len(hit):
                 st.stop(hit, t)
                 reroute_at.setdefault(t + delay, []).append(hit)

@@ -399,6 +399,11 @@ class FlowState:
                        self.EI, self.ew, self.SI, self.SD, self.LF, self.LI, self.isc)
         self._flush_pending(t)
 
+    def draining_at(self, flows: np.ndarray, t: float) -> np.ndarray:
+        """Which of the active ``flows`` send their last byte at t (drain heap key <= t)."""
+        pos = self.dpos[flows]
+        return (pos >= 0) & (self.dhk[np.maximum(pos, 0)] <= t)
+
     def waiting_hitting(self, dead: np.ndarray) -> np.ndarray:
         return K.paths_hitting(dead.astype(np.int8), self.NI, self.EI)
 
