@@ -18,11 +18,10 @@ runs that the documented model implies, whatever the numbers.
 * Monotonicity: more bytes never end earlier; a transfer split into two chained ones never
   ends earlier; a larger MTU never puts more bytes on the wire.
 
-Four relations failed in the compiled core when these tests were written. Three are fixed
-(DCTCP marked at the sender's own NIC queue; a DCQCN sender's line rate was its link's nominal
-bandwidth under a degrade; queue sampling renumbered TCP arrivals and so reordered ties); one
-is kept as a strict xfail naming the function at fault: `ideal` lets one flow fill its NIC
-queue before the next gets a turn.
+Four relations failed in the compiled core when these tests were written, all fixed: DCTCP
+marked at the sender's own NIC queue; a DCQCN sender's line rate was its link's nominal
+bandwidth under a degrade; queue sampling renumbered TCP arrivals and so reordered ties;
+`ideal` let one flow fill its NIC queue (1000 frames) before the next got a turn.
 
 Examples avoid exact ties at one picosecond where the relation depends on event order (the
 docs define the tie order; it changes with things the relations leave alone), by distinct
@@ -654,26 +653,33 @@ def test_max_time_stops_the_clock_without_changing_what_ended_before(transport, 
 
 # ------------------------------------------------------------------ sharing one NIC, planes, streams
 @pytest.mark.parametrize("mtu", [1500, 9000])
-@pytest.mark.parametrize("transport", [
-    pytest.param("ideal", marks=pytest.mark.xfail(strict=True, reason=(
-        "compiled core: Sim::rate_wake / Sim::service_waiters (transport_rate.cpp) let a "
-        "sender that just sent pop itself again from its first link's waiters while the NIC "
-        "queue has room (room = buffer_packets - nq - reserved: 1000 frames by default), so a "
-        "flow queues up to 1000 frames before a flow starting 3 ns later gets one: three "
-        "300 kB flows from one 100 Gb/s NIC (MTU 1500) end at 27.0 / 51.9 / 76.8 us, in "
-        "series, not together near 76.8 us as 'take turns packet by packet' (docs, ideal) "
-        "says; dcqcn (room = host_queue_packets) ends them at 76.28-76.39 us"))),
-    "dcqcn"])
-def test_flows_of_one_nic_take_turns_packet_by_packet(transport, mtu):
-    """docs "Transports", ideal: "Flows of a NIC take turns packet by packet". Three equal
-    transfers from one NIC to three idle receivers (starts 0, 3, 7 ns: no ties) share the
-    NIC, so they end within a round of frames (3 frame times) of one another."""
+@pytest.mark.parametrize("transport, host_queue", [("ideal", 1), ("ideal", 2), ("ideal", 4),
+                                                   ("dcqcn", 2)])
+def test_flows_of_one_nic_take_turns_packet_by_packet(transport, host_queue, mtu):
+    """docs "Transports", ideal: flows of a NIC take turns packet by packet. Three equal
+    transfers from one NIC to three idle receivers (starts 0, 3, 7 ns: no ties) share the NIC
+    and end together. ideal: a flow alone on its NIC has one frame on the wire and up to
+    `host_queue_packets` (H) waiting when the next flow arrives, and the senders waiting for
+    the NIC are served in the order they began to wait, so the first flow is at most H + 2
+    frames ahead: the k flows end within (k - 1)(H + 2) frame times. dcqcn's paced senders
+    end within a round (3 frames). ideal's NIC never idles while a frame waits.
+    (Before the NIC's share of a flow was bounded, an ideal flow queued up to
+    buffer_packets = 1000 frames before the next got one: 27.0 / 51.9 / 76.8 us, in series.)"""
     t = star([100] * 4, [1.0] * 4)
     s = Schedule.from_transfers([0, 0, 0], [1, 2, 3], [300_000] * 3, start=[0, 3e-9, 7e-9])
-    r = run(t, s, Routing(t, "shortest"), NONE, transport=transport, mtu=mtu)
+    r = run(t, s, Routing(t, "shortest"), NONE, transport=transport, mtu=mtu,
+            host_queue_packets=host_queue)
     assert r.finished.all()
     frame_s = ser_ps(mtu + L2, gbps(100)) * 1e-12
-    assert r.end.max() - r.end.min() <= 3 * frame_s + 7e-9
+    rounds = 2 * (host_queue + 2) if transport == "ideal" else 3
+    assert r.end.max() - r.end.min() <= rounds * frame_s + 7e-9
+    # every frame leaves the NIC, then crosses an idle switch port and two 1 us links: the
+    # last ends between the NIC's busy time plus the least and plus the largest frame
+    frames = wire_sizes(300_000, mtu, transport)
+    nic_ps = 3 * sum(ser_ps(w, gbps(100)) for w in frames) + 2 * 10**6
+    assert r.end.max() >= (nic_ps + ser_ps(min(frames), gbps(100))) * 1e-12 * (1 - 1e-12)
+    if transport == "ideal":  # work-conserving: the NIC never idles while a frame waits
+        assert r.end.max() <= (nic_ps + ser_ps(max(frames), gbps(100))) * 1e-12 * (1 + 1e-12)
 
 
 @settings(max_examples=60, **FAST)

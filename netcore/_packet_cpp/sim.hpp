@@ -80,6 +80,7 @@ struct alignas(64) Link {
     uint64_t txdone_seq = 0;  // ns3_ties: number of the TX_DONE, taken at the start
     ps_t txdone_at = -1;    // time of the one live TX_DONE event (others are stale)
     int64_t reserved = 0;   // ideal: credits held by packets on their way here
+    int64_t nown = 0;       // ideal: the source's own packets among the nq waiting
     bool wake_waiters = false;  // ideal: serve the waiters when this serialisation ends
     Ring waiters;           // ideal/dcqcn: upstream links (>=0) and connections (~conn) waiting
     int64_t ingress_bytes = 0;  // PFC: bytes that came over this link and wait at dst
@@ -359,6 +360,7 @@ private:
     }
     void service_waiters(int32_t l);
     int64_t room(int32_t l) const;
+    int64_t send_room(int32_t l) const;
     void drop(int32_t l, int32_t pid);
     void release_credit(Pkt& p);
     void qchange(Link& L);

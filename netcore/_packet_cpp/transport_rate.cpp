@@ -27,7 +27,7 @@ void Sim::rate_wake(int32_t c, bool from_service) {
     }
     const int32_t fl = first_link(C);
     if (fl < 0 || !links[fl].up) return;  // cut off: sleeps until the next reroute wakes it
-    if (room(fl) <= 0) {
+    if (send_room(fl) <= 0) {
         links[fl].waiters.push(~c);
         C.waiting = true;
         return;

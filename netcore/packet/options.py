@@ -96,7 +96,7 @@ DEFAULTS = {
     "pfc_xoff_bytes": None,       # default: 24.47 KB per ingress port, the DCQCN paper's t_PFC
                                   # (12 MB buffer, 32 ports, 8 priorities), at least 2 frames
     "pfc_xon_bytes": None,        # default: half of pfc_xoff_bytes
-    "host_queue_packets": 2,      # NIC queue a rate-paced sender keeps filled (dcqcn)
+    "host_queue_packets": 2,      # own frames a sender keeps waiting in its NIC (ideal, dcqcn)
     # --- faults, loss, guards, observability ---
     "reroute_delay_us": 0.0,      # same default as the flow engine
     "loss_rate": 0.0,             # per packet per link, seeded Bernoulli (bit-error style)
