@@ -67,6 +67,13 @@ class FlowIncremental:
         self._done = 0
         self._wall = 0.0
         self._setup = 0.0
+        # faults at time 0 are in place before anything is sent, as in a batch run (engine._run
+        # applies them before starting the roots). Left to the first advance(), they found the
+        # sends of time 0 routed over links down from the start and already sending: stopped,
+        # re-routed and delayed by reroute_delay_us, which the batch run does not do
+        if len(self._ftime) and self._ftime[0] <= 0.0:
+            self._fi = _fault_instant(st, topology, self.routing, self.faults, 0, 0.0,
+                                      self._delay, self._reroute_at)
 
     # ------------------------------------------------------------------ API
     def now(self) -> float:
