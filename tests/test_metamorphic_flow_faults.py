@@ -519,8 +519,6 @@ def test_a_session_in_small_steps_equals_one_run(w, grid):
     np.testing.assert_array_equal(a.node_extra["reroutes"], b.node_extra["reroutes"])
 
 
-@pytest.mark.xfail(strict=True, reason="FlowIncremental.advance / Session._run: run() moves "
-                   "the engine's clock past now() through later fault instants")
 @settings(max_examples=30, **FAST)
 @given(workloads(max_n=5, kinds=("down", "degrade", "up"), zero_at=False),
        st.integers(1, 8))
@@ -536,8 +534,9 @@ def test_run_then_more_sends_equals_the_batch_run_with_those_start_times(w, late
         ses.send(int(src[i]), int(dst[i]), int(size[i]), flow_key=i)
     ses.run()
     first = ses.result()
-    t1 = ses.now()
-    assert t1 == np.nanmax(first.end, initial=0.0)
+    t1 = ses.now()  # the last completion, or a later instant that stranded a transfer
+    assert t1 >= np.nanmax(first.end, initial=0.0)
+    assert t1 == np.nanmax(first.end, initial=0.0) or first.stranded.any()
     # more faults after phase 1: they must not have struck yet
     f2 = LinkFaults(np.concatenate([f.time, [t1 + later * 2.0 ** -18]]),
                     np.concatenate([f.dlink, [0]]), np.concatenate([f.kind, [DEGRADE]]),
@@ -557,12 +556,9 @@ def test_run_then_more_sends_equals_the_batch_run_with_those_start_times(w, late
     np.testing.assert_array_equal(ses.result().end, batch.end)
 
 
-@pytest.mark.xfail(strict=True, reason="FlowIncremental.advance / Session._run: run() moves "
-                   "the engine's clock past now() through later fault instants")
-def test_run_leaves_now_at_the_last_event_and_more_sends_follow():
-    """run() returns at the last completion even with faults still to come (they strike
-    later, when the clock gets there), or at the instant the last transfer was stranded;
-    sends after it start then."""
+def test_run_returns_at_the_last_completion_with_faults_still_to_come():
+    """Faults after the last completion strike later, when the clock gets there; sends after
+    run() start at its now()."""
     f = faults([(1.0, 2, 0.5)])  # the diamond's top path at B/2 from 1 s on
     ses = Session(DIAMOND, routing="shortest", faults=f)
     ses.send(0, 1, 2 ** 20)
@@ -574,7 +570,13 @@ def test_run_leaves_now_at_the_last_event_and_more_sends_follow():
     assert ses.run() == 1.0 + 2 * MS + 4 * LAT
     assert ses.result().end.tolist() == [MS + 4 * LAT, 2 * (MS + 4 * LAT),
                                          1.0 + 2 * MS + 4 * LAT]
-    # hop 1's forward link dies at T1 for good: the transfer is stranded then
+
+
+@pytest.mark.xfail(strict=True, reason="Session._run returns without taking the engine's "
+                   "clock, which went to the instant the last transfer was stranded")
+def test_run_returns_at_the_instant_the_last_transfer_was_stranded():
+    """Hop 1's forward link dies at T1 for good: the only transfer is stranded then, and
+    run() returns at T1 (the engine's clock is there); a send after it starts at T1."""
     ses = Session(chain([B, B], [LAT, LAT]), routing="shortest", faults=faults([(T1, 2, 0.0)]))
     ses.send(0, 1, 2 ** 20)
     assert ses.run() == T1 and ses.pending() == 0

@@ -120,8 +120,9 @@ class FlowIncremental:
         """Run until ``t_limit`` (seconds; None: no limit) or the first time stamp at which
         transfers complete, whichever is first. Returns (t, ids): that time stamp and every
         transfer completing at it (in id order), or (t_limit, empty) if none did (with no
-        limit: (now, empty) once nothing is left to do). Events at exactly ``t_limit`` are
-        processed (their completions are returned)."""
+        limit: (now, empty) once nothing is left to do; fault instants after that are not
+        run through). Events at exactly ``t_limit`` are processed (their completions are
+        returned)."""
         if t_limit is not None:
             t_limit = float(t_limit)
             if not (t_limit >= self._now):
@@ -148,6 +149,11 @@ class FlowIncremental:
                     self._done += nd
                     return self._now, done
                 if t_f == math.inf:  # nothing left at all
+                    return self._now, np.zeros(0, dtype=np.int64)
+                if t_limit is None and self.pending() == 0:
+                    # nothing left to move: the faults still to come wait for a call that
+                    # reaches them. Running through them moved the clock to the last one, past
+                    # the caller's now(), so that its next sends were refused as in the past
                     return self._now, np.zeros(0, dtype=np.int64)
                 self._now = float(t_f)
                 self._fi = _fault_instant(st, self.topology, self.routing, self.faults,
