@@ -24,12 +24,13 @@ Closed forms:
 * a down with another path: the flow pays the re-route delay once (also when a second link of
   its old path dies during the wait), its bytes are conserved link by link (the old path's
   own links: what left before the down; the new path's: the rest; shared hops: everything),
-  both segments are recorded; a down the instant its last byte leaves re-routes nothing;
+  both segments are recorded; a down the instant its last byte leaves re-routes nothing; a
+  down the instant a child is released routes the child around it at once (no delay);
 * a down with no other path that never comes back: stranded (end NaN, `stranded_no_path`),
   its descendants blocked, the bytes sent before counted; in a session no `on_done`, nothing
   pending, `run()` returns.
-Equivalences and invariants (hypothesis, fat_tree k=4 and a 3x3 leaf-spine, random DAGs and
-random down / degrade / up events, re-route delays):
+Equivalences and invariants (hypothesis; fat_tree k=4 and a leaf-spine of 3 x 3 hosts, random
+DAGs, random down / degrade / up events, re-route delays):
 * a degrade by f on one link of a path equals degrades by f on two consecutive links of it,
   and a milder degrade on a second link changes nothing (the bottleneck sets the rate);
 * shifting every start and fault instant by D shifts every end by D;
@@ -54,13 +55,18 @@ Bugs these tests found, each fixed in its own commit (git log -- this file):
   every later fault instant: `now()` said the last completion, the engine the last fault, and
   the next `send` (or `run_until`) failed with "start_s must be >= now()"
   (`FlowIncremental.advance`).
+Kept as strict xfails (the fault is in `netcore.session.Session._run`, shared with the packet
+engine, whose `now()` after `run()` a fix would change): `run()` returns on an empty
+`advance()` without taking the engine's clock, so when a fault strands the last transfer
+after the last completion (or, on the packet engine, TCP's last ACKs run past it) `now()`
+stays behind the engine and the next send is refused as in the past.
 """
 import dataclasses
 import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from netcore import Schedule, simulate
@@ -184,7 +190,7 @@ def chain_cases(draw):
     return bws, lats, size, t0, events, delay_us
 
 
-@settings(max_examples=150, **FAST)
+@settings(max_examples=300, **FAST)
 @given(chain_cases())
 # the last byte leaves as the only link goes down (no other path; with a delay too)
 @example(([B], [LAT], 2 ** 20, 0.0, [(MS, 0, 0.0)], 0.0))
@@ -324,9 +330,9 @@ def test_a_degrade_on_one_link_of_a_path_equals_it_on_two(k, data):
        st.booleans())
 @example(16, 64, 2.0 ** -11, False)  # the down strikes as the last byte leaves
 def test_a_reroute_pays_its_delay_once_and_conserves_bytes(k, q, delay, second_down):
-    """Flow 0 -> 1 of k x 64 KiB on the diamond's top path; a top link goes down after q/64 of
-    a millisecond-scale grid (before or as its last byte leaves); optionally the other top
-    link dies too while it waits."""
+    """Flow 0 -> 1 of k x 64 KiB on the diamond's top path; its second link goes down at
+    q x 2^-16 s, before its last byte leaves or as it does (clamped there); optionally its
+    third link dies too while it waits to be re-routed."""
     size = k * 2 ** 16
     t_down = q * 2.0 ** -16
     drain = size / B
@@ -403,8 +409,8 @@ def workloads(draw, max_n=7, kinds=("down", "degrade", "up"), zero_at=True):
         at = draw(st.one_of(st.just(0), st.integers(0, 64))) if zero_at else \
             draw(st.integers(1, 64))
         kind = draw(st.sampled_from(kinds))
-        fa = {"down": 0.0, "up": 1.0}.get(kind) if kind != "degrade" else \
-            draw(st.sampled_from([0.25, 0.5]))
+        fa = draw(st.sampled_from([0.25, 0.5])) if kind == "degrade" else \
+            (0.0 if kind == "down" else 1.0)
         for dd in ([d] if draw(st.booleans()) else [d, d ^ 1]):
             ev.append((at * 2.0 ** -17, dd, fa))
     pol = draw(st.sampled_from(["ecmp", "shortest"]))
@@ -453,15 +459,16 @@ def drive(ses: Session, src, dst, size, start, deps, stops=()):
     return ids
 
 
-def by_transfer(res, ids, n, what):
-    out = np.full(n, np.nan) if what != "reroutes" else np.full(n, -1)
-    arr = res.end if what == "end" else res.node_extra["reroutes"]
+def by_transfer(values, ids, n, missing=np.nan):
+    """A session's per-id ``values`` in the order of the transfers (``ids``: transfer ->
+    session id); ``missing`` for transfers never sent."""
+    out = np.full(n, missing, dtype=np.asarray(values).dtype)
     for i, tid in ids.items():
-        out[i] = arr[tid]
+        out[i] = values[tid]
     return out
 
 
-@settings(max_examples=60, **FAST)
+@settings(max_examples=150, **FAST)
 @given(workloads(), st.sampled_from(["fluid", "tcp"]))
 def test_a_session_with_faults_equals_the_batch_run(w, transport):
     """Sends from on_done and timed callbacks; faults from time 0 on; re-route delays."""
@@ -475,11 +482,11 @@ def test_a_session_with_faults_equals_the_batch_run(w, transport):
     n = len(src)
     # transfers behind a stranded one are never sent
     assert sorted(ids) == np.flatnonzero(~batch.node_extra["blocked"]).tolist()
-    got = by_transfer(ses.result(), ids, n, "end")
+    res = ses.result()
     # a start reached as now() + (start - now()) may differ from start in the last bit
-    np.testing.assert_allclose(got, batch.end, rtol=1e-12, atol=0)
-    np.testing.assert_array_equal(by_transfer(ses.result(), ids, n, "reroutes")[list(ids)],
-                                  batch.node_extra["reroutes"][list(ids)])
+    np.testing.assert_allclose(by_transfer(res.end, ids, n), batch.end, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(by_transfer(res.node_extra["reroutes"], ids, n, 0),
+                                  batch.node_extra["reroutes"])
 
 
 def test_session_sends_at_time_zero_meet_the_faults_of_time_zero():
@@ -498,7 +505,24 @@ def test_session_sends_at_time_zero_meet_the_faults_of_time_zero():
     assert r.link_bytes[2] == 0.0
 
 
-@settings(max_examples=40, **FAST)
+def test_a_down_as_a_child_is_released_routes_it_around_without_a_delay():
+    """The parent ends (its tail over) at E, the instant the diamond's top path goes down: the
+    child, released at E, is routed below at once (no re-route, no delay), in a batch run and
+    when a session sends it from the parent's on_done; the parent, delivered, is untouched."""
+    e = MS + 4 * LAT
+    f = faults([(e, 2, 0.0), (e, 3, 0.0)])
+    r = simulate(DIAMOND, Schedule.from_transfers([0, 0], [1, 1], [2 ** 20] * 2, deps=[[], [0]]),
+                 "shortest", f, engine="flow", reroute_delay_us=8.0)
+    ses = Session(DIAMOND, routing="shortest", faults=f, reroute_delay_us=8.0)
+    ses.send(0, 1, 2 ** 20, on_done=lambda _: ses.send(0, 1, 2 ** 20))
+    ses.run()
+    for res in (r, ses.result()):
+        assert res.end.tolist() == [e, 2 * e]
+        assert res.node_extra["reroutes"].tolist() == [0, 0]
+        assert res.node_extra["path_link"].tolist() == TOP + BOTTOM
+
+
+@settings(max_examples=100, **FAST)
 @given(workloads(), st.lists(st.integers(0, 96), max_size=6))
 def test_a_session_in_small_steps_equals_one_run(w, grid):
     """run_until at grid points, at every fault instant and at every re-route instant, with
@@ -519,7 +543,7 @@ def test_a_session_in_small_steps_equals_one_run(w, grid):
     np.testing.assert_array_equal(a.node_extra["reroutes"], b.node_extra["reroutes"])
 
 
-@settings(max_examples=30, **FAST)
+@settings(max_examples=60, **FAST)
 @given(workloads(max_n=5, kinds=("down", "degrade", "up"), zero_at=False),
        st.integers(1, 8))
 def test_run_then_more_sends_equals_the_batch_run_with_those_start_times(w, later):
@@ -534,9 +558,11 @@ def test_run_then_more_sends_equals_the_batch_run_with_those_start_times(w, late
         ses.send(int(src[i]), int(dst[i]), int(size[i]), flow_key=i)
     ses.run()
     first = ses.result()
-    t1 = ses.now()  # the last completion, or a later instant that stranded a transfer
-    assert t1 >= np.nanmax(first.end, initial=0.0)
-    assert t1 == np.nanmax(first.end, initial=0.0) or first.stranded.any()
+    # a transfer stranded after the last completion leaves now() behind the engine's clock:
+    # test_run_returns_at_the_instant_the_last_transfer_was_stranded (xfail)
+    assume(not first.stranded.any())
+    t1 = ses.now()
+    assert t1 == np.nanmax(first.end, initial=0.0)
     # more faults after phase 1: they must not have struck yet
     f2 = LinkFaults(np.concatenate([f.time, [t1 + later * 2.0 ** -18]]),
                     np.concatenate([f.dlink, [0]]), np.concatenate([f.kind, [DEGRADE]]),
@@ -572,8 +598,9 @@ def test_run_returns_at_the_last_completion_with_faults_still_to_come():
                                          1.0 + 2 * MS + 4 * LAT]
 
 
-@pytest.mark.xfail(strict=True, reason="Session._run returns without taking the engine's "
-                   "clock, which went to the instant the last transfer was stranded")
+@pytest.mark.xfail(strict=True, reason="netcore.session.Session._run returns on an empty "
+                   "advance() without taking the engine's clock, which the fault that stranded "
+                   "the last transfer moved past now(): the next send is refused as in the past")
 def test_run_returns_at_the_instant_the_last_transfer_was_stranded():
     """Hop 1's forward link dies at T1 for good: the only transfer is stranded then, and
     run() returns at T1 (the engine's clock is there); a send after it starts at T1."""
@@ -585,8 +612,33 @@ def test_run_returns_at_the_instant_the_last_transfer_was_stranded():
     assert ses.result().stranded.tolist() == [True, False]
 
 
+def _has_packet():
+    try:
+        import netcore.packet.incremental  # noqa: F401
+        from netcore import _packet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _has_packet(), reason="packet engine not built")
+@pytest.mark.xfail(strict=True, reason="netcore.session.Session._run ignores the clock an "
+                   "empty advance() returns; PacketIncremental.advance(None) runs TCP's last "
+                   "ACKs past the last completion, so a send after run() is refused")
+def test_packet_session_run_then_send_more():
+    """The same contract on the packet engine, no fault needed: run(), then send."""
+    ft4 = build("fat_tree", {"k": 4})
+    ses = Session(ft4, engine="packet", routing="dmodk", transport="tcp")
+    for i in range(4):
+        ses.send(i, (i + 5) % 16, 1_000_000)
+    t1 = ses.run()
+    ses.send(0, 1, 1000)
+    ses.run()
+    assert ses.result().start[4] == t1
+
+
 # ------------------------------------------------------------------ shift, series, bits
-@settings(max_examples=60, **FAST)
+@settings(max_examples=150, **FAST)
 @given(workloads(), st.sampled_from([2.0 ** -10, 2.0 ** -6]))
 def test_a_time_shift_of_every_start_and_fault_shifts_every_end(w, shift):
     name, pol, src, dst, size, start, deps, f, delay = w
@@ -601,7 +653,7 @@ def test_a_time_shift_of_every_start_and_fault_shifts_every_end(w, shift):
     np.testing.assert_array_equal(b.node_extra["reroutes"], a.node_extra["reroutes"])
 
 
-@settings(max_examples=60, **FAST)
+@settings(max_examples=120, **FAST)
 @given(workloads(max_n=8))
 def test_the_link_series_under_faults_is_the_links_bytes_and_capacity(w):
     name, pol, src, dst, size, start, deps, f, delay = w
@@ -629,7 +681,7 @@ def test_the_link_series_under_faults_is_the_links_bytes_and_capacity(w):
                 assert rate[a + k] <= cap * (1 + 1e-12)
 
 
-@settings(max_examples=20, **FAST)
+@settings(max_examples=40, **FAST)
 @given(workloads(max_n=8), st.sampled_from(["fluid", "tcp"]))
 def test_same_inputs_same_bits(w, transport):
     name, pol, src, dst, size, start, deps, f, delay = w
