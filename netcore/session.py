@@ -176,7 +176,12 @@ class Session:
             self.calls["advance"] += 1
             t, ids = eng.advance(None if lim == math.inf else lim)
             if lim == math.inf and len(ids) == 0:
-                return  # nothing in flight and nothing queued
+                # nothing in flight and nothing queued: the clock is the engine's, which may
+                # have run past the last completion (a fault stranding the last transfer; the
+                # packet engine's last ACKs), else the next send was refused as in the past
+                if t > self._now:
+                    self._now = t
+                return
             if t > self._now:
                 self._now = t
             for tid in ids.tolist():

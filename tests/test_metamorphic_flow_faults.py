@@ -55,11 +55,10 @@ Bugs these tests found, each fixed in its own commit (git log -- this file):
   every later fault instant: `now()` said the last completion, the engine the last fault, and
   the next `send` (or `run_until`) failed with "start_s must be >= now()"
   (`FlowIncremental.advance`).
-Kept as strict xfails (the fault is in `netcore.session.Session._run`, shared with the packet
-engine, whose `now()` after `run()` a fix would change): `run()` returns on an empty
-`advance()` without taking the engine's clock, so when a fault strands the last transfer
-after the last completion (or, on the packet engine, TCP's last ACKs run past it) `now()`
-stays behind the engine and the next send is refused as in the past.
+* `run()` returned on an empty `advance()` without taking the engine's clock, so when a
+  fault stranded the last transfer after the last completion (or, on the packet engine,
+  TCP's last ACKs ran past it) `now()` stayed behind the engine and the next send was
+  refused as in the past (`netcore.session.Session._run`).
 """
 import dataclasses
 import math
@@ -558,8 +557,8 @@ def test_run_then_more_sends_equals_the_batch_run_with_those_start_times(w, late
         ses.send(int(src[i]), int(dst[i]), int(size[i]), flow_key=i)
     ses.run()
     first = ses.result()
-    # a transfer stranded after the last completion leaves now() behind the engine's clock:
-    # test_run_returns_at_the_instant_the_last_transfer_was_stranded (xfail)
+    # a transfer stranded after the last completion leaves now() at the instant it was
+    # stranded (test_run_returns_at_the_instant_the_last_transfer_was_stranded)
     assume(not first.stranded.any())
     t1 = ses.now()
     assert t1 == np.nanmax(first.end, initial=0.0)
@@ -598,9 +597,6 @@ def test_run_returns_at_the_last_completion_with_faults_still_to_come():
                                          1.0 + 2 * MS + 4 * LAT]
 
 
-@pytest.mark.xfail(strict=True, reason="netcore.session.Session._run returns on an empty "
-                   "advance() without taking the engine's clock, which the fault that stranded "
-                   "the last transfer moved past now(): the next send is refused as in the past")
 def test_run_returns_at_the_instant_the_last_transfer_was_stranded():
     """Hop 1's forward link dies at T1 for good: the only transfer is stranded then, and
     run() returns at T1 (the engine's clock is there); a send after it starts at T1."""
@@ -622,9 +618,6 @@ def _has_packet():
 
 
 @pytest.mark.skipif(not _has_packet(), reason="packet engine not built")
-@pytest.mark.xfail(strict=True, reason="netcore.session.Session._run ignores the clock an "
-                   "empty advance() returns; PacketIncremental.advance(None) runs TCP's last "
-                   "ACKs past the last completion, so a send after run() is refused")
 def test_packet_session_run_then_send_more():
     """The same contract on the packet engine, no fault needed: run(), then send."""
     ft4 = build("fat_tree", {"k": 4})

@@ -93,7 +93,12 @@ def test_ring_all_reduce_step_by_step_equals_batch(engine, opts, routing):
     start, end = drive(sess, sched)
     assert np.array_equal(end, batch.end)  # bit for bit
     assert np.array_equal(start, batch.start)
-    assert sess.now() == batch.makespan
+    # run() leaves the clock at the engine's last event: the last completion on the flow
+    # engine, TCP's last ACKs on the packet engine
+    if engine == "flow":
+        assert sess.now() == batch.makespan
+    else:
+        assert sess.now() >= batch.makespan
     res = sess.result()
     assert res.makespan == batch.makespan
     assert np.array_equal(np.sort(res.end), np.sort(batch.end))
