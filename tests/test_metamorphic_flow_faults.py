@@ -162,8 +162,10 @@ def piecewise_end(bws, lats, size, t0, events, delay):
             return t + rem / rate + sum(lats)
         rem -= rate * (tn - t)
         t = tn
-        if cap(t) == 0:  # a link of the path went down: stop, re-route after the delay
-            t = t + delay
+        if cap(t) == 0:  # a link of the path went down: stop, re-route after the delay,
+            # unless the path comes back first (or then): it resumes on it at that instant
+            back = [x for x in times if t < x <= t + delay and cap(x) > 0]
+            t = back[0] if back else t + delay
             if cap(t) == 0:
                 return math.nan
 
@@ -229,17 +231,20 @@ EDGES = [
     ("a degrade to the rate in force", 0.0, [(T1, 0.5), (2 * T1, 0.5)], 0.0,
      T1 + 6 * T1 + LAT, 0),
     ("an up of a link never down", 0.0, [(T1, 1.0)], 0.0, MS + LAT, 0),
-    # stalled at T1 with 3/4 left, re-routed at 3 T1 onto the link degraded to B/2
+    # stalled at T1 with 3/4 left; the degrade brings the link back at 1.5 T1, before the
+    # re-route due at 3 T1: it resumes then, at B/2 (until session 29 it waited for 3 T1)
     ("a degrade of a down link during the wait", 0.0, [(T1, 0.0), (1.5 * T1, 0.5)], 2 * T1,
-     3 * T1 + 6 * T1 + LAT, 1),
+     1.5 * T1 + 6 * T1 + LAT, 0),
+    ("an up during the wait", 0.0, [(T1, 0.0), (2 * T1, 1.0)], 4 * T1, 2 * T1 + 3 * T1 + LAT,
+     0),
     ("down then degrade at one instant: degraded", 0.0, [(T1, 0.0), (T1, 0.5)], 0.0,
      T1 + 6 * T1 + LAT, 0),
     ("degrade then down at one instant: down", 0.0, [(T1, 0.5), (T1, 0.0)], 0.0, math.nan, 1),
-    # stalled at T1 (3/4 left), re-routed at 2 T1 as the degrade strikes: 1/4 at B/2 until
-    # the up at 4 T1, then 1/2 at B
+    # stalled at T1 (3/4 left), back at 2 T1, the re-route instant, as the degrade strikes:
+    # it resumes on its path (no re-route), 1/4 at B/2 until the up at 4 T1, then 1/2 at B
     ("down, degrade at the re-route instant, up", 0.0, [(T1, 0.0), (2 * T1, 0.5),
                                                          (4 * T1, 1.0)], T1,
-     6 * T1 + LAT, 1),
+     6 * T1 + LAT, 0),
 ]
 
 
