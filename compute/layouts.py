@@ -34,7 +34,7 @@ import numpy as np
 
 from compute import pipeline
 from compute.hardware import GPUSpec, get_gpu
-from compute.layers import COMM_LOCAL, COMM_NET, COMPUTE, LayerModel
+from compute.layers import COMM_LOCAL, COMM_NET, COMPUTE, LayerModel, ep_rank_shares
 from compute.memory import activation_bytes_per_layer, params_per_stage
 from compute.model import TransformerConfig, get_model
 from compute.parallel import (RECOMPUTE, ParallelConfig, layer_split, place, rank_grid,
@@ -498,6 +498,45 @@ class NetRates:
         i, j = np.nonzero(~np.eye(n, dtype=bool))
         return self.pairs(g[:, i], g[:, j])
 
+    def all_pairs_v(self, groups, share) -> tuple[float, float]:
+        """(seconds per byte of each rank's buffer, latency) of all-to-all-v's over every row
+        of ``groups`` at once in which rank i sends ``share[j]`` of its buffer to rank j (an
+        expert dispatch; the combine sends ``share[i]``, the transpose): connections carry
+        unequal bytes, so a link is loaded by the bytes crossing it, not by the connections,
+        and the collective takes its busiest link's bytes over its capacity (the larger of the
+        dispatch and the combine). Balanced shares give ``all_pairs``' time."""
+        g = np.asarray(groups, dtype=np.int64)
+        share = np.asarray(share, dtype=float)
+        k, n = g.shape
+        if n < 2:
+            return 0.0, 0.0
+        i, j = np.nonzero(~np.eye(n, dtype=bool))
+        src, dst = g[:, i].ravel(), g[:, j].ravel()
+        if self.topology is None or self.routing is None:
+            # every connection at the default rate: the busiest rank's connections in turn
+            rate, lat = self.default
+            return float(share.max()) / rate, lat
+        from netcore.schedule import connection_keys
+
+        key = ("v", src.tobytes(), dst.tobytes(), share.tobytes())
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        t = self.topology
+        p = self.routing.paths(src, dst, flow_id=connection_keys(src, dst))
+        cap = np.asarray(t.dlink_bw, dtype=float)
+        per_entry = np.diff(p.ptr)
+        worst = 0.0
+        for w in (np.tile(share[j], k), np.tile(share[i], k)):  # dispatch, combine
+            load = np.bincount(p.link, weights=p.weight * np.repeat(w, per_entry),
+                               minlength=t.n_dlinks)
+            worst = max(worst, float((load / cap).max()))
+        out = (worst, float(np.max(p.latency)) if len(p.latency) else 0.0)
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        self._cache[key] = out
+        return out
+
 
 def ring_time(op: str, g: int, nbytes: float, rate: float, lat: float) -> float:
     """Seconds of a ring ``op`` over g ranks of ``nbytes`` (the full buffer) at ``rate`` per
@@ -576,6 +615,8 @@ class Estimator:
         if par.ep > 1:
             gg = grid.transpose(0, 2, 3, 1).reshape(-1, D // par.ep, par.ep).reshape(-1, par.ep)
             out["ep"] = net.all_pairs(host[gg])
+            if self.m.experts and self.m.expert_imbalance is not None:
+                out["ep_v"] = net.all_pairs_v(host[gg], ep_rank_shares(self.m, par.ep))
         else:
             out["ep"] = None
         if P > 1:
@@ -593,7 +634,11 @@ class Estimator:
         hit = self._layers.get(key)
         if hit is not None:
             return hit
-        lm = LayerModel(self.m, par, self.spec, st["tp_local"])
+        # the step waits at every expert all-to-all for the most loaded EP rank: price that
+        # rank's expert GEMMs (EP rank 0 was priced, the coldest of a shuffled Zipf or of
+        # shares whose hot expert sits elsewhere: 2.3 % below the compute-only critical path)
+        hot = self._hot_rank(par)
+        lm = LayerModel(self.m, par, self.spec, st["tp_local"], hot)
         # dense first layers (DeepSeek-V3) are priced as dense layers, as the step generator
         # builds them (every layer was an expert layer: on one pipeline stage the lower bound
         # was 6-9 % above the compute-only critical path of a 5-layer model with 2 dense ones)
@@ -617,6 +662,13 @@ class Estimator:
         self._layers[key] = out
         return out
 
+    def _hot_rank(self, par: ParallelConfig) -> int:
+        """The EP rank whose experts receive the most tokens (0 when balanced)."""
+        m = self.m
+        if not m.experts or m.expert_imbalance is None or par.ep < 2:
+            return 0
+        return int(np.argmax(ep_rank_shares(m, par.ep)))
+
     def _net_seconds(self, items, par, st) -> dict:
         out: dict = {}
         for group, op, nbytes in items:
@@ -625,7 +677,13 @@ class Estimator:
                 continue
             rate, lat = rl
             g = {"tp": par.tp, "cp": par.cp, "ep": par.ep}[group]
-            if group == "ep":
+            if group == "ep" and st.get("ep_v") is not None:
+                # an imbalanced all-to-all-v: its busiest link's bytes over the capacity (it
+                # was priced as balanced, while the most loaded rank receives and sends back
+                # its share of every peer's buffer: 3.4x too fast for 8 ranks at Zipf 1.2)
+                spb, lat = st["ep_v"]
+                t = nbytes * spb + lat
+            elif group == "ep":
                 # every rank sends nbytes/g to each of the g-1 others at once; ``rate`` is
                 # per connection, with the g-1 connections sharing a link already counted
                 t = nbytes / g / rate + lat
