@@ -70,6 +70,12 @@ def check_nbytes(nbytes, name: str = "nbytes") -> int:
         raise InputError(f"{name} = {nbytes!r}: expected a whole number of bytes")
     if nbytes <= 0:
         raise InputError(f"{name} = {nbytes!r}: must be > 0")
+    # a Schedule's sizes are int64 (netcore.sizes.MAX_BYTES, the limit parse_bytes keeps):
+    # 2**63 bytes (or the float 2.0**63, or 1e19) went on to the block layout and died there
+    # with "OverflowError: Python int too large to convert to C long"
+    if nbytes > MAX_BYTES:
+        raise InputError(f"{name} = {nbytes!r}: larger than the {MAX_BYTES} bytes an int64 "
+                         f"holds")
     return int(nbytes)
 
 
