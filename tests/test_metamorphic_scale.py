@@ -38,6 +38,11 @@ against figures the code printed before.
   schedule's for every algorithm it counts exactly (found: send_recv counted 1 transfer per
   chunk where the schedule has one per pair, so 20,460,000 transfers passed a 2 GiB budget and
   died of MemoryError; strict xfail, netcosim.memory_guard.collective_transfers).
+* Scale-up domains: two GPUs of one two_tier node talk over its switch, never through their
+  NICs, also with rails = false, where the top-of-rack leaf joins them in as few hops (found:
+  ecmp sent half the pairs through two NIC links, spray all of them in part; a one-node 8-GPU
+  ring all-reduce ran at 49.9 instead of 873.6 GB/s of bus bandwidth, and a ring over 16,384
+  GPUs 27% slow); rails = true fabrics are routed exactly as before.
 """
 from __future__ import annotations
 
@@ -527,3 +532,63 @@ def test_a_send_recv_beyond_the_budget_is_refused_as_a_broadcast_of_as_many_is(
     assert "10,230 transfers" in capsys.readouterr().err
     p.write_text(base + 'op = "send_recv"\nalgorithm = "direct"\n')
     assert main(["validate", str(p)]) == 2
+
+
+# ====================================================================== scale-up domains
+def _nic_share(t, src, dst, policy):
+    """Per flow, the weight of its path on scale-out (non-scale-up) links."""
+    p = Routing(t, policy).paths(src, dst, flow_id=connection_keys(src, dst))
+    out_of_node = t.link_layer[p.link // 2] != t.layer_names.index("scaleup")
+    owner = np.repeat(np.arange(len(src)), np.diff(p.ptr))
+    return np.bincount(owner, weights=out_of_node * p.weight, minlength=len(src)), p
+
+
+@pytest.mark.parametrize("policy", ["ecmp", "dmodk", "shortest", "spray"])
+def test_gpus_of_one_node_talk_over_its_switch_whatever_the_leaves(policy):
+    for params in ({"nodes": 4, "rails": False}, {"nodes": 8, "rails": False,
+                                                  "nodes_per_leaf": 4}, {"nodes": 4}):
+        t = build("two_tier", params)
+        s, d = np.meshgrid(np.arange(t.n_hosts), np.arange(t.n_hosts))
+        s, d = s.ravel(), d.ravel()
+        keep = (s != d) & (s // 8 == d // 8)
+        share, p = _nic_share(t, s[keep], d[keep], policy)
+        assert (share == 0).all(), (params, policy)
+        assert (p.hops == 2).all()
+        # between nodes nothing is held back: the NIC path as before
+        other = (s != d) & (s // 8 != d // 8)
+        share, _ = _nic_share(t, s[other], d[other], policy)
+        assert (share > 0).all()
+
+
+def test_a_one_node_ring_is_as_fast_behind_a_top_of_rack_leaf_as_behind_rails():
+    """Found at 16,384 GPUs (rails = false, 4 nodes per leaf: 174.0 ms against the rails'
+    136.4 ms); the cleanest form: one node, 1 GiB, 49.9 GB/s of bus bandwidth against 873.6."""
+    got = [sweep(build("two_tier", {"nodes": 1, "rails": rails}), "all_reduce", "ring",
+                 [1 << 30], "flow", protocol="simple")[0]["busbw_GBps"] for rails in (True, False)]
+    assert got[1] == pytest.approx(got[0], rel=1e-12) and got[0] > 800
+
+
+def test_a_node_whose_scale_up_link_is_down_still_reaches_its_peer_through_the_leaf():
+    t = build("two_tier", {"nodes": 2, "rails": False})
+    r = Routing(t, "ecmp")
+    nvl = int(np.flatnonzero((t.link_layer == 0) & (t.link_u == 0))[0])
+    alive = np.ones(t.n_dlinks, bool)
+    alive[[2 * nvl, 2 * nvl + 1]] = False
+    p = r.paths(np.array([0, 1]), np.array([1, 2]), alive=alive)
+    assert p.reachable.all()
+    assert (t.link_layer[p.links_of(0) // 2] == 1).all()  # 0 -> leaf -> 1
+    assert (t.link_layer[p.links_of(1) // 2] == 0).all()  # 1 -> NVSwitch -> 2
+
+
+def test_rail_fabrics_route_exactly_as_before():
+    """rails = true: a node's GPUs sit on different leaves, so nothing is held back and the
+    paths are the plain walk's, bit for bit."""
+    t = build("two_tier", {"nodes": 16})
+    r = Routing(t, "ecmp")
+    rng = _rng(2)
+    s, d = rng.integers(0, t.n_hosts, 4000), rng.integers(0, t.n_hosts, 4000)
+    assert r._inside_domain(s.astype(np.int32), d.astype(np.int32)) is None
+    a = r.paths(s, d, flow_id=connection_keys(s, d))
+    b = r._policy(*(np.ascontiguousarray(x, dtype=np.int32) for x in (s, d)),
+                  connection_keys(s, d), None, r._ones)
+    assert np.array_equal(a.ptr, b.ptr) and np.array_equal(a.link, b.link)
