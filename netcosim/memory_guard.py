@@ -384,10 +384,10 @@ def _mb(b: float) -> str:
 
 
 def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1, dims=None,
-                         group_size=None) -> int:
+                         group_size=None, pairs=None) -> int:
     """Transfers of a collective's full schedule (upper bounds where the count depends on a
     shape that is not given: a torus all-reduce's ``dims``, a hierarchical all-reduce's
-    ``group_size``)."""
+    ``group_size``; a send_recv's ``pairs``, by default the n - 1 neighbours k -> k + 1)."""
     import math
 
     n = int(n)
@@ -414,7 +414,9 @@ def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1, dims=
         ("all_gather", "ring"): (n - 1) * n,
         ("broadcast", "ring"): n - 1, ("broadcast", "tree"): n - 1,
         ("reduce", "ring"): n - 1, ("reduce", "tree"): n - 1,
-        ("send_recv", "direct"): 1,
+        # one transfer per pair (collectives/p2p.py); it counted 1, so 20,460,000 transfers
+        # over 1,024 ranks passed a 2 GiB budget and died of MemoryError
+        ("send_recv", "direct"): n - 1 if pairs is None else max(1, len(pairs)),
         # one transfer per ordered pair (collectives/all_to_all.py)
         ("all_to_all", "direct"): n * (n - 1), ("all_to_all", "pairwise"): n * (n - 1),
     }.get((op, algorithm), 2 * n * (n - 1))  # the rest, unshaped: <= 2n^2

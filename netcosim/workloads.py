@@ -432,7 +432,7 @@ def _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where,
             opts.get("chunks") in (None, 1):
         return  # may run as phases of streams (one chunk: their default)
     count = collective_transfers(op_c, algo, len(ranks), opts.get("chunks") or 1,
-                                 opts.get("dims"), opts.get("group_size"))
+                                 opts.get("dims"), opts.get("group_size"), _pairs(opts))
     # one ring (tree pair) per rail on whole two_tier nodes (collectives/rail.py)
     count *= rail.side_by_side(topology, op_c, algo, ranks)
     check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",
@@ -544,12 +544,18 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
         chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
                                       opts.get("group_size"), side)
     count = collective_transfers(op_c, algo, len(ranks), chunks, opts.get("dims"),
-                                 opts.get("group_size")) * side
+                                 opts.get("group_size"), _pairs(opts)) * side
     # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
     delays = count * (int(costs.any_latency) + int(cap > 0))
     check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",
                     _guard_hint(op_c, algo, detail), delays)
     return None
+
+
+def _pairs(opts: dict):
+    """A send_recv's pairs option if it is a list (the builder checks it), else None."""
+    p = opts.get("pairs")
+    return p if isinstance(p, (list, tuple)) else None
 
 
 def _in(e: InputError, where: str) -> InputError:
