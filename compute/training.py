@@ -1021,18 +1021,19 @@ def _apply_later(sched, later, chain_base, chains, pp_i, opt_node, opt_n_local, 
                  topology) -> None:
     """Slowdowns that start at a time t > 0: compute durations are fixed when the schedule is
     built, so the nodes of a slowed GPU's chain (and its optimizer step) whose start in a
-    contention-free evaluation of the step (``critical_path.evaluate``, transfers at the
-    fabric's slowest GPU link rate) is at or after t get the slowed durations. One evaluation
-    per distinct time, in time order."""
-    from compute.critical_path import evaluate
+    contention-free evaluation of the step (``critical_path.evaluate``, every transfer at its
+    ``transfer_bounds``: no engine starts a node earlier) is at or after t get the slowed
+    durations. One evaluation per distinct time, in time order.
 
-    bw = np.inf
-    if topology is not None:
-        hl = (topology.link_u < topology.n_hosts) | (topology.link_v < topology.n_hosts)
-        if hl.any():
-            bw = float(topology.link_bw[hl].min())
+    The evaluation priced every transfer at the fabric's slowest GPU link (NVLink transfers at
+    NIC speed), so it could run past the real step and slow nodes that start before t: on
+    two_tier 2 x 4 (PP 2 x DP 4, HBM of GPU 0 at 0.3 from 1.5x the 1,387 us step) the step
+    took 1,478 us, a fault after the step lengthening it."""
+    from compute.critical_path import evaluate, transfer_bounds
+
+    bw, lat = transfer_bounds(sched, topology) if topology is not None else (np.inf, 0.0)
     for t in sorted({x[0] for x in later}):
-        start, _ = evaluate(sched, bandwidth_Bps=bw)
+        start, _ = evaluate(sched, bandwidth_Bps=bw, latency_s=lat)
         for tt, r, secs, cls in later:
             if tt != t:
                 continue
