@@ -31,7 +31,8 @@ gives a longer step, and one from the end of the step on changes nothing. Recomp
 none <= selective <= full.
 The scalable form (network_detail auto) loads every link with exactly the full form's bytes,
 the expert all-to-all-v of an imbalanced EP 2 included; both evaluate to the same
-contention-free step (netcosim train --engine ideal).
+contention-free step. The contention-free evaluation (compute.critical_path.transfer_bounds,
+`netcosim train --engine ideal`) ends every node no later than the flow engine does.
 Plan (compute/layouts.py): with one pipeline stage the estimate without network terms is the
 step generator's compute critical path (dense first layers, expert imbalance included); the
 estimate of an imbalanced expert all-to-all equals the flow engine on a non-blocking fabric,
@@ -43,7 +44,9 @@ stream whose light direction carried the heavy direction's bytes; the layout est
 DeepSeek-style dense first layers as expert layers; it priced EP rank 0's expert load rather
 than the busiest rank's, and an imbalanced all-to-all as balanced (the Mixtral example: -14 %,
 and -50 % with the hot expert elsewhere); a slowed GPU's at_us was resolved on an evaluation
-with NVLink transfers at NIC speed, so a slowdown after the step could lengthen it.
+with NVLink transfers at NIC speed, so a slowdown after the step could lengthen it; `netcosim
+train --engine ideal` (contention-free) priced transfers so too and could outlast the flow
+engine.
 """
 import copy
 import dataclasses
@@ -545,6 +548,33 @@ def test_transfer_bounds_are_never_beaten_by_the_flow_engine(case, other):
     bw, lat = transfer_bounds(s, t)
     _, end = evaluate(s, bw, lat)
     assert (end <= r.end + 1e-12 * r.makespan).all()
+
+
+@pytest.mark.parametrize("sets", [
+    ["workload.tp_comm=\"network\""],
+    [],
+    ["workload.parallel.tp=1", "workload.parallel.pp=2", "workload.parallel.global_batch=8"],
+    ["workload.model={layers=2, hidden=256, heads=4, seq=128, vocab=1000, experts=4, top_k=2}",
+     "workload.parallel.tp=1", "workload.parallel.ep=2", "workload.tp_comm=\"network\""],
+], ids=["network-tp", "local-tp", "pipeline", "experts"])
+def test_netcosim_train_ideal_is_never_longer_than_the_flow_engine(tmp_path, capsys, sets):
+    """`netcosim train --engine ideal` leaves contention out, so its step is never longer
+    than the flow engine's. Found by this file: it ran every transfer at the fabric's slowest
+    host link, NVLink at NIC speed (TRAIN_BASE with network TP: 852.7 us against 784.9)."""
+    import json
+
+    from cli_helpers import TRAIN_BASE, cli, write
+
+    path = write(tmp_path, TRAIN_BASE)
+    got = {}
+    for engine in ("flow", "ideal"):
+        argv = ["train", path, "--engine", engine, "--out", tmp_path / engine]
+        for x in sets:
+            argv += ["--set", x]
+        rc, _, err = cli(capsys, *argv)
+        assert rc == 0, err
+        got[engine] = json.loads((tmp_path / engine / "summary.json").read_text())["step_time_s"]
+    assert got["ideal"] <= got["flow"] * (1 + 1e-12)
 
 
 # ====================================================================== scalable form
