@@ -13,7 +13,8 @@ the backward and the full recompute; expert all-to-alls tokens x top_k x h x 2 p
 and none at EP 1; data-parallel gradients are the stage's parameters / TP x grad_bytes (ring:
 2(D-1)/D of it per GPU; distributed optimizer: a reduce-scatter of it and an all-gather of the
 16-bit parameters), whatever the bucket size, and nothing at DP 1. SHARP sends a GPU's
-gradient once (S) where the ring sends 2(n-1)/n S.
+gradient once (S) where the ring sends 2(n-1)/n S. One bucket holding every gradient overlaps
+nothing (overlap on = off), and without overlap the bucket size does not matter.
 Equal steps: granularity op / segment / coarse; symmetry auto / none on two_tier (one-path
 routing); the scenario's equivalent spellings (GPU name, base, inline table; dp given or
 derived; stage_layers written out; algorithms written out; an explicit placement; a balanced
@@ -202,6 +203,22 @@ def test_data_parallel_bytes_are_the_parameters_whatever_the_buckets(case, bucke
         want_dp, want_ag = per_gpu_sum * grad_bytes * 2 * f, 0.0
     assert bytes_of(s, "dp") == pytest.approx(want_dp, rel=1e-5, abs=0)
     assert bytes_of(s, "dp_ag") == pytest.approx(want_ag, rel=1e-5, abs=0)
+
+
+@settings(max_examples=12, **FAST)
+@given(layouts())
+def test_one_bucket_of_every_gradient_overlaps_nothing(case):
+    """docs/compute.md: a bucket leaves once its layers' gradients are done, in the last
+    micro-batch's backward. A bucket larger than all of them is ready only at the end of the
+    backward (non-interleaved), so overlap on equals overlap off, and with overlap off the
+    bucket size does not matter."""
+    name, model, par, opts = case
+    assume(par["vp"] == 1)
+    big = step(name, _build(name, model, dict(par, bucket_mb=1e6), opts))
+    off = step(name, _build(name, model, dict(par, bucket_mb=1e6, overlap_grad_reduce=False),
+                            opts))
+    off_small = step(name, _build(name, model, dict(par, overlap_grad_reduce=False), opts))
+    assert big == off == off_small
 
 
 @pytest.mark.parametrize("detail", ["full", "auto"])
@@ -489,21 +506,23 @@ def test_slowing_gpus_on_an_ideal_network_scales_the_step_within_bounds(case, gp
 def test_local_tp_runs_at_its_slowest_members_pace(case, r, kind):
     """docs/compute.md: with local (analytic) TP the whole TP group runs at its slowest
     member's pace, so one slowed member is the group slowed; with network TP only that GPU's
-    chain changes, never slower than the whole group slowed."""
+    chain changes, so the compute critical path is never longer than with the whole group
+    slowed (on the flow engine contention can reorder that by a hair: two_tier 4 x 2, TP 4
+    across nodes, PP 2 x VP 2, 1.33617 ms against 1.33599 ms)."""
     name, model, par, opts = case
     assume(par["tp"] > 1)
     s0 = _build(name, model, par, opts)
     host = np.asarray(s0.meta["rank_host"])
     T = par["tp"]
     group = host[(r // T) * T:(r // T + 1) * T]
-    one = step(name, _build(name, model, par, opts, gpu_faults=[
-        {"gpus": [int(host[r])], "kind": kind, "factor": 0.5}]))
-    all_ = step(name, _build(name, model, par, opts, gpu_faults=[
-        {"gpus": [int(h) for h in group], "kind": kind, "factor": 0.5}]))
+    one = _build(name, model, par, opts, gpu_faults=[
+        {"gpus": [int(host[r])], "kind": kind, "factor": 0.5}])
+    all_ = _build(name, model, par, opts, gpu_faults=[
+        {"gpus": [int(h) for h in group], "kind": kind, "factor": 0.5}])
     if s0.meta["tp_comm"] == "local":
-        assert one == all_
+        assert step(name, one) == step(name, all_)
     else:
-        assert one <= all_ * (1 + 1e-12)
+        assert evaluate(one)[1].max() <= evaluate(all_)[1].max() * (1 + 1e-12)
 
 
 @settings(max_examples=12, **FAST)
