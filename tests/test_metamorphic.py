@@ -303,6 +303,7 @@ def test_a_dependency_equals_a_start_time_at_the_parents_end(w, how):
                         ("packet", "dcqcn")]))
 def test_a_session_driven_call_by_call_equals_the_batch_run(w, how):
     from netcore.session import Session
+    from session_helpers import drive
 
     name, pol, src, dst, size, start, deps = w
     engine, transport = how
@@ -311,29 +312,7 @@ def test_a_session_driven_call_by_call_equals_the_batch_run(w, how):
                      transport=transport)
     ses = Session(t, engine=engine, routing=Routing(t, pol), transport=transport)
     n = len(src)
-    waiting = [len(d) for d in deps]
-    children = [[i for i in range(n) if j in deps[i]] for j in range(n)]
-    ids = {}
-
-    def launch(i):
-        def go():
-            ids[i] = ses.send(int(src[i]), int(dst[i]), int(size[i]), flow_key=i,
-                              on_done=lambda _tid: done(i))
-        if start[i] > ses.now():
-            ses.schedule(start[i] - ses.now(), go)
-        else:
-            go()
-
-    def done(j):
-        for c in children[j]:
-            waiting[c] -= 1
-            if waiting[c] == 0:
-                launch(c)
-
-    for i in range(n):
-        if not waiting[i]:
-            launch(i)
-    ses.run()
+    ids = drive(ses, src, dst, size, start, deps)
     got = ses.result().end[[ids[i] for i in range(n)]]
     # a start time reached as now() + (start - now()) may differ from start in the last bit
     np.testing.assert_allclose(got, batch.end, rtol=1e-12, atol=1e-18)
