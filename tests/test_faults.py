@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from topo.builders import fat_tree, torus
 from topo.errors import InputError
 from topo.topology import us
-from topo.faults import DEGRADE, DOWN, UP, FaultError, LinkFaults, random_failures
+from topo.faults import (DEGRADE, DOWN, MIN_DEGRADE_FACTOR, UP, FaultError, LinkFaults,
+                         random_failures)
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +82,9 @@ def test_to_records_round_trip(ft):
     ({"link": [0, 16], "kind": "degrade"}, r"faults\[0\]\.factor = None"),
     ({"link": [0, 16], "kind": "degrade", "factor": 1.5}, r"faults\[0\]\.factor = 1\.5"),
     ({"link": [0, 16], "kind": "down", "factor": 0.5}, r"faults\[0\]\.factor"),
+    # a denormal factor underflowed the link rate (flow engine: stranded as "blocked")
+    ({"link": [0, 16], "kind": "degrade", "factor": 5e-324}, r"faults\[0\]\.factor = 5e-324.*down"),
+    ({"link": [0, 16], "kind": "degrade", "factor": 9.9e-10}, r"faults\[0\]\.factor = 9\.9e-10"),
     ({"link": [0, 16], "direction": "back"}, r"faults\[0\]\.direction = 'back'"),
     ({"link": [0, 16], "at": 3}, r"faults\[0\]\.at = 3: unknown key"),
     ("down", r"faults\[0\] = 'down'"),
@@ -130,6 +134,7 @@ def test_random_failures_on_torus_dimension():
     (dict(count=1, kind="up"), r"kind = 'up'"),
     (dict(count=1, kind="degrade", factor=0), r"factor = 0"),
     (dict(count=1, kind="degrade", factor="x"), r"factor = 'x'"),
+    (dict(count=1, kind="degrade", factor=1e-300), r"factor = 1e-300"),
     (dict(count=1, at_us=-3), r"at_us = -3"),
 ])
 def test_random_failures_errors(ft, kwargs, match):
@@ -159,3 +164,25 @@ def test_none():
     f = LinkFaults.none()
     assert len(f) == 0
     assert (f.capacity_factor_at(4, 1.0) == 1).all()
+
+
+def test_smallest_degrade_factor_is_accepted(ft):
+    f = LinkFaults.from_records(ft, [{"link": [0, 16], "kind": "degrade",
+                                      "factor": MIN_DEGRADE_FACTOR}])
+    assert (f.factor == MIN_DEGRADE_FACTOR).all()
+
+
+@pytest.mark.parametrize("engine", ["flow", "packet"])
+@pytest.mark.parametrize("kind,factor", [(DEGRADE, 5e-324), (DEGRADE, 1.5), (DOWN, 0.5),
+                                          (UP, 0.0)])
+def test_engines_refuse_hand_built_factors(ft, engine, kind, factor):
+    """LinkFaults built in code skip from_records; both engines re-check the factors (the
+    packet engine did not: a denormal degrade ran it out of event numbers)."""
+    from netcore.api import simulate
+    from netcore.schedule import Schedule
+
+    faults = LinkFaults(np.array([0.0]), np.array([ft.dlink_id(0, 16)]), np.array([kind]),
+                        np.array([factor]))
+    sched = Schedule.from_transfers([0], [5], [1_000_000])
+    with pytest.raises(InputError, match=r"faults\[0\]\.factor"):
+        simulate(ft, sched, engine=engine, faults=faults)

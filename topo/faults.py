@@ -21,6 +21,22 @@ UP = 2
 FAULT_KINDS = {"down": DOWN, "degrade": DEGRADE, "up": UP}
 FAULT_NAMES = {v: k for k, v in FAULT_KINDS.items()}
 _RECORD_KEYS = {"link", "kind", "at_us", "factor", "direction"}
+# The smallest degrade factor accepted. Below it a link carries next to nothing in any time a
+# run can represent, and at denormal factors the rate itself underflows: a 1 MB transfer over
+# a link degraded by 5e-324 took an infinite time in the flow engine (stranded and labelled
+# "blocked", though no link was down) and ran the packet engine out of event numbers.
+MIN_DEGRADE_FACTOR = 1e-9
+
+
+def check_degrade_factor(factor, where: str) -> float:
+    """``factor`` as a float if it is a valid degrade factor, else FaultError naming ``where``."""
+    if isinstance(factor, bool) or not isinstance(factor, (int, float, np.integer, np.floating)) \
+            or not (0 < factor <= 1):
+        raise FaultError(f"{where} = {factor!r}: a degrade needs 0 < factor <= 1")
+    if factor < MIN_DEGRADE_FACTOR:
+        raise FaultError(f"{where} = {factor!r}: a degrade below {MIN_DEGRADE_FACTOR:g} of the "
+                         "bandwidth carries next to nothing; use kind = \"down\"")
+    return float(factor)
 
 
 def to_float(x) -> float:
@@ -107,10 +123,7 @@ class LinkFaults:
                     not np.isfinite(to_float(at_us)) or at_us < 0:
                 raise FaultError(f"{where}.at_us = {at_us!r}: expected a time >= 0")
             if kind == "degrade":
-                factor = rec.get("factor")
-                if not isinstance(factor, (int, float)) or isinstance(factor, bool) or \
-                        not (0 < factor <= 1):
-                    raise FaultError(f"{where}.factor = {factor!r}: a degrade needs 0 < factor <= 1")
+                factor = check_degrade_factor(rec.get("factor"), f"{where}.factor")
             elif "factor" in rec:
                 raise FaultError(f"{where}.factor: only a degrade takes a factor (kind = {kind!r})")
             else:
@@ -129,6 +142,18 @@ class LinkFaults:
                 kinds.append(FAULT_KINDS[kind])
                 factors.append(float(factor))
         return cls(np.array(times), np.array(links), np.array(kinds), np.array(factors))
+
+    def check_factors(self) -> None:
+        """FaultError unless every event's factor suits its kind (a down 0, a degrade within
+        [MIN_DEGRADE_FACTOR, 1], an up 1 or a degrade's range): LinkFaults built by hand
+        bypass ``from_records``' checks, and the engines divide by these factors."""
+        f, k = self.factor, self.kind
+        bad = np.flatnonzero(~((f >= 0) & (f <= 1)) | ((k == DOWN) & (f != 0))
+                             | ((k != DOWN) & (f < MIN_DEGRADE_FACTOR)))
+        if bad.size:
+            i = int(bad[0])
+            raise FaultError(f"faults[{i}].factor = {float(f[i])!r}: a down has factor 0, a "
+                             f"degrade or an up {MIN_DEGRADE_FACTOR:g} <= factor <= 1")
 
     def capacity_factor_at(self, n_dlinks: int, t: float) -> np.ndarray:
         """Fraction of nominal bandwidth of every directed link after all events at time <= t."""
@@ -162,10 +187,8 @@ def random_failures(topology: Topology, fraction: float | None = None, count: in
     """
     if kind not in ("down", "degrade"):
         raise FaultError(f"kind = {kind!r}: random failures are down or degrade")
-    if kind == "degrade" and (isinstance(factor, bool) or
-                              not isinstance(factor, (int, float, np.floating)) or
-                              not (0 < factor <= 1)):
-        raise FaultError(f"factor = {factor!r}: a degrade needs 0 < factor <= 1")
+    if kind == "degrade":
+        check_degrade_factor(factor, "factor")
     if layer == "any":
         cand = np.arange(topology.n_links)
     else:

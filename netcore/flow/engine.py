@@ -38,6 +38,13 @@ def warm() -> float:
                                                                   "reroute_delay_us": 0.2}))
     _run(topo, Schedule.from_transfers([0, 1], [1, 0], [300_000, 0]), _WarmRouting(topo),
          LinkFaults.none(), check_options({"transport": "tcp"}))
+    # many flows starting together on one link outgrow its first slot block, which reaches
+    # the slot-growth kernels (flush_pending, relayout) the runs above do not
+    many = 256
+    _run(topo, Schedule.from_transfers(np.zeros(many, dtype=np.int64),
+                                       np.ones(many, dtype=np.int64),
+                                       np.full(many, 1000, dtype=np.int64)),
+         _WarmRouting(topo), LinkFaults.none(), check_options({}))
     _COMPILE_S = time.perf_counter() - t0
     return _COMPILE_S
 
@@ -157,12 +164,7 @@ def _check_faults(topology, faults):
     bad = np.flatnonzero(~np.isfinite(t) | (t < 0))
     if bad.size:
         raise InputError(f"faults[{int(bad[0])}].at_us = {t[bad[0]] * 1e6!r}: expected a time >= 0")
-    f = np.asarray(faults.factor, dtype=float)
-    k = np.asarray(faults.kind)
-    bad = np.flatnonzero(~((f >= 0) & (f <= 1)) | ((k == DOWN) & (f != 0)) | ((k != DOWN) & (f <= 0)))
-    if bad.size:
-        raise InputError(f"faults[{int(bad[0])}].factor = {f[bad[0]]!r}: a down has factor 0, "
-                         f"degrade and up 0 < factor <= 1")
+    faults.check_factors()
 
 
 def _assign(routing, st: FlowState, flows: np.ndarray, alive) -> np.ndarray:

@@ -162,6 +162,7 @@ def check_times(schedule, engine: str) -> None:
 
 def check_faults(topology, faults) -> None:
     if faults is not None and len(faults):
+        faults.check_factors()
         s = np.asarray(faults.time, dtype=np.float64)
         with np.errstate(over="ignore"):  # overflowing to inf: refused just below
             t = s * PS
