@@ -214,3 +214,11 @@ def test_step_latency_bounded_by_the_clock(tmp_path, capsys):
     line = refused(capsys, "run", p, "--out", tmp_path / "o",
                    has=("workload.step_latency_us = 1e+308", "4.612e+12 us"))
     assert "node" not in line
+
+
+def test_collective_chunks_refusal_names_the_flag(capsys):
+    """The ring stream's step-count limit named the field "--engine flow.chunks", a
+    scenario-style name this command has no such field for; it is the --chunks flag."""
+    line = refused(capsys, *COLLECTIVE, "--sizes", "8GiB", "--chunks", "100000000",
+                   "--engine", "flow", "--step-latency-us", "0")
+    assert line.startswith("netcosim: error: --chunks = 100000000: a ring over 16 ranks"), line

@@ -209,8 +209,12 @@ def _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, op
 
     spec = {"network_detail": "auto" if engine == "flow" else "full"}
     r = [int(x) for x in co._plan.check_ranks(ranks)]
-    sched = _collective_scalable(co, spec, op, algorithm, r, nbytes, dict(opts),
-                                 f"--engine {engine}", topology)
+    where = f"--engine {engine}"
+    try:
+        sched = _collective_scalable(co, spec, op, algorithm, r, nbytes, dict(opts), where,
+                                     topology)
+    except InputError as e:
+        raise _as_flags(e, where) from None
     if sched is None:  # the full schedule fits
         return run_one(topology, op, algorithm, ranks, nbytes, engine=engine, routing=routing,
                        **opts)
@@ -219,6 +223,20 @@ def _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, op
         raise InputError(undelivered(res))
     return {**figures(op, len(r), nbytes, res.makespan), "engine": engine, "op": op,
             "algorithm": algorithm, "protocol": opts.get("protocol")}
+
+
+# the scenario fields the library's messages name, as this command's flags
+_FLAGS = {"chunks": "--chunks", "protocol": "--protocol", "algorithm": "--algo", "op": "--op"}
+
+
+def _as_flags(e: InputError, where: str) -> InputError:
+    """``where.chunks = ...`` (a [workload] field of `netcosim run`) as ``--chunks = ...``:
+    this command has no such field, only the flag (it said "--engine flow.chunks")."""
+    msg = str(e)
+    for field, flag in _FLAGS.items():
+        if msg.startswith(f"{where}.{field} = "):
+            return InputError(flag + msg[len(where) + 1 + len(field):])
+    return e
 
 
 def _image_types() -> set:
