@@ -64,6 +64,21 @@ class Fabric:
         # a host's injection (ejection) bandwidth: all its outgoing (incoming) links
         self.inj = np.bincount(t.dlink_src, weights=bw, minlength=t.n_nodes)[hosts]
         self.ej = np.bincount(t.dlink_dst, weights=bw, minlength=t.n_nodes)[hosts]
+        # a host's links by kind, for a sampled round's host-link term (host_links): its
+        # scale-up links (a two_tier GPU's NVLink) carry the messages to its own scale-up
+        # domain and only those (topo/routing.py routes a domain's pairs over its switch),
+        # its other links (the NICs) all the rest. None: no scale-up layer, one kind.
+        self._domain = None
+        names = list(getattr(t, "layer_names", ()) or ())
+        if "scaleup" in names and not t.hosts_forward:
+            up = np.repeat(t.link_layer == names.index("scaleup"), 2)
+            s, d = t.dlink_src.astype(np.int64), t.dlink_dst.astype(np.int64)
+            su = np.full(t.n_hosts, -1, dtype=np.int64)  # the host's scale-up switch
+            m = up & (s < t.n_hosts) & (d >= t.n_hosts)
+            su[s[m]] = d[m]
+            inj_up = np.bincount(s[up], weights=bw[up], minlength=t.n_nodes)[hosts]
+            ej_up = np.bincount(d[up], weights=bw[up], minlength=t.n_nodes)[hosts]
+            self._domain = (su, inj_up, ej_up)
         self.sampled = False  # some round's figures came from a sample
         self._memo = {}
         self._in_sample = None
@@ -130,6 +145,31 @@ class Fabric:
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         return self._pair_figures(self.route(src, dst), src, dst)
+
+    def host_links(self, src, dst, b) -> float:
+        """Seconds the busiest host link takes to carry its bytes of the round (messages
+        src[i] -> dst[i] of b[i] bytes): every host's sent and received bytes on each kind of
+        its links (scale-up links for the messages inside its scale-up domain, the others for
+        the rest) over those links' bandwidth. It needs no routing (a host forwards nothing,
+        so its links carry its own messages only), so a sampled round keeps it where the
+        busiest-link term needs every message's path: without it, two tree messages on one
+        GPU's NIC were priced at the GPU's NVLink and NIC bandwidth together (a double binary
+        tree over 2,048 two_tier nodes 21 % below the flow engine)."""
+        nh = len(self.inj)
+        if self._domain is None:
+            kind = np.zeros(len(src), dtype=np.int64)
+            caps = ((self.inj, self.inj), (self.ej, self.ej))
+        else:
+            su, inj_up, ej_up = self._domain
+            kind = ((su[src] >= 0) & (su[src] == su[dst])).astype(np.int64)
+            caps = ((self.inj - inj_up, inj_up), (self.ej - ej_up, ej_up))
+        out = 0.0
+        for host, (net, up) in zip((src, dst), caps):
+            load = np.bincount(host * 2 + kind, weights=b, minlength=2 * nh)
+            cap = np.stack([net, up], axis=1).reshape(-1)
+            used = load > 0
+            out = max(out, float(np.max(load[used] / cap[used], initial=0.0)))
+        return out
 
     def _pair_figures(self, p, src, dst):
         if not np.all(p.reachable):
@@ -200,8 +240,13 @@ def round_parts(fab: Fabric, src, dst, nbytes) -> float:
     load = np.maximum(_shared(src, b, len(fab.inj)) / fab.inj[src],
                       _shared(dst, b, len(fab.ej)) / fab.ej[dst])
     if idx is not None:
+        # a sampled round: no path for most messages, so no busiest-link term; the hosts'
+        # own links (no routing needed) stand for it, each kind (scale-up, network) with its
+        # own messages, which is the busiest-link term wherever a host link is the busiest
+        # (a GPU's NIC shared by tree messages: Fabric.host_links)
         t = float(np.max(np.maximum(lat + b[idx] / bott, lat + load[idx])))
-        return max(t, float(np.max(load)) + float(np.min(lat)))
+        busiest = max(float(np.max(load)), fab.host_links(src, dst, b))
+        return max(t, busiest + float(np.min(lat)))
     t = float(np.max(np.maximum(lat + b / bott, lat + load)))
     used, per = links.load(fab, src, dst, b)
     if used.size:
