@@ -12,7 +12,11 @@ Mapping (the inverse of chakra_to_schedule for point-to-point schedules):
   for which p has a node on the same rank. Chakra dependencies cannot cross files, so an edge
   between nodes with no rank in common (e.g. a transfer 0->1 waiting for a transfer 2->3) is
   dropped with one warning that counts them; collective schedules from ``collectives`` have
-  none (every edge joins transfers that share a rank).
+  none (every edge joins transfers that share a rank);
+* a node's earliest start (``start[i] > 0``, e.g. a flow's ``start_us``) becomes a ``COMP_NODE``
+  ``start_<i>`` (a delay of that many seconds from time 0) on i's rank that i depends on:
+  the node then starts at max(start, its parents' ends), as in the schedule. (Unwritten, a
+  flow starting at 50 us ran from 0.)
 
 Node ids are per rank, 0, 1, 2, ... in a topological order of the schedule (parents are written
 before children). Node id 0 is therefore absent on the wire (proto3 does not write default
@@ -38,6 +42,34 @@ SCHEMA_VERSION = "0.0.4"  # Chakra's GlobalMetadata.version for this node schema
 
 def _attr_int(name: str, v: int) -> pb.AttributeProto:
     return pb.AttributeProto(name=name, int64_val=int(v))
+
+
+def _starts_as_delays(s: Schedule):
+    """``s`` with every earliest start (``start[i] > 0``) made a DELAY node of that duration
+    (no parents, on i's rank, appended after the others) that i depends on, and ``start``
+    zero; the delay ends at exactly ``start[i]``, so i starts when it did. Returns (schedule,
+    held) where held[j] is the node delay n + j holds back (None when nothing starts late).
+    Node indices below n are unchanged (they are the comm_tags)."""
+    late = np.flatnonzero(s.start > 0)
+    if not late.size:
+        return s, None
+    n, k = s.n, late.size
+    counts = np.diff(s.dep_ptr)
+    add = np.zeros(n, dtype=np.int64)
+    add[late] = 1
+    dep_ptr = np.zeros(n + k + 1, dtype=np.int64)
+    np.cumsum(np.concatenate([counts + add, np.zeros(k, dtype=np.int64)]), out=dep_ptr[1:])
+    dep_idx = np.empty(int(dep_ptr[-1]), dtype=np.int64)
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    dep_idx[dep_ptr[owner] + (np.arange(len(owner)) - s.dep_ptr[owner])] = s.dep_idx
+    dep_idx[dep_ptr[late] + counts[late]] = n + np.arange(k)
+    out = Schedule(kind=np.concatenate([s.kind, np.full(k, DELAY)]),
+                   src=np.concatenate([s.src, s.src[late]]),
+                   dst=np.concatenate([s.dst, np.full(k, -1)]),
+                   size=np.concatenate([s.size, np.zeros(k, dtype=np.int64)]),
+                   duration=np.concatenate([s.duration, s.start[late]]),
+                   start=np.zeros(n + k), dep_ptr=dep_ptr, dep_idx=dep_idx)
+    return out, late
 
 
 def _events(s: Schedule, n_ranks: int):
@@ -100,7 +132,8 @@ def schedule_to_traces(schedule: Schedule, n_ranks: int | None = None) -> dict[i
 
     Event numbering and dependencies are array work; only the protobuf messages themselves are
     made one per event."""
-    s = schedule
+    s, held = _starts_as_delays(schedule)
+    n0 = schedule.n
     ranks_used = np.concatenate([s.src[s.src >= 0], s.dst[(s.kind == TRANSFER) & (s.dst >= 0)]])
     hi = int(ranks_used.max()) + 1 if ranks_used.size else 1
     n_ranks = max(hi, n_ranks or 0)
@@ -125,8 +158,10 @@ def schedule_to_traces(schedule: Schedule, n_ranks: int | None = None) -> dict[i
             at = [pb.AttributeProto(name="duration_s", double_val=dur[i])]
             if kind[i] == DELAY:
                 at.append(pb.AttributeProto(name="netcosim_kind", string_val="delay"))
-            nodes[r].append(pb.Node(id=d, name=f"{'delay' if kind[i] == DELAY else 'comp'}_{i}",
-                                    type=pb.COMP_NODE, duration_micros=int(round(dur[i] * 1e6)),
+            name = (f"start_{int(held[i - n0])}" if i >= n0 else
+                    f"{'delay' if kind[i] == DELAY else 'comp'}_{i}")
+            nodes[r].append(pb.Node(id=d, name=name, type=pb.COMP_NODE,
+                                    duration_micros=int(round(dur[i] * 1e6)),
                                     attr=at, data_deps=deps))
     if dropped:
         warnings.warn(f"{dropped} dependencies join schedule nodes with no rank in common; "
