@@ -270,8 +270,23 @@ def _gpu_timelines(records, host, n_hosts) -> dict:
     return out
 
 
-def _merge_timelines(tls) -> list:
-    """The pace of a group of GPUs: at every time, the smallest factors of its members."""
+HEALTHY = (0, ())  # GPU class: EP index 0, no slowed member
+
+
+def _pace(pairs) -> tuple:
+    """The (compute factor, HBM factor) pairs that set the pace of a group of GPUs: its
+    members' own pairs, without the healthy one and without any pair another member is at
+    least as slow as in both factors (a slower spec never prices a kernel shorter), sorted;
+    () is full speed. A member's compute and HBM factors act together on its kernels: the
+    worst compute factor of one member and the worst HBM factor of another are not combined
+    (that priced a group of one straggler and one degraded HBM as one GPU with both)."""
+    ps = set(pairs) - {(1.0, 1.0)}
+    return tuple(sorted(p for p in ps
+                        if not any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in ps)))
+
+
+def _group_timelines(tls) -> list:
+    """The pace of a group of GPUs (``_pace``) at every time its members' factors change."""
     times = sorted({t for tl in tls for t, _, _ in tl})
 
     def at(tl, t):
@@ -283,10 +298,41 @@ def _merge_timelines(tls) -> list:
 
     out = []
     for t in times:
-        fs = [at(tl, t) for tl in tls]
-        step = (t, min(f[0] for f in fs), min(f[1] for f in fs))
-        if not out or out[-1][1:] != step[1:]:
-            out.append(step)
+        pace = _pace(at(tl, t) for tl in tls)
+        if not out or out[-1][1] != pace:
+            out.append((t, pace))
+    return out
+
+
+def _slowest_member(runs: list, cuts=frozenset()) -> list:
+    """One chain of items for a tensor-parallel group whose members price the same items
+    (``runs``, one list per member, same structure) each with its own spec. The members meet
+    at every TP collective, so between two of them the group waits for its slowest member:
+    every run of items between two TP collectives is taken whole from the member that needs
+    longest for it (kernel by kernel maxima, or the worst compute factor of one member with
+    the worst HBM factor of another, would charge a straggler's GEMMs and a degraded HBM's
+    bandwidth-bound kernels of one run to one GPU). A CP or EP collective stays inside a run:
+    each member runs it with its own peers (GPUs of other TP groups), not with the group. TP
+    items are every member's (a slowed GPU keeps its scale-up figures). ``cuts``: indices
+    where a run is cut although no TP collective is there (a unit that waits for a pipeline
+    receive)."""
+    ref = runs[0]
+    if len(runs) == 1:
+        return ref
+    assert all(len(r) == len(ref) for r in runs), "a member changes the chain"
+    out: list[Item] = []
+    i = 0
+    while i < len(ref):
+        if ref[i].group == "tp":
+            out.append(ref[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(ref) and ref[j].group != "tp" and j not in cuts:
+            j += 1
+        k = max(range(len(runs)), key=lambda x: sum(it.seconds for it in runs[x][i:j]))
+        out += runs[k][i:j]
+        i = j
     return out
 
 
@@ -438,15 +484,16 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     mult_rank = np.bincount(rep, minlength=par.n_gpus).astype(float)
     # with analytic (local) tensor parallelism a tensor-parallel group runs at the pace of its
     # slowest member (it synchronises on its collectives every layer): every member's chain,
-    # or the one GPU carrying the group's chain, gets the group's slowest factors; network
-    # tensor parallelism synchronises through its transfers, so only the slowed GPU's own
-    # chain changes
+    # or the one GPU carrying the group's chain, gets the group's pace (``_group_timelines``:
+    # each member with its own compute and HBM factors, the slowest one between two
+    # collectives, as network TP gives it); network tensor parallelism synchronises through
+    # its transfers, so only the slowed GPU's own chain changes
     by_group: dict = {}
     for r in faulty.tolist():
         by_group.setdefault(r // T if tp_local else r, []).append(timeline[r])
     steps_of = {}
     for key, tls in by_group.items():
-        merged = _merge_timelines(tls)
+        merged = _group_timelines(tls)
         for r in (range(key * T, key * T + T) if tp_local else (key,)):
             if simulated[r]:
                 steps_of[r] = merged
@@ -469,23 +516,47 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     off = np.concatenate([[0], np.cumsum(lay)])  # first layer of every position
     npos = P * V
 
-    # ---- GPU classes: (EP index, compute factor, HBM factor); every class prices the layers
-    # with its own spec and expert load, with the same chain structure
+    # ---- GPU classes: (EP index, pace); the pace (``_pace``) is the (compute factor, HBM
+    # factor) pairs of the slowed GPUs whose chain it prices (several: the members of a local
+    # TP group). Every class prices the layers with its own specs and expert load, with the
+    # same chain structure
     lms: dict = {}
 
-    def lm_of(cls):
-        if cls not in lms:
-            e, cf, hf = cls
+    def lm_of(e, cf=1.0, hf=1.0):
+        """Layer model of one GPU at EP index ``e`` and factors (cf, hf)."""
+        key = (e, cf, hf)
+        if key not in lms:
             sp = spec if cf == 1 and hf == 1 else _slowed(spec, cf, hf)
             lm_ = LayerModel(m, par, sp, tp_local, e)
             fwd = {moe: lm_.forward(moe) for moe in {False, bool(m.experts)}}
-            lms[cls] = (lm_, fwd, {k: lm_.backward(v) for k, v in fwd.items()})
-        return lms[cls]
+            lms[key] = (lm_, fwd, {k: lm_.backward(v) for k, v in fwd.items()})
+        return lms[key]
 
-    lm = lm_of((0, 1.0, 1.0))[0]
+    def members(cls):
+        """The layer models of a class's GPUs (one healthy GPU when it has no slowed one)."""
+        e, pace = cls
+        return [lm_of(e, cf, hf) for cf, hf in (pace or ((1.0, 1.0),))]
 
-    def unit_items(phase, first, last, keep_layers, Lc, n_dense, cls):
-        lm, fwd_layer, bwd_layer = lm_of(cls)
+    def opt_params(s):
+        """Parameters the optimizer of a GPU of stage s steps (its shard with dist_opt)."""
+        n_local = (sum(m.layers_params(off[ck * P + s], off[ck * P + s + 1], ep)
+                       for ck in range(V)) + m.embedding_params
+                   * ((s == 0) + (s == P - 1 and (P > 1 or not m.tied_embeddings)))) / T
+        return n_local / D if par.dist_opt else n_local
+
+    lm = lm_of(0)[0]
+
+    ops_cache: dict = {}
+
+    def unit_ops(phase, first, last, Lc, n_dense, e=0, cf=1.0, hf=1.0):
+        """One unit's items kernel by kernel on one GPU (EP index e, factors cf, hf)."""
+        key = (phase, first, last, Lc, n_dense, e, cf, hf)
+        if key not in ops_cache:
+            ops_cache[key] = _unit_ops(phase, first, last, Lc, n_dense, lm_of(e, cf, hf))
+        return ops_cache[key]
+
+    def _unit_ops(phase, first, last, Lc, n_dense, lm_triple):
+        lm, fwd_layer, bwd_layer = lm_triple
         moe = bool(m.experts)
         items: list[Item] = []
         if phase == pipeline.FWD:
@@ -507,45 +578,88 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             if first:
                 e = lm.embedding()
                 items.append(Item(COMPUTE, 2 * e.seconds, 0.0, "bwd"))
-        return _merge(items, granularity, keep_layers)
+        return items
+
+    def unit_args(phase, pos):
+        """unit_ops' (phase, first, last, layers, dense layers) of a unit at position pos."""
+        n_dense = int(np.clip(m.dense_layers - off[pos], 0, lay[pos])) if m.experts else 0
+        return (phase, pos == 0, pos == npos - 1, lay[pos], n_dense)
 
     tpl_cache: dict = {}
 
-    def template(phase, pos, keep, cls=(0, 1.0, 1.0)):
-        n_dense = int(np.clip(m.dense_layers - off[pos], 0, lay[pos])) if m.experts else 0
-        key = (phase, pos == 0, pos == npos - 1, keep, lay[pos], n_dense, cls)
+    def template(phase, pos, keep, cls=HEALTHY):
+        """Template of one unit of a class of at most one slowed GPU."""
+        (e, pace), args = cls, unit_args(phase, pos)
+        key = (args, keep, cls)
         if key not in tpl_cache:
-            tpl_cache[key] = _Template(unit_items(*key), acc)
+            assert len(pace) <= 1, "a class of several GPUs is priced chain by chain"
+            tpl_cache[key] = _Template(_merge(unit_ops(*args, e, *(pace or ((1.0, 1.0),))[0]),
+                                              granularity, keep), acc)
         return tpl_cache[key]
+
+    chain_cache: dict = {}
+
+    def chain_of(s, cls):
+        """(unit templates of stage s's chain in its 1F1B order, optimizer seconds) for class
+        ``cls``. A class of several slowed GPUs (the members of a local TP group, each with its
+        own factors) runs at its slowest member's pace run by run (``_slowest_member``), as
+        network TP, where every member has its own chain, prices it: the members meet at every
+        TP collective; a run goes on from one unit into the next unless that unit waits for a
+        pipeline receive (each member's comes from its own peer; cutting there measured
+        closer to network TP than going on), and from the last unit into the optimizer step
+        (each member steps once its own backward and data-parallel reduction are done)."""
+        if (s, cls) in chain_cache:
+            return chain_cache[(s, cls)]
+        ph, ch, mb = orders[s]
+        keys = [(int(a), int(c) * P + s, bool(a == pipeline.BWD and j == M - 1))
+                for a, c, j in zip(ph, ch, mb)]
+        e, pace = cls
+        n_opt = opt_params(s)
+        if len(pace) <= 1:
+            out = ([template(a, pos, keep, cls) for a, pos, keep in keys],
+                   lm_of(e, *(pace or ((1.0, 1.0),))[0])[0].optimizer_seconds(n_opt))
+        else:
+            args = [unit_args(a, pos) for a, pos, _ in keys]
+            # the optimizer step rides at the end of every member's chain as one more item
+            runs = [[it for u in args for it in unit_ops(*u, e, cf, hf)]
+                    + [Item(COMPUTE, lm_of(e, cf, hf)[0].optimizer_seconds(n_opt))]
+                    for cf, hf in pace]
+            start = np.concatenate([[0], np.cumsum([len(unit_ops(*u, e, *pace[0]))
+                                                    for u in args])])
+            received = [(a == pipeline.FWD and pos > 0) or (a == pipeline.BWD and pos < npos - 1)
+                        for a, pos, _ in keys]
+            comb = _slowest_member(runs, cuts={int(start[i]) for i in range(1, len(keys))
+                                               if received[i]})
+            out = ([_Template(_merge(comb[start[i]:start[i + 1]], granularity, keys[i][2]), acc)
+                    for i in range(len(keys))], comb[-1].seconds)
+        chain_cache[(s, cls)] = out
+        return out
 
     def cls_of(r, at=0):
         """Class of simulated rank r from time index ``at`` of its steps on."""
         e = int(dp_i[r] % ep) if imbalanced else 0
         st = steps_of.get(int(r))
-        if not st:
-            return (e, 1.0, 1.0)
-        return (e, st[at][1], st[at][2])
+        return (e, st[at][1] if st else ())
 
     # ---- per-stage chains
     orders = [pipeline.order(P, M, V, s) for s in range(P)]
     unit_of = np.full((P, 2, V, M), -1, dtype=np.int64)  # (stage, phase, chunk, mb) -> unit idx
     chains = []
     chain_base = np.full(par.n_gpus, -1, dtype=np.int64)
-    later = []  # (time s, rank, per-node seconds from then on, optimizer class)
+    later = []  # (time s, rank, per-node seconds from then on, optimizer seconds)
     for s in range(P):
         ph, ch, mb = orders[s]
         unit_of[s, ph, ch, mb] = np.arange(len(ph))
         ranks = grid[s][d_sim][:, :, t_sim].ravel()  # simulated ranks of this stage
         R = len(ranks)
         rcls = [cls_of(r) for r in ranks.tolist()]
-        classes = sorted(set(rcls) | {(0, 1.0, 1.0)})
+        classes = sorted(set(rcls) | {HEALTHY})
         per_cls = {}
         for k in classes:
-            tpls = [template(int(a), int(c) * P + s, bool(a == pipeline.BWD and j == M - 1), k)
-                    for a, c, j in zip(ph, ch, mb)]
+            tpls = chain_of(s, k)[0]
             per_cls[k] = (tpls, {f: np.concatenate([getattr(t, f) for t in tpls])
                                  for f in ("seconds", "flops", "tp_s")})
-        tpls = per_cls[(0, 1.0, 1.0)][0]
+        tpls = per_cls[HEALTHY][0]
         lens = np.array([t.n for t in tpls], dtype=np.int64)
         start = np.concatenate([[0], np.cumsum(lens)])
         cat = lambda f: np.concatenate([getattr(t, f) for t in tpls])  # noqa: E731
@@ -573,10 +687,9 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                            ph=ph, ch=ch, mb=mb))
         for r in ranks.tolist():  # slowdowns that start after time 0
             for a in range(1, len(steps_of.get(r, ()))):
-                k = cls_of(r, a)
-                tp = [template(int(x), int(c) * P + s, bool(x == pipeline.BWD and j == M - 1), k)
-                      for x, c, j in zip(ph, ch, mb)]
-                later.append((steps_of[r][a][0], r, np.concatenate([t.seconds for t in tp]), k))
+                tp, opt_later = chain_of(s, cls_of(r, a))
+                later.append((steps_of[r][a][0], r, np.concatenate([t.seconds for t in tp]),
+                              opt_later))
 
     def node(ranks, q):
         """Chain node of the representative of ``ranks`` at chain position ``q``."""
@@ -898,7 +1011,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     grad_of = {moe: m.layer_params_of(moe, ep) / T * par.grad_bytes for moe in (False, True)}
     emb_grad = m.embedding_params / T * par.grad_bytes
     step_end = {}
-    opt_node, opt_n_local = {}, {}
+    opt_node = {}
     for s in range(P):
         c = chains[s]
         ranks = grid[s][d_sim][:, :, t_sim].ravel()
@@ -942,17 +1055,11 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                   CKIND["dp"], tag=bi, lab="comm:dp:" + op)
             prev_done = done
         # optimizer on the local (possibly sharded) parameters
-        n_local = (sum(m.layers_params(off[ck * P + s], off[ck * P + s + 1], ep)
-                       for ck in range(V)) + m.embedding_params
-                   * ((s == 0) + (s == P - 1 and (P > 1 or not m.tied_embeddings)))) / T
-        if par.dist_opt:
-            n_local /= D
-        opt_s = np.array([lm_of(cls_of(r))[0].optimizer_seconds(n_local) for r in ranks.tolist()])
+        opt_s = np.array([chain_of(s, cls_of(r))[1] for r in ranks.tolist()])
         opt = acc.add(len(ranks), kind=K_COMPUTE, src=host[ranks], rank=ranks, ckind=0,
                       duration=opt_s, label=acc.lab("compute:optimizer"),
                       mult=mult_rank[ranks])
         opt_node.update(zip(ranks.tolist(), opt.tolist()))
-        opt_n_local[s] = n_local
         acc.edges(opt, chain_base[ranks] + c["Q"] - 1)
         if prev_done is not None:
             acc.edges(opt, prev_done)
@@ -962,7 +1069,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                            stream=1, label=acc.lab("sync"))
             rix = np.full(par.n_gpus, -1, np.int64)
             rix[ranks] = np.arange(len(ranks))
-            pbytes = int(n_local * D * lm.dt)
+            pbytes = int(opt_params(s) * D * lm.dt)
             stamp("all_gather", pbytes, groups, opt[rix[rep[groups]]], done[rix[rep[groups]]],
                   CKIND["dp_ag"], lab="comm:dp_ag:all_gather")
             end = done
@@ -1012,13 +1119,11 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
     )
     sched = acc.build(meta)
     if later:
-        _apply_later(sched, later, chain_base, chains, pp_i, opt_node, opt_n_local, lm_of,
-                     topology)
+        _apply_later(sched, later, chain_base, opt_node, topology)
     return sched
 
 
-def _apply_later(sched, later, chain_base, chains, pp_i, opt_node, opt_n_local, lm_of,
-                 topology) -> None:
+def _apply_later(sched, later, chain_base, opt_node, topology) -> None:
     """Slowdowns that start at a time t > 0: compute durations are fixed when the schedule is
     built, so the nodes of a slowed GPU's chain (and its optimizer step) whose start in a
     contention-free evaluation of the step (``critical_path.evaluate``, every transfer at its
@@ -1034,7 +1139,7 @@ def _apply_later(sched, later, chain_base, chains, pp_i, opt_node, opt_n_local, 
     bw, lat = transfer_bounds(sched, topology) if topology is not None else (np.inf, 0.0)
     for t in sorted({x[0] for x in later}):
         start, _ = evaluate(sched, bandwidth_Bps=bw, latency_s=lat)
-        for tt, r, secs, cls in later:
+        for tt, r, secs, opt_s in later:
             if tt != t:
                 continue
             nodes = chain_base[r] + np.arange(len(secs))
@@ -1042,7 +1147,7 @@ def _apply_later(sched, later, chain_base, chains, pp_i, opt_node, opt_n_local, 
             sched.duration[nodes[sel]] = secs[sel]
             o = opt_node.get(r)
             if o is not None and start[o] >= t - 1e-15:
-                sched.duration[o] = lm_of(cls)[0].optimizer_seconds(opt_n_local[int(pp_i[r])])
+                sched.duration[o] = opt_s
 
 
 

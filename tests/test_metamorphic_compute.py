@@ -27,8 +27,10 @@ Slowed GPUs (docs/compute.md "Slowed GPUs"): a factor of 1.0, or a slowdown afte
 changes nothing; two records on one GPU multiply; every GPU slowed (Tensor Cores and HBM) is the
 what-if GPU with those peaks; on an ideal network one GPU at factor f slows the step by at most
 1/f and never speeds it; every GPU at f with no launch cost scales the compute critical path by
-exactly 1/f; with local TP one slowed member is its whole TP group slowed; a later at_us never
-gives a longer step, and one from the end of the step on changes nothing. Recomputation
+exactly 1/f; with local TP one slowed member is its whole TP group slowed; a TP group whose
+members are slowed differently (one's FLOP/s, another's HBM) has, with TP free and one pipeline
+stage, the same compute critical path with local and network TP; a later at_us never gives a
+longer step, and one from the end of the step on changes nothing. Recomputation
 none <= selective <= full.
 The scalable form (network_detail auto) loads every link with exactly the full form's bytes,
 the expert all-to-all-v of an imbalanced EP 2 included; both evaluate to the same
@@ -47,7 +49,8 @@ than the busiest rank's, and an imbalanced all-to-all as balanced (the Mixtral e
 and -50 % with the hot expert elsewhere); a slowed GPU's at_us was resolved on an evaluation
 with NVLink transfers at NIC speed, so a slowdown after the step could lengthen it; `netcosim
 train --engine ideal` (contention-free) priced transfers so too and could outlast the flow
-engine.
+engine; local TP priced a group of one GPU with slow Tensor Cores and one with slow HBM as if
+both slowdowns hit every member.
 """
 import copy
 import dataclasses
@@ -523,6 +526,40 @@ def test_local_tp_runs_at_its_slowest_members_pace(case, r, kind):
         assert step(name, one) == step(name, all_)
     else:
         assert evaluate(one)[1].max() <= evaluate(all_)[1].max() * (1 + 1e-12)
+
+
+# local TP at (almost) no cost: no per-step latency and a GPU scale-up rate above the links of
+# ideal(fabric, 1e9), whose rate (1.5e11 GB/s) then prices it: ~1e-10 of the step at most;
+# network TP costs nothing on the contention-free evaluation
+FREE_SCALEUP = {"base": GPU, "scaleup_GBps": 1e12, "efficiency": {"scaleup_latency_us": 0}}
+
+
+@settings(max_examples=20, **FAST)
+@given(layouts(fabrics=TWO_TIER), st.integers(0, 1), st.sampled_from([0.3, 0.5, 0.8]),
+       st.sampled_from([0.3, 0.5, 0.8]))
+@example(("two_tier_2x4", dict(layers=2, hidden=1024, heads=8, seq=512, vocab=512),
+          dict(tp=2, pp=1, vp=1, cp=1, dp=4, ep=1, micro_batch=1, global_batch=4,
+               dist_opt=False, sp=False, recompute="none"),
+          dict(tp_comm="auto", network_detail="full", granularity="segment")), 0, 0.5, 0.5)
+def test_local_and_network_tp_agree_on_a_group_of_differently_slowed_members(case, g, fs, fh):
+    """A TP group runs at its slowest member's pace, each member with its own compute and HBM
+    factors: one member at fs of its FLOP/s and another at fh of its HBM bandwidth. Network TP
+    gives every member its own chain, meeting at the TP collectives; local TP (one chain per
+    group) must price the same, so with TP itself free the two compute critical paths are
+    equal. One pipeline stage: with several, local TP approximates (docs/compute.md). Found by
+    this test: local TP took the worst compute factor and the worst HBM factor over the
+    members, as if one GPU had both (the example: 869.4 us against 841.7 us, +3.3 %)."""
+    name, model, par, opts = case
+    assume(par["tp"] > 1 and par["pp"] == 1)
+    t = ideal(FABRICS[name], 1e9)
+    host = np.asarray(_build(name, model, par, opts).meta["rank_host"])
+    a, b = (int(h) for h in host[g * par["tp"]:g * par["tp"] + 2])  # two members of group g
+    gf = [{"gpus": [a], "kind": "slow", "factor": fs},
+          {"gpus": [b], "kind": "hbm_degrade", "factor": fh}]
+    local, network = (evaluate(_build(name, model, par, dict(opts, tp_comm=tc), gpu=FREE_SCALEUP,
+                                      topo=t, gpu_faults=gf))[1].max()
+                      for tc in ("local", "network"))
+    assert local == pytest.approx(network, rel=1e-9)
 
 
 @settings(max_examples=12, **FAST)
