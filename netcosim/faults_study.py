@@ -222,8 +222,14 @@ def study_points(scenario, topology, fractions, fkind: FaultKind, layer: str, tr
             lf = random_failures(topology, fraction=frac, kind=fkind.kind, factor=fkind.factor,
                                  layer=layer, at_us=at_us,
                                  seed=_trial_seed(scenario.seed, _fraction_stream(frac), t))
+            records = lf.to_records(topology)
+            for rec in records:
+                # the study's time as given: to_records gives it back from seconds
+                # (--at-us 0.1 struck at 0.09999999999999999 us), a random trial struck an
+                # instant before the single-link run of the same link and what meta says
+                rec["at_us"] = at_us
             add({"study": "random", "fraction": frac, "trial": t,
-                 "failed_links": len(lf) // 2}, lf.to_records(topology))
+                 "failed_links": len(lf) // 2}, records)
     if single:
         links = cand
         if cand.size > max_single:

@@ -78,3 +78,32 @@ def test_a_fractions_figures_do_not_depend_on_the_other_fractions(tmp_path):
     (a,) = alone["summary"]
     b = [s for s in beside["summary"] if s["fraction"] == 0.3]
     assert b == [a]
+
+
+@pytest.mark.parametrize("at_us", [0.1, 2.3, 17.9])
+def test_a_random_trial_strikes_at_the_studys_time_to_the_bit(at_us):
+    """Its records came back from seconds: --at-us 0.1 struck at 0.09999999999999999 us, an
+    instant before the single-link run of the same link and the time sweep_meta.json gives."""
+    sc = _scenario()
+    topo = sc.build_topology()
+    pts = study_points(sc, topo, [0.1, 0.5], FaultKind("degrade", 0.5), "any", 3, at_us)
+    times = {r["at_us"] for p in pts for r in p.data["faults"]}
+    assert times == {at_us}
+
+
+@pytest.mark.parametrize("kind, at_us", [("down", 0.0), ("degrade:0.3", 0.0), ("down", 20.0),
+                                         ("degrade:0.3", 2.3)])
+def test_a_one_link_random_trial_is_that_links_single_run(tmp_path, kind, at_us):
+    """A random trial that fails one link (two forward records) and the single-link run of
+    that link (one record, both directions) are the same fault: the same makespan, to the
+    bit, and the same stranding."""
+    _study(tmp_path, "s", "0.05", trials=6, kind=kind, at_us=at_us)
+    _, rows = read_table(tmp_path / "s" / "sweep.csv")
+    single = {frozenset((r["u"], r["v"])): r for r in rows if r["study"] == "single"}
+    rand = [r for r in rows if r["study"] == "random"]
+    assert rand and all(r["failed_links"] == 1 for r in rand)
+    for r in rand:
+        (link,) = {frozenset(f["link"]) for f in json.loads(r["scenario"])["faults"]}
+        s = single[link]
+        assert (r["makespan_us"], r["stranded"], r["slowdown"]) == \
+            (s["makespan_us"], s["stranded"], s["slowdown"])
