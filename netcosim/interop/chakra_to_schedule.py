@@ -28,7 +28,8 @@ Node by node (docs/interop.md has the full table):
 
 Dependencies: ``data_deps`` and ``ctrl_deps`` (``deps = "both"``, the default, or only
 ``"data"``) become Schedule edges. Node ids are per rank (per file); a dependency can only name a
-node of the same file.
+node of the same file, except through the netcosim attribute ``netcosim_rank_deps`` ((rank, node
+id) pairs) that chakra_writer writes for edges between nodes with no rank in common.
 
 Bad input raises ``InputError`` naming the file and the node id: a dependency on a node the file
 does not have, duplicate ids, a rank or group member outside the fabric, collectives that do not
@@ -48,6 +49,7 @@ import numpy as np
 from netcore.schedule import COMPUTE, DELAY, TRANSFER, Schedule, ScheduleError
 from netcosim.interop import chakra_pb2 as pb
 from netcosim.interop.chakra_reader import RankTrace, attrs, read_trace
+from netcosim.interop.chakra_writer import RANK_DEPS
 from topo.errors import InputError
 from topo.arrays import unique
 
@@ -270,6 +272,9 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 if pk == k:
                     raise ChakraMappingError(f"{t.where(k)}: depends on itself")
                 out.edge(int(entry[r][k]), int(exit_[r][pk]))
+            if node.attr:
+                for pr, pk in _rank_deps(node, t, k, by_rank, index):
+                    out.edge(int(entry[r][k]), int(exit_[pr][pk]))
     warn.flush()
     sched = _build(out, by_rank)
     sched.meta.update({"workload": "chakra", "n_ranks": len(traces), "p2p": p2p,
@@ -286,6 +291,39 @@ def check_options(deps, p2p, where: str) -> None:
     if not isinstance(p2p, str) or p2p not in P2P_MODES:
         raise InputError(f"{where}.p2p = {p2p!r}: expected \"eager\" (the default) or "
                          f"\"rendezvous\"")
+
+
+_INT_LISTS = frozenset(k.replace("_val", "_list") for k in _INT_KINDS)
+
+
+def _rank_deps(node, t: RankTrace, k: int, by_rank: dict, index: dict) -> list:
+    """(rank, record index) of every node the attribute ``netcosim_rank_deps`` names: the
+    dependencies chakra_writer could not put in ``data_deps`` because they cross files,
+    as flattened (rank, node id) pairs. [] without the attribute."""
+    for a in node.attr:
+        if a.name == RANK_DEPS:
+            break
+    else:
+        return []
+    at = f"{t.where(k)}: {RANK_DEPS}"
+    which = a.WhichOneof("value")
+    vals = list(getattr(a, which).values) if which in _INT_LISTS else None
+    if vals is None or len(vals) % 2:
+        shown = "no value" if which is None else which
+        raise ChakraMappingError(f"{at} ({shown}): expected an integer list of (rank, node id) "
+                                 f"pairs")
+    out = []
+    for pr, pid in zip(vals[0::2], vals[1::2]):
+        if pr not in by_rank:
+            raise ChakraMappingError(f"{at}: names rank {pr}, which has no trace file")
+        pk = index[pr].get(pid)
+        if pk is None:
+            raise ChakraMappingError(f"{at}: names node id {pid} of rank {pr}, which is not in "
+                                     f"{by_rank[pr].path}")
+        if pr == t.rank and pk == k:
+            raise ChakraMappingError(f"{t.where(k)}: depends on itself ({RANK_DEPS})")
+        out.append((pr, pk))
+    return out
 
 
 def _host_map(traces, n_hosts, rank_hosts, where) -> dict:
