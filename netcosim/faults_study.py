@@ -36,6 +36,7 @@ GPU_KINDS = {"gpu_slow": "slow", "hbm_degrade": "hbm_degrade"}  # --kind -> gpu_
 SUMMARY_NAME = "fault_summary.csv"
 COSTLIEST_NAME = "costliest_links.csv"
 COSTLIEST_GPUS_NAME = "costliest_gpus.csv"
+TP_MODES_NAME = "baseline_tp_modes.json"
 _SINGLE_STREAM = 2**31 - 1  # seed stream of the single-link sample, apart from the fractions
 PARAMS = ("study", "fraction", "trial", "failed_links", "link", "u", "v", "layer")
 GPU_PARAMS = ("study", "fraction", "trial", "failed_gpus", "gpu")
@@ -359,16 +360,23 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
     else:
         _write(out / COSTLIEST_NAME, costly, ("rank", "link", "u", "v", "layer", "slowdown",
                                               "makespan_us", "stranded"))
+    # the tables this study does not write, left by an earlier study in the same directory,
+    # would read as this one's: `netcosim plot` drew a link study's costliest links under a
+    # GPU study's title, and baseline_tp_modes.json named runs this study did not have
+    stale = [COSTLIEST_NAME if fkind.gpu else COSTLIEST_GPUS_NAME, TP_MODES_NAME]
     with open(out / "baseline.json", "w", encoding="utf-8") as fh:
         json.dump(base, fh, indent=2)
         fh.write("\n")
     other = {m: us for m, us in bases.items() if m != base.get("tp_comm")}
     tp_rows = {m: sum(r.get("tp_comm") == m for r in rows) for m in other}
     if other:
-        with open(out / "baseline_tp_modes.json", "w", encoding="utf-8") as fh:
+        stale.remove(TP_MODES_NAME)
+        with open(out / TP_MODES_NAME, "w", encoding="utf-8") as fh:
             json.dump({"baseline_tp_comm": base.get("tp_comm"), "makespan_us": bases,
                        "rows": tp_rows}, fh, indent=2)
             fh.write("\n")
+    for name in stale:
+        (out / name).unlink(missing_ok=True)
     return {"baseline": base, "summary": summ, "costliest": costly, "outcome": outcome,
             "at_us": at, "tcp_timers": timers, "tp_baselines": other, "tp_rows": tp_rows}
 

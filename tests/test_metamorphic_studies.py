@@ -107,3 +107,31 @@ def test_a_one_link_random_trial_is_that_links_single_run(tmp_path, kind, at_us)
         s = single[link]
         assert (r["makespan_us"], r["stranded"], r["slowdown"]) == \
             (s["makespan_us"], s["stranded"], s["slowdown"])
+
+
+def test_a_study_leaves_none_of_an_earlier_studys_tables(tmp_path, capsys):
+    """A GPU study run where a link study had run kept its costliest_links.csv (which
+    `netcosim plot` drew under the GPU study's title) and its baseline_tp_modes.json (runs
+    priced 'network' that the GPU study did not have)."""
+    pytest.importorskip("matplotlib")
+    s = write(tmp_path, TRAIN_BASE)
+    out = tmp_path / "o"
+    common = ("--trials", 1, "--out", out, "-j", 1, "--no-progress")
+    rc, _, err = cli(capsys, "faults", s, "--fraction", "0.2", "--max-single", 4,
+                     "--single-samples", 3, *common)
+    assert rc == 0, err
+    # the link study: its tables, a network-priced run among them (a scale-up link faulted)
+    assert (out / "costliest_links.csv").exists() and (out / "baseline_tp_modes.json").exists()
+    rc, _, err = cli(capsys, "faults", s, "--kind", "gpu_slow:0.5", "--fraction", "0.3",
+                     "--plot", *common)
+    assert rc == 0, err
+    assert (out / "costliest_gpus.csv").exists()
+    assert not (out / "costliest_links.csv").exists()
+    assert not (out / "baseline_tp_modes.json").exists()  # every run priced TP 'local'
+    assert not (out / "costliest_links.png").exists()
+    _, rows = read_table(out / "sweep.csv")
+    assert {r["tp_comm"] for r in rows} == {"local"}
+    # and back: a link study leaves no GPU ranking
+    rc, _, err = cli(capsys, "faults", s, "--fraction", "0.2", "--no-single", *common)
+    assert rc == 0, err
+    assert not (out / "costliest_gpus.csv").exists()
