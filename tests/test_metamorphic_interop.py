@@ -84,6 +84,13 @@ flows = [{src = 0, dst = 4, bytes = "2MiB"},
          {src = 2, dst = 5, bytes = "1MiB", deps = [0]},
          {src = 1, dst = 3, bytes = 5000, deps = [1]}]
 """),
+    # flows hash by their node id under ECMP, a trace's transfers by connection: read back,
+    # these three took other spines (898.78 us against 1346.18 us)
+    "flows_ecmp": ("seed = 5\n" + LEAF_SPINE, """[workload]
+kind = "flows"
+flows = [{src = 0, dst = 3, bytes = "8MiB"}, {src = 1, dst = 4, bytes = "8MiB"},
+         {src = 2, dst = 5, bytes = "8MiB"}]
+"""),
     # LL's per-step latency on the receiver waits for the sender's throughput-cap delay: the
     # writer dropped those edges and the read-back all-reduce ran 57 % faster (60.33 us
     # against 141.39 us)
@@ -130,9 +137,10 @@ FABRIC = {name: _fabric(name) for name in ("leaf_spine", "mesh")}
 @st.composite
 def schedules(draw, distinct_pairs: bool = False):
     """A random DAG of transfers, computes and delays over 6 hosts, with earliest starts and
-    parents anywhere earlier (so edges between nodes with no host in common too), keyed by
-    connection as a trace read back is. ``distinct_pairs``: no two transfers share an ordered
-    host pair (on the mesh, no contention)."""
+    parents anywhere earlier (so edges between nodes with no host in common too), its
+    transfers hashed by connection (as collectives) or by node id (as flows).
+    ``distinct_pairs``: no two transfers share an ordered host pair (on the mesh, no
+    contention)."""
     pairs = [(a, b) for a in range(MESH_HOSTS) for b in range(MESH_HOSTS) if a != b]
     pairs = draw(st.permutations(pairs)) if distinct_pairs else pairs
     n = draw(st.integers(1, 12))
@@ -150,11 +158,11 @@ def schedules(draw, distinct_pairs: bool = False):
         dur.append(0.0 if k == TRANSFER else draw(st.sampled_from([0.0, 1e-6, 2.5e-5, 1.3e-4])))
         start.append(draw(st.sampled_from([0.0, 0.0, 0.0, 7e-6, 3.1e-5])))
         deps.append(sorted(draw(st.sets(st.integers(0, i - 1), max_size=3))) if i else [])
-    return Schedule(kind=np.array(kind), src=np.array(src), dst=np.array(dst),
-                    size=np.array(size), duration=np.array(dur), start=np.array(start),
-                    dep_ptr=np.concatenate([[0], np.cumsum([len(d) for d in deps])]),
-                    dep_idx=np.array([p for d in deps for p in d], dtype=np.int64)
-                    ).with_connections()
+    s = Schedule(kind=np.array(kind), src=np.array(src), dst=np.array(dst),
+                 size=np.array(size), duration=np.array(dur), start=np.array(start),
+                 dep_ptr=np.concatenate([[0], np.cumsum([len(d) for d in deps])]),
+                 dep_idx=np.array([p for d in deps for p in d], dtype=np.int64))
+    return s.with_connections() if draw(st.booleans()) else s
 
 
 def _read_back(s: Schedule, topo, tmp_dir) -> dict:
@@ -255,6 +263,11 @@ def _trace_scenario(tmp_path, per_rank: dict, extra: str = ""):
 def _pair(send_attrs: dict, recv_attrs: dict | None = None):
     return {0: [_node(1, "COMM_SEND_NODE", comm_dst=1, **send_attrs)],
             1: [_node(1, "COMM_RECV_NODE", comm_src=0, **(recv_attrs or {}))]}
+
+
+def test_bad_route_key_is_refused(capsys, tmp_path):
+    refused(capsys, "run", _trace_scenario(tmp_path, _pair({"netcosim_route_key": -3})), "--out",
+            tmp_path / "o", has=("x.0.et: node id 1", "netcosim_route_key = -3"))
 
 
 @pytest.mark.parametrize("value, has", [

@@ -49,7 +49,7 @@ import numpy as np
 from netcore.schedule import COMPUTE, DELAY, TRANSFER, Schedule, ScheduleError
 from netcosim.interop import chakra_pb2 as pb
 from netcosim.interop.chakra_reader import RankTrace, attrs, read_trace
-from netcosim.interop.chakra_writer import RANK_DEPS
+from netcosim.interop.chakra_writer import RANK_DEPS, ROUTE_KEY
 from topo.errors import InputError
 from topo.arrays import unique
 
@@ -83,13 +83,14 @@ class ChakraMappingError(InputError):
 _INT_KINDS = frozenset(("int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val",
                         "sint64_val", "fixed32_val", "fixed64_val", "sfixed32_val",
                         "sfixed64_val"))
-_COMM_FIELDS = {"comm_src": 0, "comm_dst": 1, "comm_size": 2, "comm_tag": 3}
+_COMM_FIELDS = {"comm_src": 0, "comm_dst": 1, "comm_size": 2, "comm_tag": 3, ROUTE_KEY: 4}
 
 
 def _comm_ints(node) -> list:
-    """[comm_src, comm_dst, comm_size, comm_tag] of a node in one pass over its attributes
-    (None where absent or not an integer; the first attribute of a name wins, as attrs())."""
-    out = [None, None, None, None]
+    """[comm_src, comm_dst, comm_size, comm_tag, netcosim_route_key] of a node in one pass over
+    its attributes (None where absent or not an integer; the first attribute of a name wins,
+    as attrs())."""
+    out = [None, None, None, None, None]
     seen = 0
     for a in node.attr:
         j = _COMM_FIELDS.get(a.name)
@@ -122,7 +123,7 @@ class _Out:
 
     def __init__(self):
         self.kind, self.src, self.dst, self.size, self.dur = [], [], [], [], []
-        self.label, self.rank, self.cid, self.tag = [], [], [], []
+        self.label, self.rank, self.cid, self.tag, self.conn = [], [], [], [], []
         self.labels: list[str] = []
         self.child: list[int] = []
         self.parent: list[int] = []
@@ -132,7 +133,7 @@ class _Out:
             self.labels.append(name)
         return self.labels.index(name)
 
-    def add(self, kind, src, dst, size, dur, label, rank, cid, tag=-1) -> int:
+    def add(self, kind, src, dst, size, dur, label, rank, cid, tag=-1, conn=-1) -> int:
         i = len(self.kind)
         self.kind.append(kind)
         self.src.append(src)
@@ -143,6 +144,7 @@ class _Out:
         self.rank.append(rank)
         self.cid.append(cid)
         self.tag.append(-1 if tag is None else tag)
+        self.conn.append(conn)
         return i
 
     def add_schedule(self, s: Schedule, rank, cid) -> int:
@@ -158,6 +160,7 @@ class _Out:
         self.rank.extend(np.broadcast_to(rank, s.n).tolist())
         self.cid.extend(np.broadcast_to(cid, s.n).tolist())
         self.tag.extend(s.tag.tolist())
+        self.conn.extend(np.broadcast_to(-1, s.n).tolist())
         owner = np.repeat(np.arange(s.n, dtype=np.int64), np.diff(s.dep_ptr))
         self.child.extend((owner + off).tolist())
         self.parent.extend((s.dep_idx + off).tolist())
@@ -224,14 +227,17 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 i = out.add(COMPUTE, h, -1, 0, dur, "compute", r, node.id)
                 entry[r][k] = exit_[r][k] = i
             elif ty in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-                c_src, c_dst, size, tag = _comm_ints(node)
+                c_src, c_dst, size, tag, route = _comm_ints(node)
                 peer = c_dst if ty == pb.COMM_SEND_NODE else c_src
                 if peer is not None and (peer < 0 or (peer not in host_of and n_hosts is not None
                                                       and peer >= n_hosts)):
                     side = "comm_dst" if ty == pb.COMM_SEND_NODE else "comm_src"
                     raise ChakraMappingError(f"{t.where(k)}: {side} = {peer} is outside the "
                                              f"fabric (hosts 0..{n_hosts - 1})")
-                rec = (r, node.id, k, peer, tag, size)
+                if route is not None and not 0 <= route < 2**63:
+                    raise ChakraMappingError(f"{t.where(k)}: {ROUTE_KEY} = {route}: expected a "
+                                             f"routing hash key from 0 to 2^63 - 1")
+                rec = (r, node.id, k, peer, tag, size, route)
                 (sends if ty == pb.COMM_SEND_NODE else recvs).append(rec)
             elif ty == pb.COMM_COLL_NODE:
                 a = attrs(node)
@@ -538,7 +544,10 @@ def _transfer(out, src_h, dst_h, size, recs, entry, exit_, by_rank, warn, eager=
                      f"zero-time delay")
         i = out.add(DELAY, src_h, -1, 0, 0.0, "p2p", rec[0], rec[1])
     else:
-        i = out.add(TRANSFER, src_h, dst_h, int(size), 0.0, "p2p", rec[0], rec[1], rec[4])
+        # the writer's hash key (a flow keyed by its node id), else the connection's (_build)
+        route = next((x[6] for x in recs if x[6] is not None), -1)
+        i = out.add(TRANSFER, src_h, dst_h, int(size), 0.0, "p2p", rec[0], rec[1], rec[4],
+                    conn=route)
     if eager and len(recs) == 2:
         s, rv = recs
         entry[s[0]][s[2]] = exit_[s[0]][s[2]] = i
@@ -733,8 +742,9 @@ def _build(out: _Out, by_rank=None) -> Schedule:
     # ``with_connections``: a trace's sends between two ranks go over one persistent
     # connection (one ECMP hash), as NCCL's queue pairs do and as the library's collectives
     # are routed; keyed by node id, a ring written as a trace took other paths than the same
-    # ring as a collective (3x3 torus, 8 ranks, 2 chunks: +25% read back; 9 ranks: -26%)
-    return Schedule(
+    # ring as a collective (3x3 torus, 8 ranks, 2 chunks: +25% read back; 9 ranks: -26%);
+    # a transfer the writer gave its own key (netcosim_route_key) keeps it
+    s = Schedule(
         kind=np.asarray(out.kind, dtype=np.int8), src=np.asarray(out.src, dtype=np.int32),
         dst=np.asarray(out.dst, dtype=np.int32), size=np.asarray(out.size, dtype=np.int64),
         duration=np.asarray(out.dur, dtype=np.float64), start=np.zeros(n),
@@ -744,6 +754,10 @@ def _build(out: _Out, by_rank=None) -> Schedule:
         extra={"chakra_rank": np.asarray(out.rank, dtype=np.int64),
                "chakra_id": np.asarray(out.cid, dtype=np.int64)},
     ).with_connections()
+    own = np.asarray(out.conn, dtype=np.int64)
+    keep = (own >= 0) & (s.kind == TRANSFER)
+    s.conn[keep] = own[keep]
+    return s
 
 
 def _check_dag(sched: Schedule, by_rank, p2p: str = "eager", where: str = "chakra") -> None:
