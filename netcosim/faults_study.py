@@ -53,13 +53,14 @@ class FaultKind:
         return self.kind in GPU_KINDS
 
     @classmethod
-    def parse(cls, text: str) -> "FaultKind":
+    def parse(cls, text: str, field: str = "--kind") -> "FaultKind":
         """``down``, ``degrade:F`` (F the remaining fraction of bandwidth, default 0.25),
         ``gpu_slow:F`` (a GPU at F of its FLOP/s) or ``hbm_degrade:F`` (a GPU at F of its
-        HBM bandwidth; both default 0.5)."""
+        HBM bandwidth; both default 0.5). ``field`` names it in errors (a study file's
+        ``faults_study.kind =``)."""
         what = "down, degrade:FACTOR, gpu_slow:FACTOR or hbm_degrade:FACTOR"
         if not isinstance(text, str):
-            raise InputError(f"--kind {text!r}: expected {what}")
+            raise InputError(f"{field} {text!r}: expected {what}")
         kind, _, f = text.partition(":")
         if kind == "down" and not f:
             return cls("down", 0.0)
@@ -69,9 +70,9 @@ class FaultKind:
             try:
                 factor = float(f)
             except ValueError:
-                raise InputError(f"--kind {text!r}: {f!r} is not a number") from None
+                raise InputError(f"{field} {text!r}: {f!r} is not a number") from None
             if not 0 < factor < 1:
-                raise InputError(f"--kind {text!r}: the remaining fraction must be in (0, 1)")
+                raise InputError(f"{field} {text!r}: the remaining fraction must be in (0, 1)")
             return cls(kind, factor)
         if kind == "degrade":
             if not f:
@@ -79,18 +80,18 @@ class FaultKind:
             try:
                 factor = float(f)
             except ValueError:
-                raise InputError(f"--kind {text!r}: {f!r} is not a number") from None
+                raise InputError(f"{field} {text!r}: {f!r} is not a number") from None
             if not 0 < factor < 1:
-                raise InputError(f"--kind {text!r}: the remaining bandwidth fraction must be "
+                raise InputError(f"{field} {text!r}: the remaining bandwidth fraction must be "
                                  f"in (0, 1)")
             return cls("degrade", factor)
-        raise InputError(f"--kind {text!r}: expected {what} (e.g. degrade:0.25, gpu_slow:0.5)")
+        raise InputError(f"{field} {text!r}: expected {what} (e.g. degrade:0.25, gpu_slow:0.5)")
 
 
-def parse_fractions(text) -> list[float]:
+def parse_fractions(text, field: str = "--fraction") -> list[float]:
     """``0.01``, ``0.001,0.01,0.05``, ``0.001..0.05`` (6 values evenly spaced in log scale,
-    both ends included), ``0.001..0.05 n8`` (8 values) or ``0.01..0.05 +0.01`` (linear)."""
-    field = "--fraction"
+    both ends included), ``0.001..0.05 n8`` (8 values) or ``0.01..0.05 +0.01`` (linear).
+    ``field`` names it in errors (a study file's ``faults_study.fraction =``)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         vals = [float(text)]
     elif isinstance(text, (list, tuple)):
@@ -107,8 +108,8 @@ def parse_fractions(text) -> list[float]:
             lo, hi = float(m.group(1)), float(m.group(2))
         except ValueError:
             raise InputError(f"{field} {text!r}: the ends must be numbers") from None
-        _check_fraction(lo, text)
-        _check_fraction(hi, text)
+        _check_fraction(lo, text, field)
+        _check_fraction(hi, text, field)
         if hi < lo:
             raise InputError(f"{field} {text!r}: the range is empty (end < start)")
         if m.group(3) == "+":
@@ -119,11 +120,11 @@ def parse_fractions(text) -> list[float]:
             if not step > 0:
                 raise InputError(f"{field} {text!r}: the step must be > 0")
             count = math.floor((hi - lo) / step + 1e-9) + 1
-            _check_count(count, text)
+            _check_count(count, text, field)
             vals = [float(f"{lo + i * step:.12g}") for i in range(count)]
         else:
-            count = 6 if m.group(3) is None else _count(m.group(4), text)
-            _check_count(count, text)
+            count = 6 if m.group(3) is None else _count(m.group(4), text, field)
+            _check_count(count, text, field)
             vals = ([lo] if count == 1 or lo == hi else
                     [float(f"{v:.6g}") for v in np.geomspace(lo, hi, count)])
     elif isinstance(text, str):
@@ -137,27 +138,27 @@ def parse_fractions(text) -> list[float]:
     if not vals:
         raise InputError(f"{field} {text!r}: no fraction given")
     for v in vals:
-        _check_fraction(v, text)
+        _check_fraction(v, text, field)
     return sorted(set(vals))
 
 
-def _count(t, text) -> int:
+def _count(t, text, field: str) -> int:
     try:
         n = int(t)
     except ValueError:
-        raise InputError(f"--fraction {text!r}: n{t} is not a whole number of values") from None
+        raise InputError(f"{field} {text!r}: n{t} is not a whole number of values") from None
     if n < 1:
-        raise InputError(f"--fraction {text!r}: n{t} must be >= 1")
+        raise InputError(f"{field} {text!r}: n{t} must be >= 1")
     return n
 
 
-def _check_count(count: int, text) -> None:
+def _check_count(count: int, text, field: str) -> None:
     """A range's values are made one by one: refuse more than a study can run before making
     them ("0.01..0.5 +1e-12" is 490 billion)."""
     from netcosim.sweep.spec import MAX_POINTS
 
     if count > MAX_POINTS:
-        raise InputError(f"--fraction {text!r}: {count:,} values is more than a study can "
+        raise InputError(f"{field} {text!r}: {count:,} values is more than a study can "
                          f"run ({MAX_POINTS:,} runs)")
 
 
@@ -172,9 +173,9 @@ def check_size(n_fractions: int, trials: int, from_cli: dict) -> None:
                          f"({MAX_POINTS:,}); use fewer trials or fractions")
 
 
-def _check_fraction(v, text) -> None:
+def _check_fraction(v, text, field: str) -> None:
     if not (isinstance(v, float) and math.isfinite(v) and 0 < v < 1):
-        raise InputError(f"--fraction {text!r}: {v!r} is outside (0, 1); a fault fraction is "
+        raise InputError(f"{field} {text!r}: {v!r} is outside (0, 1); a fault fraction is "
                          f"the share of the layer's links that fail")
 
 
@@ -569,9 +570,16 @@ def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, so
     kinds = opts["kind"] if isinstance(opts["kind"], list) else [opts["kind"]]
     if not kinds:
         raise InputError("faults_study.kind = []: no fault kind")
-    for k in kinds:
-        FaultKind.parse(k)  # refuse a bad kind before any run
-    check_size(len(parse_fractions(opts["fraction"])), opts["trials"], options)
+    # errors name each option where it was given: a study file's faults_study.fraction was
+    # reported as a --fraction the command line never had
+    named = {k: (flag if options.get(k) is not None else f"faults_study.{k} =")
+             for k, flag in (("kind", "--kind"), ("fraction", "--fraction"))}
+    fkinds = {}
+    for i, k in enumerate(kinds):  # refuse a bad kind before any run
+        at = named["kind"] if not isinstance(opts["kind"], list) else f"faults_study.kind[{i}] ="
+        fkinds[k] = FaultKind.parse(k, at)
+    check_size(len(parse_fractions(opts["fraction"], named["fraction"])), opts["trials"],
+               options)
     out = Path(out_dir)
     results, jobs = [], []
     for i, (label, settings) in enumerate(cases):

@@ -135,3 +135,27 @@ def test_a_study_leaves_none_of_an_earlier_studys_tables(tmp_path, capsys):
     rc, _, err = cli(capsys, "faults", s, "--fraction", "0.2", "--no-single", *common)
     assert rc == 0, err
     assert not (out / "costliest_gpus.csv").exists()
+
+
+# =========================================================================== study files
+@pytest.mark.parametrize("option, has", [
+    ("fraction = 1.5", "faults_study.fraction = 1.5: 1.5 is outside (0, 1)"),
+    ('fraction = "0.01..0.5 n0"', "faults_study.fraction = '0.01..0.5 n0': n0 must be >= 1"),
+    ("fraction = []", "faults_study.fraction = []: no fraction given"),
+    ('kind = "degrade:2"', "faults_study.kind = 'degrade:2': the remaining bandwidth"),
+    ('kind = ["down", "up"]', "faults_study.kind[1] = 'up': expected down, degrade"),
+])
+def test_a_study_files_fraction_and_kind_are_named_as_the_files_fields(tmp_path, capsys,
+                                                                        option, has):
+    """They were named --fraction and --kind, options the command line did not have."""
+    s = write(tmp_path, 'name = "f"\n' + FLOWS_BASE + f"[faults_study]\n{option}\n")
+    out = tmp_path / "o"
+    line = refused(capsys, "faults", s, "--out", out, "-j", 1, has=(has,))
+    assert "--" not in line
+    assert not out.exists()
+    # the same value on the command line is named as the flag
+    flag, _, value = option.partition(" = ")
+    if not value.startswith("["):
+        refused(capsys, "faults", s, f"--{flag}", json.loads(value), "--out", out,
+                has=(f"--{flag} ",))
+        assert not out.exists()
