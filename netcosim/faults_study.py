@@ -287,15 +287,17 @@ def gpu_study_points(scenario, gpu_hosts, fractions, fkind: FaultKind, trials: i
     return points
 
 
-def _candidates(topology, layer: str) -> np.ndarray:
+def _candidates(topology, layer: str, at: str | None = None) -> np.ndarray:
+    """The links of ``layer``; ``at`` names it in errors (default ``--layer 'core'``)."""
     from topo.topology import TopologyError
 
+    at = at or f"--layer {layer!r}"
     if layer == "any":
         return np.arange(topology.n_links)
     try:
         lid = topology.layer_id(layer)
     except (TopologyError, InputError, KeyError, ValueError):
-        raise InputError(f"--layer {layer!r}: this fabric's layers are "
+        raise InputError(f"{at}: this fabric's layers are "
                          f"{', '.join(topology.layer_names)} (or any)") from None
     return np.flatnonzero(topology.link_layer == lid)
 
@@ -483,6 +485,21 @@ def _write(path: Path, rows, cols) -> None:
             w.writerow([_cell(r.get(c)) for c in cols])
 
 
+def _check_drawable(prepared, fkind: FaultKind, layer: str, case: str, named: dict) -> None:
+    """A study's links (its layer has some) or GPUs (a training step's) exist in the case's
+    scenario; errors name the option as given and the case."""
+    of = f" (case {case!r})" if case else ""
+    if fkind.gpu:
+        hosts = prepared.schedule.meta.get("gpu_hosts")
+        if hosts is None or not len(hosts):
+            raise InputError(f"{named['kind']} {fkind.kind}{of}: GPU faults need a training "
+                             f"workload ([workload] kind = \"training\")")
+        return
+    at = f"{named['layer']} {layer!r}{of}"
+    if _candidates(prepared.topology, layer, at).size == 0:
+        raise InputError(f"{at}: the fabric has no link in this layer")
+
+
 # =========================================================================== study files
 STUDY_KEYS = ("fraction", "kind", "layer", "trials", "at_us", "at_fraction", "single",
               "max_single", "single_samples", "case")
@@ -573,7 +590,8 @@ def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, so
     # errors name each option where it was given: a study file's faults_study.fraction was
     # reported as a --fraction the command line never had
     named = {k: (flag if options.get(k) is not None else f"faults_study.{k} =")
-             for k, flag in (("kind", "--kind"), ("fraction", "--fraction"))}
+             for k, flag in (("kind", "--kind"), ("fraction", "--fraction"),
+                             ("layer", "--layer"))}
     fkinds = {}
     for i, k in enumerate(kinds):  # refuse a bad kind before any run
         at = named["kind"] if not isinstance(opts["kind"], list) else f"faults_study.kind[{i}] ="
@@ -601,8 +619,15 @@ def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, so
                                      f"{sub.name!r}; use labels that differ in letters, digits, "
                                      f"'.', '_' or '-'")
             jobs.append((label, k, sc, sub))
-    for sc in {id(j[2]): j[2] for j in jobs}.values():
-        sc.prepare()  # every case checked before the first study runs
+    prepared = {}
+    for _, _, sc, _ in jobs:  # every case checked before the first study runs
+        if id(sc) not in prepared:
+            prepared[id(sc)] = sc.prepare()
+    for label, k, sc, _ in jobs:
+        # what each study draws from, in each case's fabric: a layer that a later case's
+        # fabric lacks stopped the command after the earlier cases' studies had run and
+        # written their directories
+        _check_drawable(prepared[id(sc)], fkinds[k], opts["layer"], label, named)
     for label, k, sc, sub in jobs:
         res = run_fault_study(sc, sub, opts["fraction"], kind=k, layer=opts["layer"],
                               trials=opts["trials"], at_us=opts["at_us"],

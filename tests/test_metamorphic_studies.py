@@ -138,6 +138,36 @@ def test_a_study_leaves_none_of_an_earlier_studys_tables(tmp_path, capsys):
 
 
 # =========================================================================== study files
+TWO_CASES = 'name = "cases"\n' + FLOWS_BASE + """
+[faults_study]
+trials = 1
+fraction = 0.1
+{options}
+[[faults_study.case]]
+label = "ft"
+seed = 0
+[[faults_study.case]]
+label = "tt"
+topology = { kind = "two_tier", nodes = 2, gpus_per_node = 4 }
+"""
+
+
+@pytest.mark.parametrize("options, argv, has", [
+    # the fat-tree case's study ran and wrote ft-down/ before the two_tier case was refused
+    ('layer = "core"', [], "faults_study.layer = 'core' (case 'tt'): this fabric's layers "
+                           "are scaleup, edge, spine"),
+    ("", ["--layer", "aggregation"], "--layer 'aggregation' (case 'tt')"),
+    ('kind = "gpu_slow"', [], "faults_study.kind = gpu_slow (case 'ft'): GPU faults need a "
+                              "training workload"),
+])
+def test_every_cases_layer_and_kind_are_checked_before_the_first_study(tmp_path, capsys,
+                                                                       options, argv, has):
+    s = write(tmp_path, TWO_CASES.replace("{options}", options))
+    out = tmp_path / "o"
+    refused(capsys, "faults", s, "--out", out, "-j", 1, "--no-progress", *argv, has=(has,))
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("option, has", [
     ("fraction = 1.5", "faults_study.fraction = 1.5: 1.5 is outside (0, 1)"),
     ('fraction = "0.01..0.5 n0"', "faults_study.fraction = '0.01..0.5 n0': n0 must be >= 1"),
