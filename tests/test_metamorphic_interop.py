@@ -283,3 +283,122 @@ def test_bad_rank_dependencies_are_refused(capsys, tmp_path, value, has):
     refused(capsys, "run", _trace_scenario(tmp_path, per), "--out", out,
             has=("x.0.et: node id 1", "netcosim_rank_deps", has))
     assert not out.exists()
+
+
+# =========================================================================== relabelled ranks
+def _relabel(src_dir, perm, out_dir):
+    """The trace with rank r renamed perm[r]: its file and every comm_src/comm_dst naming it."""
+    from netcosim.interop import chakra_pb2 as pb
+    from netcosim.interop.chakra_reader import frame, read_trace
+
+    out_dir.mkdir()
+    for t in read_trace(src_dir):
+        nodes = []
+        for n in t.nodes:
+            m = pb.Node()
+            m.CopyFrom(n)
+            for a in m.attr:
+                if a.name in ("comm_src", "comm_dst"):
+                    a.int64_val = perm[a.int64_val]
+            nodes.append(m)
+        (out_dir / f"x.{perm[t.rank]}.et").write_bytes(frame([t.metadata] + nodes))
+
+
+def _transfers(s: Schedule, r) -> list:
+    t = np.flatnonzero(s.kind == TRANSFER)
+    return sorted(zip(s.src[t].tolist(), s.dst[t].tolist(), s.size[t].tolist(),
+                      r.start[t].tolist(), r.end[t].tolist()))
+
+
+COLLECTIVES = [("all_reduce", "ring", 2), ("all_reduce", "double_binary_tree", 1),
+               ("all_to_all", "direct", 1), ("all_gather", "ring", 1), ("broadcast", "tree", 2)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(COLLECTIVES), st.permutations(range(MESH_HOSTS)),
+       st.sampled_from([None, 0, MESH_HOSTS - 1]), st.sampled_from(["eager", "rendezvous"]))
+def test_relabelled_ranks_placed_back_run_the_same(tmp_path_factory, case, perm, missing, p2p):
+    """Renaming rank r to perm[r] in every file and peer, with rank_hosts putting rank perm[r]
+    back on host r, is the same workload on the same hosts: the same transfers at the same
+    times, bit for bit, on a fabric that is not symmetric (leaf-spine). Also with one rank's
+    file missing (its peers' sends and receives are simulated from their side): a send to it
+    goes to the host rank_hosts gives it (it went to the host of its number)."""
+    import collectives
+    from netcosim.interop.chakra_to_schedule import load_schedule
+    from netcosim.interop.chakra_writer import write_schedule
+
+    op, algo, chunks = case
+    topo = FABRIC["leaf_spine"]
+    d = tmp_path_factory.mktemp("relabel")
+    kw = {"chunks": chunks} if chunks > 1 else {}
+    write_schedule(collectives.build(op, algo, list(range(MESH_HOSTS)), 6 << 16, **kw),
+                   d / "a")
+    if missing is not None:
+        (d / "a" / f"netcosim.{missing}.et").unlink()
+    _relabel(d / "a", perm, d / "b")
+    inv = np.argsort(perm).tolist()  # rank perm[r] on host r
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the missing rank's peers are warned about
+        a = load_schedule(d / "a", topo, p2p=p2p)
+        b = load_schedule(d / "b", topo, p2p=p2p, rank_hosts=inv)
+    ra, rb = simulate(topo, a, "ecmp"), simulate(topo, b, "ecmp")
+    assert rb.makespan == ra.makespan
+    assert _transfers(b, rb) == _transfers(a, ra)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(COLLECTIVES), st.permutations(range(MESH_HOSTS)))
+def test_relabelled_ranks_on_a_symmetric_fabric(tmp_path_factory, case, perm):
+    """On hosts that all hang off one switch, any relabelling of the ranks (without rank_hosts)
+    leaves the makespan unchanged."""
+    import collectives
+    from netcosim.interop.chakra_to_schedule import load_schedule
+    from netcosim.interop.chakra_writer import write_schedule
+    from topo.builders import leaf_spine
+
+    star = leaf_spine(1, MESH_HOSTS, 1, link_gbps=100, latency_us=1.0)
+    op, algo, chunks = case
+    d = tmp_path_factory.mktemp("star")
+    kw = {"chunks": chunks} if chunks > 1 else {}
+    write_schedule(collectives.build(op, algo, list(range(MESH_HOSTS)), 6 << 16, **kw),
+                   d / "a")
+    _relabel(d / "a", perm, d / "b")
+    ms = [simulate(star, load_schedule(d / x, star), "ecmp").makespan for x in ("a", "b")]
+    assert ms[0] == ms[1]
+
+
+def test_send_to_a_rank_without_a_file_goes_to_its_rank_hosts_host(capsys, tmp_path):
+    """Rank 0 (on host 3) sends to rank 1, whose file is missing; rank_hosts puts rank 1 on
+    host 2. The transfer went to host 1."""
+    path = _trace_scenario(tmp_path, {0: _pair({"comm_size": 1000})[0]},
+                           "rank_hosts = [3, 2]\n")
+    rc, _, err = cli(capsys, "run", path, "--out", tmp_path / "o")
+    assert rc == 0, err
+    with open(tmp_path / "o" / "flows.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert (row["src"], row["dst"], row["bytes"]) == ("3", "2", "1000")
+
+
+@pytest.mark.parametrize("send, extra, has", [
+    ({"comm_dst": 2}, "rank_hosts = [3, 2]\n",
+     "comm_dst = 2: rank 2 has no host in workload.rank_hosts (2 entries)"),
+    ({"comm_dst": -1}, "", "comm_dst = -1: expected a rank >= 0"),
+    ({"comm_dst": 1}, "rank_hosts = [3, 2, 2]\n", "workload.rank_hosts = [3, 2, 2]: two ranks"),
+    ({"comm_dst": 1}, "rank_hosts = [3, 2, 6]\n", "workload.rank_hosts[2] = 6: outside"),
+])
+def test_peers_and_placements_without_a_host_are_refused(capsys, tmp_path, send, extra, has):
+    per = {0: [_node(1, "COMM_SEND_NODE", comm_size=10, **send)]}
+    refused(capsys, "run", _trace_scenario(tmp_path, per, extra), "--out", tmp_path / "o",
+            has=(has,))
+    assert not (tmp_path / "o").exists()
+
+
+def test_negative_peer_without_a_fabric_is_an_input_error(tmp_path):
+    """load_schedule without a topology formatted the fabric's last host from None: a
+    TypeError instead of the trace's fault."""
+    from netcosim.interop.chakra_to_schedule import load_schedule
+    from topo.errors import InputError
+
+    _trace_scenario(tmp_path, {0: [_node(1, "COMM_SEND_NODE", comm_dst=-2, comm_size=10)]})
+    with pytest.raises(InputError, match=r"x\.0\.et: node id 1 .*comm_dst = -2: expected a rank"):
+        load_schedule(tmp_path / "t")

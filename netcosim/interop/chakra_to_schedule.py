@@ -229,11 +229,8 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
             elif ty in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
                 c_src, c_dst, size, tag, route = _comm_ints(node)
                 peer = c_dst if ty == pb.COMM_SEND_NODE else c_src
-                if peer is not None and (peer < 0 or (peer not in host_of and n_hosts is not None
-                                                      and peer >= n_hosts)):
-                    side = "comm_dst" if ty == pb.COMM_SEND_NODE else "comm_src"
-                    raise ChakraMappingError(f"{t.where(k)}: {side} = {peer} is outside the "
-                                             f"fabric (hosts 0..{n_hosts - 1})")
+                if peer is not None and peer not in host_of:
+                    _check_peer(peer, ty, n_hosts, rank_hosts, t, k, where)
                 if route is not None and not 0 <= route < 2**63:
                     raise ChakraMappingError(f"{t.where(k)}: {ROUTE_KEY} = {route}: expected a "
                                              f"routing hash key from 0 to 2^63 - 1")
@@ -333,16 +330,18 @@ def _rank_deps(node, t: RankTrace, k: int, by_rank: dict, index: dict) -> list:
 
 
 def _host_map(traces, n_hosts, rank_hosts, where) -> dict:
+    """rank -> host: every rank with a file, and with ``rank_hosts`` every rank it places
+    (a send to a rank without a file goes to that rank's host, not to the host of its
+    number)."""
     ranks = [t.rank for t in traces]
     if rank_hosts is None:
         host_of = {r: r for r in ranks}
     else:
-        host_of = {}
         for t in traces:
             if t.rank >= len(rank_hosts):
                 raise ChakraMappingError(f"{where}.rank_hosts has {len(rank_hosts)} entries but "
                                          f"{t.path} is rank {t.rank}")
-            host_of[t.rank] = int(rank_hosts[t.rank])
+        host_of = {r: int(h) for r, h in enumerate(rank_hosts)}
         if len(set(host_of.values())) != len(host_of):
             raise ChakraMappingError(f"{where}.rank_hosts = {list(rank_hosts)!r}: two ranks on "
                                      f"one host")
@@ -352,7 +351,25 @@ def _host_map(traces, n_hosts, rank_hosts, where) -> dict:
             if not 0 <= h < n_hosts:
                 raise ChakraMappingError(f"{t.path}: rank {t.rank} runs on host {h}, which is "
                                          f"outside the fabric (hosts 0..{n_hosts - 1})")
+        for r, h in host_of.items():
+            if not 0 <= h < n_hosts:
+                raise ChakraMappingError(f"{where}.rank_hosts[{r}] = {h}: outside the fabric "
+                                         f"(hosts 0..{n_hosts - 1})")
     return host_of
+
+
+def _check_peer(peer: int, ty, n_hosts, rank_hosts, t: RankTrace, k: int, where: str) -> None:
+    """A peer rank without a trace file must still have a host: its own number within the
+    fabric, or an entry of ``rank_hosts``."""
+    side = "comm_dst" if ty == pb.COMM_SEND_NODE else "comm_src"
+    if peer < 0:
+        raise ChakraMappingError(f"{t.where(k)}: {side} = {peer}: expected a rank >= 0")
+    if rank_hosts is not None:
+        raise ChakraMappingError(f"{t.where(k)}: {side} = {peer}: rank {peer} has no host in "
+                                 f"{where}.rank_hosts ({len(rank_hosts)} entries)")
+    if n_hosts is not None and peer >= n_hosts:
+        raise ChakraMappingError(f"{t.where(k)}: {side} = {peer} is outside the fabric (hosts "
+                                 f"0..{n_hosts - 1})")
 
 
 def _id_index(t: RankTrace) -> dict:
