@@ -76,7 +76,10 @@ def _plt():
     import matplotlib.pyplot as plt
 
     plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3,
-                         "font.size": 10, "axes.titlesize": 10, "legend.fontsize": 9})
+                         "font.size": 10, "axes.titlesize": 10, "legend.fontsize": 9,
+                         # SVG element ids hashed from the content with a fixed salt, not a
+                         # random one: the same table gives the same file (with _save's date)
+                         "svg.hashsalt": "netcosim"})
     return plt
 
 
@@ -86,7 +89,10 @@ def _save(fig, path_stem: Path, tight: bool = True) -> list[Path]:
     out = []
     for ext in ("png", "svg"):
         p = path_stem.with_suffix(f".{ext}")
-        fig.savefig(p, dpi=150 if ext == "png" else None)
+        # no date in the SVG's metadata: a figure redrawn from the same table is the same
+        # file, so committed figures (docs/studies/) change only when their numbers do
+        fig.savefig(p, dpi=150 if ext == "png" else None,
+                    metadata={"Date": None} if ext == "svg" else None)
         out.append(p)
     import matplotlib.pyplot as plt
 

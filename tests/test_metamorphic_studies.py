@@ -189,3 +189,35 @@ def test_a_study_files_fraction_and_kind_are_named_as_the_files_fields(tmp_path,
         refused(capsys, "faults", s, f"--{flag}", json.loads(value), "--out", out,
                 has=(f"--{flag} ",))
         assert not out.exists()
+
+
+# =========================================================================== plots
+def _files(d):
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.suffix in (".png", ".svg")}
+
+
+SWEEP = {"name": "bw", "seed": 1,
+         "topology": {"kind": "fat_tree", "k": 4},
+         "workload": {"kind": "collective", "op": "all_reduce", "algorithm": "ring",
+                      "bytes": "1MiB"}}
+
+
+def test_the_same_table_drawn_twice_gives_the_same_files(tmp_path):
+    """The SVGs held the time they were drawn and random element ids: every redraw of a
+    committed figure (docs/studies/) changed every one of its files."""
+    pytest.importorskip("matplotlib")
+    from netcosim import plots
+    from netcosim.sweep import parse_sweep, run_sweep
+
+    d = dict(SWEEP, sweep={"topology.link_gbps": [100, 200, 400],
+                           "workload.bytes": ["64KiB", "256KiB", "1MiB"]})
+    run_sweep(parse_sweep(d), tmp_path / "sweep", SEQ)
+    _study(tmp_path, "faults", "0.05,0.3", trials=3, layer="core")
+    for d in (tmp_path / "sweep", tmp_path / "faults"):
+        plots.plot_dir(d)
+        first = _files(d)
+        assert any(n.endswith(".svg") for n in first) and any(n.endswith(".png") for n in first)
+        plots.plot_dir(d)
+        again = _files(d)
+        assert sorted(again) == sorted(first)
+        assert [n for n in first if first[n] != again[n]] == []
