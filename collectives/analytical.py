@@ -288,7 +288,8 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
              **options) -> float:
     """Seconds ``op`` with ``algorithm`` takes on ``topology`` by the alpha-beta model.
 
-    ``chunks`` None: the builders' default (collectives.protocols.default_chunks);
+    ``chunks`` None: NCCL's count, the builders' default (collectives.protocols
+    .default_chunks) without their bound on a schedule's transfers (_default_chunks);
     ``protocol``: its wire bytes, per-step latencies (inside / across scale-up domains) and
     launch latency, as the builders apply them; ``step_latency_s``: a fixed per-step latency
     instead of the protocol's."""
@@ -407,11 +408,16 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
 
 
 def _default_chunks(op, algorithm, S, n, options, proto) -> int:
-    """The builders' default chunk count (their block layout and transfer count per chunk)."""
+    """NCCL's chunk count: the builders' default (their block layout) without the bound on
+    the schedule's transfers (protocols.MAX_DEFAULT_TRANSFERS). That bound holds the memory of
+    a schedule the estimate never builds, and at scale it cut the pipelines to a few chunks
+    whose fill NCCL does not pay: the rail trees over 16,384 GPUs (1 GiB) ran 4 chunks, 113
+    GB/s of bus bandwidth, against NCCL's 128, 344 GB/s (docs/collectives.md, 'Protocols and
+    chunks'). Below the bound (up to about 1,000 GPUs at 1 GiB) the two counts are equal."""
     from collectives import protocols
 
     return protocols.chunks_for(op, algorithm, S, n, proto, options.get("group_size"),
-                                _side_by_side(options))
+                                _side_by_side(options), bounded=False)
 
 
 def _lanes(algorithm, options) -> int:

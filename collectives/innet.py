@@ -36,14 +36,16 @@ from collectives._plan import (Plan, check_int, check_latency, check_nbytes, che
 from topo.errors import InputError
 
 def auto_chunks(nbytes: int, parts: int, planes: int = 1, op: str = "all_reduce",
-                algorithm: str = "nvls", n: int = 2) -> int:
+                algorithm: str = "nvls", n: int = 2, bounded: bool = True) -> int:
     """Chunks when none are given: NCCL's pipeline (collectives.protocols: NVLS one loop step
     of 16 channels x n heads x NCCL's chunk for the size, SHARP 16 channels x 128 KiB; at most
-    256 chunks), at least one per plane, and no more than every block of a chunk can get a
-    byte."""
+    256 chunks, and, ``bounded``, at most what keeps the schedule under
+    protocols.MAX_DEFAULT_TRANSFERS), at least one per plane, and no more than every block of
+    a chunk can get a byte. The estimate, which builds no schedule, takes ``bounded`` False."""
     from collectives import protocols
 
-    c = protocols.default_chunks(op, algorithm, nbytes, parts, "simple", 6 * n, 1, n)
+    c = protocols.default_chunks(op, algorithm, nbytes, parts, "simple",
+                                 6 * n if bounded else 0, 1, n)
     c = max(c, planes)
     return max(1, min(c, nbytes // max(1, parts)))
 
@@ -253,7 +255,8 @@ def estimate(fab, op, algorithm, ranks, nbytes, chunks=None, step_latency_s=None
     trs = _trees(algorithm, ranks, fab.topology, trees)
     T = len(trs)
     parts = 1 if op == "all_reduce" else n
-    C = auto_chunks(S, parts, T, op, algorithm, n) if chunks is None else \
+    # NCCL's chunks: the bound on a schedule's transfers is the builders' (auto_chunks)
+    C = auto_chunks(S, parts, T, op, algorithm, n, bounded=False) if chunks is None else \
         check_int(chunks, "chunks")
     proto = protocols.check_for(algorithm, protocol)
     if proto == protocols.AUTO:

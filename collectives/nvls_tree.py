@@ -206,9 +206,10 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
     if proto == protocols.AUTO:
         proto = "simple"
     P = 2 * g
-    C = protocols.default_chunks("all_reduce", "nvls_tree", S, P, proto,
-                                 6 * n + 4 * (G - 1) * g, G, g) if chunks is None else \
-        int(chunks)
+    # NCCL's chunks: without the builder's bound on the schedule's transfers (no schedule here;
+    # collectives.analytical._default_chunks)
+    C = protocols.default_chunks("all_reduce", "nvls_tree", S, P, proto, 0, G, g) \
+        if chunks is None else int(chunks)
     costs = protocols.costs(proto, check_latency(step_latency_s, allow_none=True),
                             fab.topology, "nvls_tree")
     wire = costs.den / costs.num

@@ -41,7 +41,10 @@ step, CHANNELS x heads x a chunk NCCL picks by size (nvls_chunk_per_op), and eve
 the switch NVLS_STEP_S beyond its bytes (nvls_step_s_per_byte). Pipelined algorithms
 (trees, chains, the in-network ones) default to that count, at most
 ``MAX_CHUNKS`` and at most what keeps the full schedule under ``MAX_DEFAULT_TRANSFERS``
-transfers (a deterministic bound: results never depend on the machine's memory). Rings and
+transfers (a deterministic bound: results never depend on the machine's memory). That bound
+holds a schedule's memory, so the alpha-beta estimate, which builds none, prices NCCL's count
+without it (``chunks_for(..., bounded=False)``): past about 1,000 GPUs the bounded schedules
+pay a fill NCCL does not (docs/collectives.md, "The bound on a schedule's transfers"). Rings and
 all-pairs algorithms default to one chunk: a ring already pipelines its n shards, and NCCL's
 tuner charges its latency per step, not per chunk (extra chunks would only add steps).
 """
@@ -297,14 +300,17 @@ def blocks_per_chunk(op: str, algorithm: str, n: int, group_size=None) -> int:
 
 
 def chunks_for(op: str, algorithm: str, nbytes: int, n: int, protocol=None,
-               group_size=None, rings: int = 1) -> int:
+               group_size=None, rings: int = 1, bounded: bool = True) -> int:
     """The default chunk count the builder of ``algorithm`` uses for ``nbytes`` over n ranks.
     ``rings``: rings or chains side by side (one per rail on whole two_tier nodes,
-    collectives/rail.py), each cutting every chunk and carrying its own transfers."""
+    collectives/rail.py), each cutting every chunk and carrying its own transfers.
+    ``bounded`` False: without the MAX_DEFAULT_TRANSFERS bound, which holds a schedule's size
+    and so is the builders' alone: NCCL's own count (at most MAX_CHUNKS), what the alpha-beta
+    estimate prices."""
     g = int(group_size or n)
+    per = rings * transfers_per_chunk(op, algorithm, n, g) if bounded else 0
     return default_chunks(op, algorithm, nbytes, rings * blocks_per_chunk(op, algorithm, n, g),
-                          protocol, rings * transfers_per_chunk(op, algorithm, n, g),
-                          max(1, n // g), g if algorithm == "nvls_tree" else n)
+                          protocol, per, max(1, n // g), g if algorithm == "nvls_tree" else n)
 
 
 # --------------------------------------------------------------------------- latencies

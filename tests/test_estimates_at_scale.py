@@ -105,3 +105,78 @@ def test_sampled_rail_tree_estimate_against_the_flow_engine(monkeypatch):
     flow = run(t, "all_reduce", "double_binary_tree", ranks, S, engine="flow",
                protocol="simple", chunks=C)["time_s"]
     assert abs(sampled / flow - 1) < 0.03
+
+
+# ---------------------------------------------------------------- chunks at scale
+# The builders cut a pipelined collective into at most what keeps its schedule under
+# protocols.MAX_DEFAULT_TRANSFERS transfers (the schedule's memory). Over 16,384 GPUs of
+# two_tier that left NCCL's rail trees 4 chunks of a 1 GiB all-reduce where NCCL runs 128:
+# the estimate, which mirrored the builders' count, gave 113 GB/s of bus bandwidth against
+# 344 at NCCL's count. The estimate builds no schedule and now prices NCCL's count. The
+# bound is lowered here so that it binds on fabrics the flow engine runs in a second.
+def _tree_bound(monkeypatch, chunks, per_chunk):
+    from collectives import protocols
+
+    monkeypatch.setattr(protocols, "MAX_DEFAULT_TRANSFERS", chunks * per_chunk)
+
+
+def test_the_estimate_prices_ncclss_tree_chunks_where_the_builder_is_bounded(monkeypatch):
+    import collectives as co
+
+    t = _two_tier(16)
+    n, S = t.n_hosts, 256 << 20
+    ranks = np.arange(n)
+    nccl = S // (16 * (512 << 10))  # 16 channels x Simple's 512 KiB: 32 chunks
+    _tree_bound(monkeypatch, 4, 4 * 8 * (n - 1))  # rail trees: 16 trees x 2 x (n - 1)
+    built = co.build("all_reduce", "double_binary_tree", ranks, S, protocol="simple", fabric=t)
+    assert built.meta["chunks"] == 4  # the builder keeps its bound
+    est = an.estimate(t, "all_reduce", "double_binary_tree", ranks, S, protocol="simple")
+    assert est == an.estimate(t, "all_reduce", "double_binary_tree", ranks, S,
+                              protocol="simple", chunks=nccl)
+    # the flow engine at NCCL's count agrees (measured +0.6 %); the bounded schedule is the
+    # one that is slow (measured 2,484 us against 1,678: +48 %)
+    at_nccl = run(t, "all_reduce", "double_binary_tree", ranks, S, engine="flow",
+                  protocol="simple", chunks=nccl)["time_s"]
+    bounded = run(t, "all_reduce", "double_binary_tree", ranks, S, engine="flow",
+                  protocol="simple")["time_s"]
+    assert abs(est / at_nccl - 1) < 0.03
+    assert bounded > 1.3 * at_nccl
+
+
+def test_the_estimate_prices_ncclss_sharp_chunks_where_the_builder_is_bounded(monkeypatch):
+    import collectives as co
+
+    t = build("fat_tree", dict(k=8, reduce_gbps="line"))
+    n, S = t.n_hosts, 256 << 20
+    ranks = np.arange(n)
+    nccl = S // (16 * (128 << 10))  # 16 channels x 128 KiB: 128 chunks
+    _tree_bound(monkeypatch, 8, 6 * n)  # the builder's count: 6 n transfers a chunk
+    assert co.build("all_reduce", "sharp", ranks, S, fabric=t).meta["chunks"] == 8
+    est = an.estimate(t, "all_reduce", "sharp", ranks, S, protocol="simple")
+    assert est == an.estimate(t, "all_reduce", "sharp", ranks, S, protocol="simple",
+                              chunks=nccl)
+    at_nccl = run(t, "all_reduce", "sharp", ranks, S, engine="flow", protocol="simple",
+                  chunks=nccl)["time_s"]
+    bounded = run(t, "all_reduce", "sharp", ranks, S, engine="flow",
+                  protocol="simple")["time_s"]
+    assert abs(est / at_nccl - 1) < 0.01  # measured equal to 1e-12
+    assert bounded > 1.5 * at_nccl  # measured 42,994 us against 22,981 (8 chunks)
+
+
+def test_the_estimate_prices_ncclss_nvls_tree_chunks_where_the_builder_is_bounded(
+        monkeypatch):
+    import collectives as co
+
+    t = _two_tier(4, reduce_gbps="scaleup:line")
+    n, S = t.n_hosts, 1 << 30
+    ranks = np.arange(n)
+    # NVLS-Tree's loop step from 4 domains: 16 channels x 8 heads x 64 KiB = 8 MiB
+    nccl = S // (16 * 8 * (64 << 10))
+    _tree_bound(monkeypatch, 2, 6 * n + 4 * 3 * 8)
+    assert co.build("all_reduce", "nvls_tree", ranks, S, fabric=t,
+                    group_size=8).meta["chunks"] == 2
+    est = an.estimate(t, "all_reduce", "nvls_tree", ranks, S, protocol="simple", group_size=8)
+    assert est == an.estimate(t, "all_reduce", "nvls_tree", ranks, S, protocol="simple",
+                              group_size=8, chunks=nccl)
+    assert est < an.estimate(t, "all_reduce", "nvls_tree", ranks, S, protocol="simple",
+                             group_size=8, chunks=2)
