@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import json
 import tempfile
 import warnings
@@ -402,3 +403,77 @@ def test_negative_peer_without_a_fabric_is_an_input_error(tmp_path):
     _trace_scenario(tmp_path, {0: [_node(1, "COMM_SEND_NODE", comm_dst=-2, comm_size=10)]})
     with pytest.raises(InputError, match=r"x\.0\.et: node id 1 .*comm_dst = -2: expected a rank"):
         load_schedule(tmp_path / "t")
+
+
+def _attr_of(kind: str, v):
+    from netcosim.interop import chakra_pb2 as pb
+
+    if kind in ("int64_val", "uint64_val", "double_val", "string_val", "bool_val"):
+        return pb.AttributeProto(name="comm_size", **{kind: v})
+    return pb.AttributeProto(name="comm_size", int64_list=pb.Int64List(values=[v]))
+
+
+SIZE_VALUES = st.one_of(
+    st.tuples(st.just("int64_val"), st.integers(-2**63, 2**63 - 1)),
+    st.tuples(st.just("uint64_val"), st.integers(0, 2**64 - 1)),
+    st.tuples(st.just("double_val"), st.floats(allow_nan=True, allow_infinity=True)),
+    st.tuples(st.just("double_val"), st.integers(0, 2**20).map(float)),
+    st.tuples(st.just("string_val"), st.sampled_from(["1000", "1MiB", ""])),
+    st.tuples(st.just("bool_val"), st.booleans()),
+    st.tuples(st.just("int64_list"), st.integers(0, 10)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(SIZE_VALUES, st.booleans())
+def test_any_comm_size_is_carried_exactly_or_refused_naming_it(tmp_path_factory, value, coll):
+    """A comm_size that is a whole number of bytes from 0 to 2^63 - 1 moves exactly that many
+    (a collective's member that many as nbytes); anything else is an InputError naming the
+    node and comm_size. A string, a fraction or a bool was read as an absent comm_size: the
+    transfer moved 0 bytes (warned as 'no comm_size'), the collective became a zero-time
+    barrier (not even warned)."""
+    from netcosim.interop import chakra_pb2 as pb
+    from netcosim.interop.chakra_to_schedule import load_schedule
+    from topo.errors import InputError
+
+    kind, v = value
+    size = _attr_of(kind, v)
+    tmp = tmp_path_factory.mktemp("size")
+    if coll:
+        per = {r: [pb.Node(id=1, type=pb.COMM_COLL_NODE, attr=[
+            pb.AttributeProto(name="comm_type", int64_val=pb.ALL_GATHER), size])]
+            for r in range(2)}
+    else:
+        per = {0: [pb.Node(id=1, type=pb.COMM_SEND_NODE, attr=[
+            pb.AttributeProto(name="comm_dst", int64_val=1), size])],
+            1: [pb.Node(id=1, type=pb.COMM_RECV_NODE, attr=[
+                pb.AttributeProto(name="comm_src", int64_val=0)])]}
+    _trace_scenario(tmp, per)
+    whole = kind in ("int64_val", "uint64_val") or (
+        kind == "double_val" and math.isfinite(v) and float(v).is_integer())
+    good = whole and 0 <= v < 2**63
+    try:
+        s = load_schedule(tmp / "t", FABRIC["leaf_spine"])
+    except InputError as e:
+        assert not good, e
+        assert "x.0.et: node id 1" in str(e) and ("comm_size" in str(e) or "nbytes" in str(e))
+        return
+    assert good
+    # an all-gather of nbytes moves (n - 1) / n of it into each of its 2 ranks
+    assert s.total_bytes == int(v)
+
+
+@pytest.mark.parametrize("nodes, has", [
+    ([_node(1, 99)], "node type 99 is not a Chakra NodeType"),
+    ([_node(1, "COMM_SEND_NODE", comm_dst=1, comm_size=10.5)], "comm_size = 10.5: expected a"),
+    ([_node(1, "COMM_SEND_NODE", comm_dst="1", comm_size=10)], "comm_dst = '1': expected a"),
+    ([_node(1, "COMM_SEND_NODE", comm_dst=1, comm_size=-5)], "comm_size = -5: expected a"),
+    ([_node(1, "COMM_SEND_NODE", comm_dst=1, comm_size=2**63)],
+     "comm_size 9223372036854775808 is beyond"),
+    ([_node(1, "COMM_COLL_NODE", comm_type=0, comm_size="1MiB")], "comm_size = '1MiB'"),
+    ([_node(1, "COMP_NODE"), _node(1, "COMP_NODE")], "duplicate node id"),
+    ([_node(1, "COMP_NODE", deps=[7])], "depends on node id 7, which is not in this file"),
+])
+def test_malformed_nodes_exit_2_naming_them(capsys, tmp_path, nodes, has):
+    refused(capsys, "run", _trace_scenario(tmp_path, {0: nodes, 1: [_node(1, "COMP_NODE")]}),
+            "--out", tmp_path / "o", has=("x.0.et: node id 1", has))
+    assert not (tmp_path / "o").exists()

@@ -48,7 +48,7 @@ import numpy as np
 
 from netcore.schedule import COMPUTE, DELAY, TRANSFER, Schedule, ScheduleError
 from netcosim.interop import chakra_pb2 as pb
-from netcosim.interop.chakra_reader import RankTrace, attrs, read_trace
+from netcosim.interop.chakra_reader import RankTrace, attr_value, attrs, read_trace
 from netcosim.interop.chakra_writer import RANK_DEPS, ROUTE_KEY
 from topo.errors import InputError
 from topo.arrays import unique
@@ -86,11 +86,14 @@ _INT_KINDS = frozenset(("int32_val", "int64_val", "uint32_val", "uint64_val", "s
 _COMM_FIELDS = {"comm_src": 0, "comm_dst": 1, "comm_size": 2, "comm_tag": 3, ROUTE_KEY: 4}
 
 
-def _comm_ints(node) -> list:
+def _comm_ints(node) -> tuple[list, tuple | None]:
     """[comm_src, comm_dst, comm_size, comm_tag, netcosim_route_key] of a node in one pass over
-    its attributes (None where absent or not an integer; the first attribute of a name wins,
-    as attrs())."""
+    its attributes (None where absent; the first attribute of a name wins, as attrs()), and
+    (name, value) of the first that is present but not a whole number (a string, 10.5, a
+    bool): that is refused, not read as absent (it was: a comm_size of 10.5 or "1000" moved 0
+    bytes)."""
     out = [None, None, None, None, None]
+    bad = None
     seen = 0
     for a in node.attr:
         j = _COMM_FIELDS.get(a.name)
@@ -100,10 +103,27 @@ def _comm_ints(node) -> list:
         which = a.WhichOneof("value")
         if which in _INT_KINDS:
             out[j] = int(getattr(a, which))
-        elif which in ("double_val", "float_val"):
-            v = getattr(a, which)
-            out[j] = int(v) if float(v).is_integer() else None
-    return out
+        elif which in ("double_val", "float_val") and float(getattr(a, which)).is_integer():
+            out[j] = int(getattr(a, which))
+        elif which is not None and bad is None:
+            bad = (a.name, attr_value(a))
+    return out, bad
+
+
+def _coll_size(a: dict, where: str, warn) -> int:
+    """comm_size of a COMM_COLL_NODE: absent is 0 bytes (a warning: the collective only
+    synchronises); not a whole number >= 0 is refused (it was read as 0, silently: a string or
+    fractional comm_size made the collective a zero-time barrier)."""
+    v = a.get("comm_size")
+    if v is None:
+        warn("coll-nosize", f"{where}: COMM_COLL_NODE without comm_size; taken as 0 bytes (the "
+                            f"collective only synchronises)")
+        return 0
+    n = _int_attr(a, "comm_size")
+    if n is None or n < 0:
+        raise ChakraMappingError(f"{where}: comm_size = {v!r}: expected a whole number of bytes "
+                                 f">= 0")
+    return n
 
 
 def _int_attr(a: dict, name: str):
@@ -227,7 +247,13 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 i = out.add(COMPUTE, h, -1, 0, dur, "compute", r, node.id)
                 entry[r][k] = exit_[r][k] = i
             elif ty in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-                c_src, c_dst, size, tag, route = _comm_ints(node)
+                (c_src, c_dst, size, tag, route), bad = _comm_ints(node)
+                if bad is not None:
+                    raise ChakraMappingError(f"{t.where(k)}: {bad[0]} = {bad[1]!r}: expected "
+                                             f"a whole number")
+                if size is not None and size < 0:
+                    raise ChakraMappingError(f"{t.where(k)}: comm_size = {size}: expected a "
+                                             f"number of bytes >= 0")
                 peer = c_dst if ty == pb.COMM_SEND_NODE else c_src
                 if peer is not None and peer not in host_of:
                     _check_peer(peer, ty, n_hosts, rank_hosts, t, k, where)
@@ -241,8 +267,14 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 pg = a.get("pg_name")
                 pg = "" if pg is None else str(pg)
                 colls[pg][r].append(k)
+            elif ty not in pb.NodeType.values():
+                # not in the published schema: a corrupt file or a newer schema whose node may
+                # communicate; a delay of its duration_micros would be a silent guess
+                raise ChakraMappingError(
+                    f"{t.where(k)}: node type {ty} is not a Chakra NodeType (known: "
+                    f"{', '.join(f'{n} = {v}' for n, v in pb.NodeType.items())})")
             else:
-                name = pb.NodeType.Name(ty) if ty in pb.NodeType.values() else f"type {ty}"
+                name = pb.NodeType.Name(ty)
                 if ty not in (pb.METADATA_NODE, pb.INVALID_NODE):
                     warn(f"delay:{name}", f"{t.where(k)}: {name} is modelled as a fixed delay "
                                           f"of its duration_micros")
@@ -644,7 +676,7 @@ def _map_collectives(out, pg, per_rank, comm_groups, by_rank, host_of, n_hosts, 
                 raise ChakraMappingError(f"{by_rank[r].where(k)}: comm_type "
                                          f"{_int_attr(a, 'comm_type')} but the matching "
                                          f"collective {by_rank[r0].where(k0)} has {ctype}")
-            sizes.append(_int_attr(a, "comm_size") or 0)
+            sizes.append(_coll_size(a, by_rank[r].where(k), warn))
         nbytes = max(sizes)
         if min(sizes) != nbytes:
             warn("collsize", f"{by_rank[r0].where(k0)}: comm_size differs across the ranks of "
