@@ -341,6 +341,12 @@ def _median_by(rows, keys, metric):
 
 
 def _line_plot(out, rows, metric, x, hue, facet, others, vals, title, name=None):
+    # a row without the x column (another block's fabric lacks that knob) has no place on the
+    # axis: it is left out, as its own block's figures show it (a None x among numbers
+    # stopped `netcosim plot` with "sweep.csv does not hold what netcosim writes")
+    rows = [r for r in rows if r.get(x) is not None]
+    if not rows:
+        return []
     plt = _plt()
     panels = vals[facet] if facet else [None]
     if facet:  # a row without the facet column (e.g. a fabric without that knob) is in every panel
@@ -353,8 +359,9 @@ def _line_plot(out, rows, metric, x, hue, facet, others, vals, title, name=None)
     med = _median_by(rows, keys, metric)
     for ax, pv in zip(axes[0], panels):
         for hv in hues:
-            pts = sorted((k[-1], v) for k, v in med.items()
-                         if (facet is None or k[0] == pv) and (hue is None or k[-2] == hv))
+            pts = sorted(((k[-1], v) for k, v in med.items()
+                          if (facet is None or k[0] == pv) and (hue is None or k[-2] == hv)),
+                         key=lambda p: _order(p[0]))
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3.5,
                         label=str(hv) if hue else None)
@@ -375,12 +382,19 @@ def _line_plot(out, rows, metric, x, hue, facet, others, vals, title, name=None)
 
 
 def _heat_map(out, rows, metric, x, y, hue, vals, title, name=None):
+    # only rows with both columns have a cell (a block whose fabric lacks one of them has
+    # none: its None stopped `netcosim plot` with "sweep.csv does not hold what netcosim
+    # writes"), and only panels with cells are drawn
+    rows = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
+    hues = [h for h in vals[hue] if any(r.get(hue) == h for r in rows)][:4] if hue else [None]
+    if not rows or not hues:
+        return []
     plt = _plt()
-    hues = (vals[hue] if hue else [None])[:4]
     # constrained layout leaves room for a colorbar shared by several panels
     fig, axes = plt.subplots(1, len(hues), figsize=(4.4 * len(hues) + 1.4, 3.9), squeeze=False,
                              layout="constrained")
-    xs, ys = sorted(vals[x]), sorted(vals[y])
+    xs = sorted({r[x] for r in rows}, key=_order)
+    ys = sorted({r[y] for r in rows}, key=_order)
     keys = [k for k in (hue, x, y) if k]
     med = _median_by(rows, keys, metric)
     grids = []
