@@ -327,8 +327,9 @@ def sweep_plots(out: Path, rows, params, title: str = "") -> list[Path]:
         written += _line_plot(out, ok, m, x, hue, facet, others, vals, title)
     numeric = [p for p in params if p != x and vals.get(p) and len(vals[p]) > 1
                and all(_num(v) for v in vals[p])]
-    if numeric:
-        written += _heat_map(out, ok, metrics[0], x, numeric[0], hue, vals, title)
+    if numeric:  # over the two numeric columns with the most values (docs/sweeps.md)
+        y = max(numeric, key=lambda p: len(vals[p]))  # the first of a tie
+        written += _heat_map(out, ok, metrics[0], x, y, hue, vals, title)
     return written
 
 

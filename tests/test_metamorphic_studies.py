@@ -295,3 +295,32 @@ def test_plots_of_blocks_that_lack_a_column_draw_the_tables_values(tmp_path, cap
             got |= {(size, a, b) for a, b in zip(x, y)}
     assert got == want
 
+
+def test_the_default_heat_map_is_over_the_two_columns_with_the_most_values(tmp_path,
+                                                                          monkeypatch):
+    """docs/sweeps.md: a heat map over the two numeric columns with the most values. Its y
+    was the first other numeric column in file order (here latency, 2 values, not the 3
+    sizes)."""
+    pytest.importorskip("matplotlib")
+    from netcosim import plots
+    from netcosim.sweep import parse_sweep, run_sweep
+
+    d = dict(SWEEP, sweep={"topology.latency_us": [0.5, 1.0],
+                           "topology.link_gbps": [100, 200, 400, 800],
+                           "workload.bytes": ["64KiB", "256KiB", "1MiB"]})
+    run_sweep(parse_sweep(d), tmp_path, SEQ)
+    drawn = Drawn(monkeypatch)
+    names = {p.name for p in plots.plot_dir(tmp_path)}
+    assert "heatmap_busbw_GBps_topology_link_gbps_workload_bytes.png" in names
+    # a panel per latency (the remaining column), each cell that row's busbw
+    _, rows = read_table(tmp_path / "sweep.csv")
+    gbps, sizes = [100, 200, 400, 800], [65536, 262144, 1048576]
+    assert len(drawn.images) == 2
+    for ax, grid in drawn.images:
+        assert ax.get_xlabel() == "link (Gb/s)" and ax.get_ylabel() == "message size (bytes)"
+        lat = float(ax.get_title().rpartition("= ")[2])
+        for i, b in enumerate(sizes):
+            for j, g in enumerate(gbps):
+                (v,) = [r["busbw_GBps"] for r in rows if r["workload.bytes"] == b and
+                        r["topology.link_gbps"] == g and r["topology.latency_us"] == lat]
+                assert grid[i, j] == v
