@@ -10,6 +10,7 @@ import csv
 import math
 import json
 import tempfile
+import tomllib
 import warnings
 
 import numpy as np
@@ -477,3 +478,108 @@ def test_malformed_nodes_exit_2_naming_them(capsys, tmp_path, nodes, has):
     refused(capsys, "run", _trace_scenario(tmp_path, {0: nodes, 1: [_node(1, "COMP_NODE")]}),
             "--out", tmp_path / "o", has=("x.0.et: node id 1", has))
     assert not (tmp_path / "o").exists()
+
+
+# =========================================================================== ASTRA-sim networks
+def _spec_links(blocks, npus, gbps, lat_us):
+    """docs/interop.md's mapping written out link by link: NPU i has address a with dimension
+    0 fastest; dimension d joins the NPUs that differ only in a_d (Ring: j -- j+1, one link for
+    2 NPUs; FullyConnected: every pair; Switch: a new switch per group, ids after the NPUs in
+    creation order), each link at gbps[d] Gb/s and lat_us[d] us."""
+    N = math.prod(npus)
+    stride = [math.prod(npus[:d]) for d in range(len(npus))]
+    links, nxt = [], N
+    for d, (b, n) in enumerate(zip(blocks, npus)):
+        for base in (i for i in range(N) if (i // stride[d]) % n == 0):
+            m = [base + stride[d] * j for j in range(n)]
+            if b == "Ring":
+                pairs = [(m[0], m[1])] if n == 2 else [(m[j], m[(j + 1) % n]) for j in range(n)]
+            elif b == "FullyConnected":
+                pairs = [(m[j], m[k]) for j in range(n) for k in range(j + 1, n)]
+            else:
+                pairs, nxt = [(x, nxt) for x in m], nxt + 1
+            links += [[u, v, gbps[d], lat_us[d]] for u, v in pairs]
+    return {"hosts": N, "switches": nxt - N, "links": links,
+            "hosts_forward": not (len(blocks) == 1 and blocks[0] != "Ring")}
+
+
+def _same_fabric(a, b):
+    for col in ("link_u", "link_v", "link_bw", "link_lat"):
+        assert np.array_equal(getattr(a, col), getattr(b, col)), col
+    assert (a.n_hosts, a.n_switches, a.hosts_forward) == (b.n_hosts, b.n_switches,
+                                                           b.hosts_forward)
+
+
+DIMS = st.lists(st.tuples(st.sampled_from(["Ring", "FullyConnected", "Switch"]),
+                          st.integers(2, 4), st.sampled_from([12.5, 25, 50, 100, 3.3, 0.75]),
+                          st.one_of(st.integers(0, 5000), st.sampled_from([0.5, 2.25, 13.7]))),
+                min_size=1, max_size=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(DIMS)
+def test_astra_network_is_its_hand_built_custom_fabric(dims):
+    """A network.yml in decimal GB/s and ns is, link for link and bit for bit, the custom
+    fabric written by hand from the documented mapping in Gb/s (8 x GB/s) and us (ns / 1000),
+    and `--toml`'s table builds it back. Its latencies were ns * 1e-9, which differs from a
+    scenario's us by an ulp for 2 integer ns in 3 (500 ns: 5.000000000000001e-07 s against
+    latency_us = 0.5's 5e-07)."""
+    from netcosim.commands.import_astra import _toml_table
+    from netcosim.interop.astra_network import from_dict, to_custom_table
+    from topo.builders import build
+
+    blocks, npus, gbs, ns = (list(x) for x in zip(*dims))
+    t = from_dict({"topology": blocks, "npus_count": npus, "bandwidth": gbs, "latency": ns},
+                  gb="decimal")
+    hand = build("custom", _spec_links(blocks, npus, [8 * g for g in gbs],
+                                       [x / 1e3 for x in ns]))
+    _same_fabric(t, hand)
+    table = tomllib.loads(_toml_table(to_custom_table(t)))["topology"]
+    _same_fabric(t, build("custom", {k: v for k, v in table.items() if k != "kind"}))
+    # binary GB (ASTRA-sim's 2^30 bytes): the same fabric but bandwidth x 2^30 / 10^9, exactly
+    b = from_dict({"topology": blocks, "npus_count": npus, "bandwidth": gbs, "latency": ns})
+    assert np.array_equal(b.link_lat, t.link_lat)
+    assert np.array_equal(b.link_bw, np.asarray(gbs)[b.link_layer] * 2.0**30)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.integers(2, 4), min_size=1, max_size=3),
+       st.sampled_from([12.5, 50, 100]), st.integers(0, 2000))
+def test_astra_rings_are_the_torus_builders_torus(npus, gbs, ns):
+    """Ring dimensions are netcosim's torus with the dimensions reversed (ASTRA-sim numbers
+    dimension 0 fastest, the torus builder the last): the same links, coordinates and, with
+    dimension-order routing, the same ring all-reduce makespan, bit for bit."""
+    import collectives
+    from netcosim.interop.astra_network import from_dict
+    from topo.builders import build
+
+    a = from_dict({"topology": ["Ring"] * len(npus), "npus_count": npus,
+                   "bandwidth": [gbs] * len(npus), "latency": [ns] * len(npus)}, gb="decimal")
+    t = build("torus", {"dims": npus[::-1], "link_gbps": 8 * gbs, "latency_us": ns / 1e3})
+
+    def links(x):
+        return {(min(u, v), max(u, v)): (b, l) for u, v, b, l in
+                zip(x.link_u.tolist(), x.link_v.tolist(), x.link_bw.tolist(),
+                    x.link_lat.tolist())}
+    assert links(a) == links(t)
+    assert np.array_equal(a.coords[:, ::-1], t.coords)
+    s = collectives.build("all_reduce", "ring", list(range(a.n_hosts)), 1 << 20)
+    assert simulate(a, s, "dor").makespan == simulate(t, s, "dor").makespan
+
+
+def test_import_astra_json_and_toml_are_one_fabric(capsys, tmp_path):
+    """`netcosim import-astra --json --toml` on the documented example (binary GB): the
+    scenario table builds the JSON's fabric bit for bit."""
+    from topo.builders import build
+    from topo.io import load_json
+
+    yml = write(tmp_path, "topology: [ Ring, FullyConnected, Switch ]\nnpus_count: [ 2, 8, 4 ]\n"
+                          "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 50.0, 500.0, 2000.0 ]\n",
+                "network.yml")
+    rc, _, err = cli(capsys, "import-astra", yml, "--json", tmp_path / "f.json", "--toml",
+                     tmp_path / "f.toml")
+    assert rc == 0, err
+    table = tomllib.loads((tmp_path / "f.toml").read_text())["topology"]
+    _same_fabric(load_json(tmp_path / "f.json"),
+                 build("custom", {k: v for k, v in table.items() if k != "kind"}))
+    assert table["links"][0][2:] == [1717.9869184, 0.05]  # 200 x 2^30 x 8 / 1e9 Gb/s, 50 ns

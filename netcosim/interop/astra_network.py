@@ -46,7 +46,7 @@ import numpy as np
 from topo.builders._check import MAX_LINKS
 from topo.errors import InputError
 from topo.faults import to_float
-from topo.topology import Topology
+from topo.topology import Topology, us
 
 KEYS = ("topology", "npus_count", "bandwidth", "latency")
 BLOCKS = ("Ring", "FullyConnected", "Switch")
@@ -199,7 +199,10 @@ def from_dict(data, where: str = "network.yml", gb: str = "binary") -> Topology:
         us_.append(u)
         vs_.append(v)
         bw_.append(np.full(len(u), float(bws[d]) * GB_BYTES[gb]))
-        lat_.append(np.full(len(u), float(lats[d]) * 1e-9))
+        # in us, then seconds as a scenario's latency_us becomes them (topo.topology.us), so
+        # the fabric is bit for bit the one written by hand in us: * 1e-9 gave 500 ns as
+        # 5.000000000000001e-07 s against latency_us = 0.5's 5e-07 (2 integer ns in 3 differed)
+        lat_.append(np.full(len(u), us(float(lats[d]) / 1e3)))
         layer.append(np.full(len(u), d, dtype=np.int8))
     n_sw = next_switch - N
     all_ring = all(b == "Ring" for b in blocks)
@@ -224,13 +227,48 @@ def from_dict(data, where: str = "network.yml", gb: str = "binary") -> Topology:
     )
 
 
+def _preimage(target: float, forward, guess: float) -> float:
+    """The double x nearest ``guess`` with forward(x) == target exactly, when one lies within
+    a few ulps (else ``guess``): the table's Gb/s and us must give the custom builder the
+    fabric's bytes/s and seconds to the bit (b * 8 / 1e9 back through * 1e9 / 8 was an ulp off
+    for 1 random rate in 40). The builder's conversion cannot give every double: then the
+    nearest (about 1 binary integer GB/s in 20, e.g. 15 * 2^30 B/s, is 1 ulp off)."""
+    if forward(guess) == target:
+        return guess
+    up = down = guess
+    for _ in range(8):
+        up, down = np.nextafter(up, np.inf), np.nextafter(down, -np.inf)
+        for x in (float(up), float(down)):
+            if forward(x) == target:
+                return x
+    return guess
+
+
 def to_custom_table(topology: Topology) -> dict:
     """The scenario ``[topology]`` table (kind = "custom") of a fabric: hosts, switches,
-    links = [[u, v, gbps, latency_us], ...], hosts_forward."""
+    links = [[u, v, gbps, latency_us], ...], hosts_forward; built, it is this fabric bit for
+    bit (link rates and latencies as the custom builder converts them: topo.topology gbps, us)."""
+    from topo.topology import gbps as to_bytes, us as to_seconds
+
     t = topology
+    p = t.params or {}
+    layer_guess = {}  # an imported network.yml: the file's figures, so the table reads 0.5
+    if t.kind == "astra" and "latency_ns" in p:
+        layer_guess = {d: (gbs * p["gb_bytes"] * 8 / 1e9, ns / 1e3) for d, (gbs, ns)
+                       in enumerate(zip(p["bandwidth_GBps"], p["latency_ns"]))}
+    memo: dict = {}
+
+    def conv(b: float, l: float, d: int):
+        if (b, l, d) not in memo:
+            g, u = layer_guess.get(d, (b * 8 / 1e9, l * 1e6))
+            memo[b, l, d] = (_preimage(b, to_bytes, g), _preimage(l, to_seconds, u))
+        return memo[b, l, d]
+
     return {
         "kind": "custom", "hosts": int(t.n_hosts), "switches": int(t.n_switches),
         "hosts_forward": bool(t.hosts_forward),
-        "links": [[int(u), int(v), float(b) * 8 / 1e9, float(l) * 1e6]
-                  for u, v, b, l in zip(t.link_u, t.link_v, t.link_bw, t.link_lat)],
+        "links": [[int(u), int(v), *conv(b, l, d)]
+                  for u, v, b, l, d in zip(t.link_u.tolist(), t.link_v.tolist(),
+                                           t.link_bw.tolist(), t.link_lat.tolist(),
+                                           t.link_layer.tolist())],
     }
