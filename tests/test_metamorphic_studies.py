@@ -191,6 +191,40 @@ def test_a_study_files_fraction_and_kind_are_named_as_the_files_fields(tmp_path,
         assert not out.exists()
 
 
+# =========================================================================== sweeps
+HUGE = {"name": "huge", "topology": {"kind": "fat_tree", "k": 4},
+        "workload": {"kind": "flows", "flows": [{"src": 0, "dst": 5, "bytes": 1000}]},
+        "sweep": {"mode": "sample", "n": 3, "sample_seed": 7,
+                  # 10^5 x 10^5 x 10^5 x ~10^5 points: beyond int64 (9.2 x 10^18)
+                  "topology.link_gbps": "1..100000", "topology.latency_us": "1..100000",
+                  "workload.flows.0.bytes": "1..100000", "seed": "1..99999"}}
+
+
+@pytest.mark.parametrize("n", [3, 2100])  # 2100: a dry run checks a sample
+def test_a_sampled_grid_beyond_int64_is_drawn(tmp_path, capsys, n):
+    """mode = "sample" over four axes of 10^5 values: 'internal error: OverflowError:
+    Python int too large to convert to C long', exit 1 (numpy drew flat positions as int64).
+    Now n distinct points, in grid order, the same on every pass and in a dry run."""
+    from netcosim.sweep import expand, parse_sweep
+    from netcosim.sweep.points import sample_points
+
+    d = copy.deepcopy(HUGE)
+    d["sweep"]["n"] = n
+    spec = parse_sweep(d)
+    pts = expand(spec)
+    keys = [tuple(p.params.values()) for p in pts]
+    assert len(set(keys)) == n and keys == sorted(keys)  # distinct, in grid order
+    assert [p.id for p in expand(spec)] == [p.id for p in pts]
+    for p in pts:
+        assert p.data["topology"]["link_gbps"] == p.params["topology.link_gbps"]
+        assert 1 <= p.params["seed"] <= 99_999
+    # a dry run's sample of the block is points of the same draw
+    assert {p.id for p in sample_points(spec, 50)} <= {p.id for p in pts}
+    s = write(tmp_path, json.dumps(d), "s.json")
+    rc, out, err = cli(capsys, "sweep", s, "--dry-run")
+    assert rc == 0 and err == "", err
+
+
 # =========================================================================== plots
 def _files(d):
     return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.suffix in (".png", ".svg")}

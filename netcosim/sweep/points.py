@@ -61,8 +61,15 @@ def choices(block: Block):
             raise InputError(f"{block.where}: {total} grid points is more than a sweep can "
                              f"hold ({MAX_POINTS}); use mode = \"sample\"")
         return itertools.product(*[range(s) for s in sizes])
+    if total > FLAT_LIMIT:
+        return iter(sampled_huge(block))
     flat = sampled(block)
     return (tuple(int(x) for x in np.unravel_index(int(i), sizes)) for i in flat)
+
+
+# numpy draws and unravels flat grid positions as int64: a larger sampled grid (four axes of
+# a million values) is drawn axis by axis (sampled_huge)
+FLAT_LIMIT = 2**63 - 1
 
 
 def sampled(block: Block) -> np.ndarray:
@@ -74,6 +81,22 @@ def sampled(block: Block) -> np.ndarray:
                          f"(use mode = \"grid\" to run them all)")
     rng = np.random.default_rng(block.sample_seed)
     return np.sort(rng.choice(total, size=block.n, replace=False))
+
+
+def sampled_huge(block: Block) -> list[tuple]:
+    """mode = "sample" on a grid beyond FLAT_LIMIT points: n distinct points as index tuples,
+    in grid order, each axis's index drawn uniformly (so each point is equally likely) and a
+    point drawn twice drawn again (n is at most MAX_POINTS, a vanishing share of such a grid).
+    Before, numpy's int64 overflowed: 'internal error: OverflowError', exit 1."""
+    sizes = [len(a.values) for a in block.axes]
+    rng = np.random.default_rng(block.sample_seed)
+    picks: set[tuple] = set()
+    while len(picks) < block.n:
+        need = block.n - len(picks)
+        for t in zip(*[rng.integers(0, s, size=need).tolist() for s in sizes]):
+            if len(picks) < block.n:
+                picks.add(t)
+    return sorted(picks)
 
 
 def block_points(block: Block) -> int:
@@ -138,7 +161,10 @@ def sample_points(spec: SweepSpec, per_block: int) -> list[Point]:
             at = np.arange(n)
         else:
             at = unique(np.linspace(0, n - 1, per_block).round().astype(np.int64))
-        if block.mode == "sample":
+        if block.mode == "sample" and block_size(block) > FLAT_LIMIT:
+            picks = sampled_huge(block)
+            sel = [picks[int(i)] for i in at]
+        elif block.mode == "sample":
             sizes = [len(a.values) for a in block.axes]
             flat = sampled(block)[at]
             sel = [tuple(int(x) for x in np.unravel_index(int(i), sizes)) for i in flat]
