@@ -583,3 +583,23 @@ def test_import_astra_json_and_toml_are_one_fabric(capsys, tmp_path):
     _same_fabric(load_json(tmp_path / "f.json"),
                  build("custom", {k: v for k, v in table.items() if k != "kind"}))
     assert table["links"][0][2:] == [1717.9869184, 0.05]  # 200 x 2^30 x 8 / 1e9 Gb/s, 50 ns
+
+
+NETWORK = "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ {bw} ]\nlatency: [ {lat} ]\n"
+
+
+@pytest.mark.parametrize("bw, lat, has", [
+    ("1.0e+300", "500", "bandwidth[0] = 1e+300: inf Gb/s, outside the link rates"),
+    ("1.0e-300", "500", "bandwidth[0] = 1e-300: 8.58993e-300 Gb/s, outside the link rates"),
+    ("100", "1.0e+25", "latency[0] = 1e+25: expected at most 1.153e+15 ns"),
+])
+def test_astra_rates_and_latencies_beyond_the_engines_are_refused(capsys, tmp_path, bw, lat,
+                                                                   has):
+    """A bandwidth whose bytes/s overflow (inf: refused as 'links[0]: bandwidth inf Gbps',
+    naming neither file nor key) or underflow (1e-300 GB/s ran an all-reduce in 1.5e297 s), or
+    a latency beyond the engines' 2^60 ps (accepted, then its --toml table refused): exit 2
+    naming the file and key, nothing written."""
+    yml = write(tmp_path, NETWORK.format(bw=bw, lat=lat), "network.yml")
+    refused(capsys, "import-astra", yml, "--json", tmp_path / "f.json", "--toml",
+            tmp_path / "f.toml", has=("network.yml: ", has))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["network.yml"]

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topo.builders._check import MAX_LINKS
+from topo.builders._check import MAX_GBPS, MAX_LATENCY_US, MAX_LINKS, MIN_GBPS
 from topo.errors import InputError
 from topo.faults import to_float
 from topo.topology import Topology, us
@@ -164,6 +164,18 @@ def from_dict(data, where: str = "network.yml", gb: str = "binary") -> Topology:
         if isinstance(lat, bool) or not isinstance(lat, (int, float)) \
                 or not np.isfinite(to_float(lat)) or lat < 0:
             raise InputError(f"{where}: latency[{d}] = {lat!r}: expected a number of ns >= 0")
+        # the range a scenario's link takes (topo/builders/_check.py): beyond it the rate
+        # overflowed to inf (1.0e+300 GB/s: 'links[0]: bandwidth inf Gbps', no file, no key),
+        # and the engines' times did (1e-300 GB/s ran a 1 MiB all-reduce in 1.5e297 s); a
+        # latency beyond 2^60 ps was accepted, then its --toml table refused
+        gbit = to_float(bw) * GB_BYTES[gb] * 8 / 1e9
+        if not MIN_GBPS <= gbit <= MAX_GBPS:
+            raise InputError(f"{where}: bandwidth[{d}] = {bw!r}: {gbit:g} Gb/s, outside the link "
+                             f"rates netcosim takes ({MIN_GBPS:g} to {MAX_GBPS:g} Gb/s)")
+        if to_float(lat) / 1e3 > MAX_LATENCY_US:
+            raise InputError(f"{where}: latency[{d}] = {lat!r}: expected at most "
+                             f"{MAX_LATENCY_US * 1e3:.4g} ns (2^60 ps, the longest delay the "
+                             f"engines take)")
     N = int(np.prod(npus, dtype=object))
     n_links = 0
     for d in range(D):
