@@ -603,3 +603,16 @@ def test_astra_rates_and_latencies_beyond_the_engines_are_refused(capsys, tmp_pa
     refused(capsys, "import-astra", yml, "--json", tmp_path / "f.json", "--toml",
             tmp_path / "f.toml", has=("network.yml: ", has))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["network.yml"]
+
+
+@pytest.mark.parametrize("bw, lat, same", [("1e2", "5e2", ("100", "500")),
+                                           ("1.0e2", "5.0E+2", ("100.0", "500.0")),
+                                           (".125e3", "2.5e-1", ("125", "0.25"))])
+def test_astra_numbers_with_an_exponent_are_numbers(tmp_path, bw, lat, same):
+    """ASTRA-sim (yaml-cpp) reads 1e2 as 100; PyYAML's YAML 1.1 read it as the string '1e2'
+    and the file was refused ('bandwidth[0] = '1e2': expected a number of GB/s > 0')."""
+    from netcosim.interop.astra_network import load_network
+
+    a = load_network(write(tmp_path, NETWORK.format(bw=bw, lat=lat), "a.yml"))
+    b = load_network(write(tmp_path, NETWORK.format(bw=same[0], lat=same[1]), "b.yml"))
+    _same_fabric(a, b)

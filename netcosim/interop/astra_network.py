@@ -39,6 +39,7 @@ Mapping (mirrors astra-network-analytical's congestion-aware ``MultiDimTopology`
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,13 @@ def _strict_loader():
             return loader.construct_mapping(node, deep)
 
         StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+        # YAML 1.2 floats with an exponent but no '.' or no exponent sign (1e3, 2.5e-1,
+        # 1.0e300): ASTRA-sim's yaml-cpp reads them as numbers, PyYAML's YAML 1.1 as strings,
+        # which were refused as "bandwidth[0] = '1e3': expected a number"
+        StrictLoader.add_implicit_resolver(
+            "tag:yaml.org,2002:float",
+            re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+            list("-+0123456789."))
         _LOADER = StrictLoader
     return _LOADER
 
