@@ -5,18 +5,15 @@ GPU -> NVSwitch -> GPU. Commit 74df378 made ``Routing.paths`` route such pairs o
 scale-up links only (``_inside_domain`` / ``_scaleup_first``), which covers every policy at
 flow level, ``adaptive`` included (first test).
 
-The packet engine's per-hop policies (``spray``, ``adaptive``) do not take paths: at every hop
-the core picks among the neighbours one hop closer in ``Routing.distances``' row of the
-destination. In that row the NVSwitch and the leaf are both 1 hop from the destination GPU,
-and the leaf must stay at 1 (every GPU of another node reaches the destination through it),
-so no row can keep the node's own GPUs off the leaf: the fix is not in ``Routing.distances``
-but in the packet engine, which would give such pairs their ``Routing.paths`` path
-(netcore/packet/engine.py ``_Router.push`` and netcore/packet/incremental.py ``_paths``) and
-follow it: its compiled core drops every path under a per-hop policy (``Sim::set_paths`` in
-netcore/_packet_cpp/sim_core.cpp). Measured, a ring all-reduce over
-the 8 GPUs of one node: 1 MiB 36.5 us under ecmp and behind rails, 95.0 us under adaptive
-and 147.4 us under spray; 4 MiB 64.0 against 370.0 and 596.3 us. Kept as a strict xfail
-until that fix.
+The packet engine's per-hop policies (``spray``, ``adaptive``) pick at every hop among the
+neighbours one hop closer in ``Routing.distances``' row of the destination. In that row the
+NVSwitch and the leaf are both 1 hop from the destination GPU, and the leaf must stay at 1
+(every GPU of another node reaches the destination through it), so no row can keep the node's
+own GPUs off the leaf (second test). The packet engine therefore gives such pairs their
+``Routing.paths`` path (``Routing.scaleup_pairs``, netcore/packet/engine.py ``per_hop_paths``)
+and its core follows a path it is given under a per-hop policy. Measured before, a ring
+all-reduce over the 8 GPUs of one node: 1 MiB 36.5 us under ecmp and behind rails, 95.0 us
+under adaptive and 147.4 us under spray; 4 MiB 64.0 against 370.0 and 596.3 us.
 """
 from __future__ import annotations
 
@@ -54,7 +51,7 @@ def test_adaptive_paths_inside_a_node_use_no_nic_link(nodes_per_leaf):
 
 
 def test_the_distance_row_has_both_switches_one_hop_from_a_gpu():
-    # why the per-hop choice cannot be fixed in the rows: from GPU 1, the NVSwitch and the
+    # why the per-hop choice is not fixed in the rows: from GPU 1, the NVSwitch and the
     # leaf are both one hop closer to GPU 0, and the leaf must be (GPU 8 of the next node,
     # under the same leaf, reaches GPU 0 only through it)
     t = _node(False, nodes=2, gpus_per_node=8, nodes_per_leaf=2)
@@ -64,12 +61,6 @@ def test_the_distance_row_has_both_switches_one_hop_from_a_gpu():
     assert row[8] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="the packet engine's per-hop policies choose among "
-                   "Routing.distances' candidates, where the ToR leaf is as close as the "
-                   "NVSwitch; fix in the packet engine: give scale-up pairs their "
-                   "Routing.paths path (netcore/packet/engine.py _Router.push, incremental.py "
-                   "_paths) and follow it (netcore/_packet_cpp Sim::set_paths drops paths "
-                   "under per_hop)")
 @pytest.mark.parametrize("policy", ["adaptive", "spray"])
 def test_packet_per_hop_policies_keep_a_nodes_ring_on_nvlink(policy):
     size = 1 << 20
@@ -77,5 +68,56 @@ def test_packet_per_hop_policies_keep_a_nodes_ring_on_nvlink(policy):
     for rails in (True, False):
         t = _node(rails)
         s = co.build("all_reduce", "ring", range(8), size, fabric=t).with_connections()
-        got[rails] = simulate(t, s, routing=policy, engine="packet").makespan
+        res = simulate(t, s, routing=policy, engine="packet")
+        got[rails] = res.makespan
+        if not rails:  # no byte of the node's own traffic crossed a NIC link
+            assert res.link_bytes[_nic_dlinks(t)].sum() == 0
     assert got[False] == pytest.approx(got[True], rel=0.01)
+
+
+@pytest.mark.parametrize("policy", ["adaptive", "spray"])
+def test_pairs_across_nodes_still_route_per_packet(policy):
+    """Only pairs inside a node get a path: two nodes under one leaf, a ring over all 16
+    GPUs, crosses the NICs and, under spray, uses both of the leaf's spines' worth of
+    paths as before (the ring's makespan equals ecmp's or beats it)."""
+    t = _node(False, nodes=2, nodes_per_leaf=1)
+    s = co.build("all_reduce", "ring", range(16), 1 << 20, fabric=t).with_connections()
+    res = simulate(t, s, routing=policy, engine="packet")
+    assert res.n_stranded == 0
+    assert res.link_bytes[_nic_dlinks(t)].sum() > 0
+
+
+def test_session_and_batch_agree_on_scale_up_pairs():
+    """The incremental packet engine (session) routes the same way as a batch run."""
+    from netcore.session import Session
+
+    t = _node(False)
+    src, dst = np.array([0, 1, 2, 3]), np.array([1, 2, 3, 0])
+    size = 1 << 20
+    from netcore.schedule import Schedule
+
+    batch = simulate(t, Schedule.from_transfers(src, dst, np.full(4, size)),
+                     routing="adaptive", engine="packet")
+    ses = Session(t, engine="packet", routing="adaptive")
+    for a, b in zip(src, dst):
+        ses.send(int(a), int(b), size)
+    ses.run()
+    res = ses.result()
+    np.testing.assert_array_equal(res.end, batch.end)
+    assert res.link_bytes[_nic_dlinks(t)].sum() == 0
+
+
+def test_a_cut_scale_up_link_sends_the_pair_through_the_fabric():
+    """A pair whose scale-up path is down is routed per packet over the fabric (not stranded
+    on a dead path): GPU 1's NVLink down, a transfer 0 -> 1 still arrives."""
+    from topo.faults import LinkFaults
+
+    t = _node(False)
+    nvswitch = t.n_hosts
+    faults = LinkFaults.from_records(t, [{"link": [1, nvswitch], "kind": "down"}])
+    from netcore.schedule import Schedule
+
+    s = Schedule.from_transfers([0], [1], [1 << 20])
+    res = simulate(t, s, routing="adaptive", engine="packet", faults=faults)
+    assert res.n_stranded == 0
+    assert res.link_bytes[_nic_dlinks(t)].sum() > 0

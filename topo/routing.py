@@ -284,6 +284,15 @@ class Routing:
         inside = h & (su[s] >= 0) & (su[s] == su[d]) & (other[s] >= 0) & (other[s] == other[d])
         return inside if inside.any() else None
 
+    def scaleup_pairs(self, src, dst) -> np.ndarray | None:
+        """Which (src, dst) pairs this routing keeps on their scale-up links although the
+        network joins them in as few hops (bool per pair; None: no such pair). The packet
+        engine's per-hop policies route every other pair per packet from ``distances``, whose
+        rows cannot tell these pairs apart (the leaf is as close as the scale-up switch to a
+        GPU of the node), so they give these their ``paths`` path."""
+        return self._inside_domain(np.asarray(src, dtype=np.int64),
+                                   np.asarray(dst, dtype=np.int64))
+
     def _scaleup_first(self, src, dst, fid, key, alive8, inside) -> Paths:
         """``inside`` flows over the scale-up links only (cached under a key of their own);
         one whose scale-up path is cut by faults takes the fabric's as before."""

@@ -170,7 +170,9 @@ int32_t Sim::add_transfers(const std::vector<int32_t>& src, const std::vector<in
         node_retx.push_back(0);
         node_stranded.push_back(0);
         node_conn.push_back(-1);
-        npath_off.push_back(cfg.per_hop ? -1 : base + (int32_t)ptr[i]);
+        // per-hop policies route a transfer per packet unless it comes with a path of its
+        // own (a pair inside a scale-up domain, which must not take the leaf: _Router.push)
+        npath_off.push_back(cfg.per_hop && ptr[i + 1] == ptr[i] ? -1 : base + (int32_t)ptr[i]);
         npath_len.push_back((int32_t)(ptr[i + 1] - ptr[i]));
         nreach.push_back(reach[i]);
         ndetour.push_back(links_down > 0);
@@ -777,7 +779,7 @@ void Sim::set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t
         const int32_t node = nodes[k];
         if (ptr[k + 1] - ptr[k] > 65535)  // Pkt::path_len is 16 bits
             throw std::invalid_argument("packet engine: a path longer than 65535 hops");
-        npath_off[node] = cfg.per_hop ? -1 : base + (int32_t)ptr[k];
+        npath_off[node] = cfg.per_hop && ptr[k + 1] == ptr[k] ? -1 : base + (int32_t)ptr[k];
         npath_len[node] = (int32_t)(ptr[k + 1] - ptr[k]);
         nreach[node] = reach[k];
         ndetour[node] = links_down > 0;

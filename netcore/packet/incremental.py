@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from netcore.packet import limits, plane_split
-from netcore.packet.engine import PS, _collect, _config, single_path
+from netcore.packet.engine import PS, _collect, _config, per_hop_paths, single_path
 from netcore.packet.options import check_options
 from netcore.incremental_input import check_new_transfers
 from topo.errors import InputError
@@ -104,7 +104,7 @@ class PacketIncremental:
     def _paths(self, src, dst, flow, alive, plane=None):
         if self.per_hop:
             reach = self._dist[self._rows[dst], src] >= 0
-            return np.zeros(len(src) + 1, np.int64), np.zeros(0, np.int32), reach
+            return per_hop_paths(self.routing, self.topology, src, dst, flow, alive, reach)
         if self._striped is not None:
             p = plane_split.paths(self._striped, src, dst, flow, plane, alive)
         else:
@@ -121,8 +121,6 @@ class PacketIncremental:
         nodes = self._sim.dead_transfers().astype(np.int32)
         ptr, links, reach = self._paths(self._src[nodes], self._dst[nodes], self._flow[nodes],
                                         alive, self._plane[nodes])
-        if self.per_hop:
-            ptr = np.zeros(len(nodes) + 1, np.int64)
         self._sim.set_paths(nodes, ptr, links, reach.astype(np.uint8))
         self._route_s += time.perf_counter() - r0
         self._reroutes += 1
