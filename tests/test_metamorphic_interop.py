@@ -37,6 +37,12 @@ kind = "two_tier"
 nodes = 2
 gpus_per_node = 4
 """
+LEAF_SPINE8 = LEAF_SPINE.replace("hosts_per_leaf = 3", "hosts_per_leaf = 4")
+TORUS = """
+[topology]
+kind = "torus"
+dims = [2, 3]
+"""
 SHORTEST = """
 [routing]
 policy = "shortest"
@@ -92,6 +98,50 @@ flows = [{src = 0, dst = 4, bytes = "2MiB"},
 kind = "flows"
 flows = [{src = 0, dst = 3, bytes = "8MiB"}, {src = 1, dst = 4, bytes = "8MiB"},
          {src = 2, dst = 5, bytes = "8MiB"}]
+"""),
+    "ring_chunks": (LEAF_SPINE, """[workload]
+kind = "collective"
+op = "all_reduce"
+algorithm = "ring"
+bytes = "3MiB"
+chunks = 3
+network_detail = "full"
+"""),
+    "tree_broadcast": (LEAF_SPINE, """[workload]
+kind = "collective"
+op = "broadcast"
+algorithm = "tree"
+bytes = "1MiB"
+network_detail = "full"
+"""),
+    "all_to_all": (TORUS, """[workload]
+kind = "collective"
+op = "all_to_all"
+bytes = "1MiB"
+network_detail = "full"
+"""),
+    # a transfer waiting for its receiver's previous step (the receive buffer is free)
+    "rhd": (LEAF_SPINE8, """[workload]
+kind = "collective"
+op = "all_reduce"
+algorithm = "recursive_halving_doubling"
+protocol = "simple"
+step_latency_us = 0
+bytes = "1MiB"
+network_detail = "full"
+"""),
+    # compute nodes between the transfers: a pipeline of 2 stages x tensor parallelism 2 (the
+    # data-parallel all-reduce waits for a sync node on one rank)
+    "training": (TWO_TIER, """[workload]
+kind = "training"
+gpu = "H100-SXM"
+model = { layers = 2, hidden = 256, heads = 4, seq = 128, vocab = 1000 }
+network_detail = "full"
+[workload.parallel]
+tp = 2
+pp = 2
+micro_batch = 1
+global_batch = 4
 """),
     # LL's per-step latency on the receiver waits for the sender's throughput-cap delay: the
     # writer dropped those edges and the read-back all-reduce ran 57 % faster (60.33 us
@@ -178,15 +228,6 @@ def _read_back(s: Schedule, topo, tmp_dir) -> dict:
         return {p2p: load_schedule(d, topo, p2p=p2p) for p2p in ("rendezvous", "eager")}
 
 
-def _receiver_only_waits(s: Schedule) -> int:
-    """Edges "transfer i waits for p" where p is on i's receiver but not on its sender: the
-    waits eager reading moves from the transfer onto the receive (docs/interop.md)."""
-    def ranks(p):
-        return {int(s.src[p]), int(s.dst[p])} if s.kind[p] == TRANSFER else {max(int(s.src[p]), 0)}
-    return sum(1 for i in np.flatnonzero(s.kind == TRANSFER) for p in s.deps_of(i)
-               if int(s.src[i]) not in ranks(p) and int(s.dst[i]) in ranks(p))
-
-
 def _transfer_ancestors(s: Schedule) -> dict:
     """transfer -> the transfers it waits for, through any chain of nodes, by original index
     (a read-back transfer's comm_tag, its tag, is its index in the schedule written)."""
@@ -202,32 +243,163 @@ def _transfer_ancestors(s: Schedule) -> dict:
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schedules(), st.sampled_from(sorted(FABRIC)))
 def test_any_schedule_written_and_read_back(tmp_path_factory, s, fab):
-    """Rendezvous reading gives the written schedule back: the same transfers, each waiting
-    for the same transfers, and on the flow engine the same start and end of every transfer,
-    bit for bit. Eager waits for a subset (a transfer does not wait for what only its
-    receiver waits for); with no such waits it runs the same."""
+    """Read back under either p2p semantics, a written schedule is itself: the same transfers,
+    each waiting for the same transfers, and on the flow engine the same start and end of
+    every transfer, bit for bit. (Eager reading let a transfer start before a node only on its
+    receiver: a training step's data-parallel all-reduce before the backward pass.)"""
     topo = FABRIC[fab]
     s.tag = np.arange(s.n)
     want = simulate(topo, s, "ecmp")
     t = np.flatnonzero(s.kind == TRANSFER)
     anc = _transfer_ancestors(s)
-    same_eager = _receiver_only_waits(s) == 0
-    back = _read_back(s, topo, tmp_path_factory.mktemp("rt"))
-    for p2p, b in back.items():
+    for p2p, b in _read_back(s, topo, tmp_path_factory.mktemp("rt")).items():
         bt = np.flatnonzero(b.kind == TRANSFER)
         orig = b.tag[bt]
         assert sorted(orig.tolist()) == t.tolist()
         for col in ("src", "dst", "size"):
             assert (getattr(b, col)[bt] == getattr(s, col)[orig]).all(), col
-        got = _transfer_ancestors(b)
-        if p2p == "rendezvous":
-            assert got == anc
-        else:
-            assert all(got[i] <= anc[i] for i in anc)
-        if p2p == "rendezvous" or same_eager:
-            r = simulate(topo, b, "ecmp")
-            assert r.makespan == want.makespan
-            assert (r.start[bt] == want.start[orig]).all() and (r.end[bt] == want.end[orig]).all()
+        assert _transfer_ancestors(b) == anc, p2p
+        r = simulate(topo, b, "ecmp")
+        assert r.makespan == want.makespan, p2p
+        assert (r.start[bt] == want.start[orig]).all() and (r.end[bt] == want.end[orig]).all()
+
+
+# On the mesh at 2^33 bytes/s with 2^-20 s links, sizes in 2^14 bytes and durations in 2^-20 s,
+# every time is a short binary fraction: no rounding, so order relations hold exactly.
+DYADIC = 2.0**-20
+DYADIC_MESH = None
+
+
+def _dyadic_mesh():
+    from topo.builders import build
+
+    global DYADIC_MESH
+    if DYADIC_MESH is None:
+        gbps = 2**33 * 8 / 1e9  # 2^33 bytes/s
+        lat_us = DYADIC * 1e6  # 0.95367431640625 us = 2^-20 s, exactly
+        DYADIC_MESH = build("custom", {"hosts": MESH_HOSTS, "links": [
+            [u, v, gbps, lat_us] for u in range(MESH_HOSTS) for v in range(u + 1, MESH_HOSTS)]})
+        assert DYADIC_MESH.link_bw[0] == 2.0**33 and DYADIC_MESH.link_lat[0] == DYADIC
+    return DYADIC_MESH
+
+
+def _dyadic(s: Schedule) -> Schedule:
+    s = s.copy()
+    s.size = (s.size >> 6) << 14  # 0, 1000, 2^16, 3 MiB -> multiples of 2^14
+    s.duration = np.round(s.duration / 1e-6) * DYADIC
+    s.start = np.round(s.start / 1e-6) * DYADIC
+    return s
+
+
+def _foreign(src_dir, out_dir):
+    """The trace as a tool other than netcosim writes it: without netcosim's attributes."""
+    from netcosim.interop import chakra_pb2 as pb
+    from netcosim.interop.chakra_reader import frame, read_trace
+
+    out_dir.mkdir()
+    for t in read_trace(src_dir):
+        nodes = []
+        for n in t.nodes:
+            m = pb.Node()
+            m.CopyFrom(n)
+            keep = [a for a in m.attr if not a.name.startswith("netcosim_")]
+            del m.attr[:]
+            m.attr.extend(keep)
+            nodes.append(m)
+        (out_dir / f"x.{t.rank}.et").write_bytes(frame([t.metadata] + nodes))
+
+
+def _receiver_only_waits(s: Schedule) -> int:
+    """Edges "transfer i waits for p" with p on i's receiver, not its sender, or on neither:
+    what a trace without netcosim's attributes cannot make the transfer itself wait for under
+    eager semantics (docs/interop.md)."""
+    def ranks(p):
+        return {int(s.src[p]), int(s.dst[p])} if s.kind[p] == TRANSFER else {max(int(s.src[p]), 0)}
+    return sum(1 for i in np.flatnonzero(s.kind == TRANSFER) for p in s.deps_of(i)
+               if int(s.src[i]) not in ranks(p))
+
+
+def _by_tag(s: Schedule, x: np.ndarray) -> np.ndarray:
+    t = np.flatnonzero(s.kind == TRANSFER)
+    return x[t][np.argsort(s.tag[t])]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schedules(distinct_pairs=True), st.data())
+def test_contention_free_relations(tmp_path_factory, s, data):
+    """Where no transfer shares a link with another (the mesh, every ordered pair at most
+    once) and no time is rounded, a trace's times are longest paths, so:
+    * eager never ends a transfer later than rendezvous on a trace without netcosim's
+      attributes (eager drops waits, never adds one), and equals it with no receiver-only
+      waits;
+    * a written schedule with one more dependency never reads back shorter;
+    * one transfer split into two halves, the second waiting for the first, never shorter;
+    * every compute and delay of the trace at 0 s (its start delays too) gives the makespan
+      of the transfers alone, each waiting for the transfers its compute chain waited for."""
+    from netcosim.interop.chakra_to_schedule import load_schedule
+    from netcosim.interop.chakra_writer import write_schedule
+
+    topo = _dyadic_mesh()
+    s = _dyadic(s)
+    s.tag = np.arange(s.n)
+    d = tmp_path_factory.mktemp("mesh")
+
+    def makespan(x: Schedule, p2p="eager", name=None) -> float:
+        name = name or f"s{len(list(d.iterdir()))}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            write_schedule(x, d / name)
+            return simulate(topo, load_schedule(d / name, topo, p2p=p2p), "shortest").makespan
+
+    base = makespan(s, name="base")
+    _foreign(d / "base", d / "foreign")
+    sched = {p: load_schedule(d / "foreign", topo, p2p=p) for p in ("eager", "rendezvous")}
+    res = {p: simulate(topo, x, "shortest") for p, x in sched.items()}
+    ends = {p: _by_tag(sched[p], res[p].end) for p in res}
+    assert (ends["eager"] <= ends["rendezvous"]).all()
+    if _receiver_only_waits(s) == 0:
+        assert (ends["eager"] == ends["rendezvous"]).all()
+
+    deps = [s.deps_of(i).tolist() for i in range(s.n)]
+
+    def rebuilt(deps, **cols) -> Schedule:
+        c = {k: getattr(s, k) for k in ("kind", "src", "dst", "size", "duration", "start")}
+        c.update(cols)
+        return Schedule(**c, dep_ptr=np.concatenate([[0], np.cumsum([len(x) for x in deps])]),
+                        dep_idx=np.array([p for x in deps for p in x], dtype=np.int64))
+
+    if s.n >= 2:
+        c = data.draw(st.integers(1, s.n - 1), label="child")
+        p = data.draw(st.integers(0, c - 1), label="parent")
+        more = [list(x) for x in deps]
+        more[c] = sorted(set(more[c]) | {p})
+        assert makespan(rebuilt(more)) >= base
+
+    t = np.flatnonzero(s.kind == TRANSFER)
+    if t.size:
+        i = int(data.draw(st.sampled_from(t.tolist()), label="split"))
+        # node i carries the first half; the second half is a new last node waiting for it,
+        # and i's children wait for the second half
+        half = int(s.size[i]) // 2
+        split = [[s.n if p == i else p for p in x] for x in deps] + [[i]]
+        cols = {k: np.append(getattr(s, k), getattr(s, k)[i]) for k in
+                ("kind", "src", "dst", "duration", "start")}
+        cols["size"] = np.append(s.size, s.size[i] - half)
+        cols["size"][i] = half
+        assert makespan(rebuilt(split, **cols)) >= base
+
+    # compute and delays at 0 s in the trace, against the transfers alone
+    zero = s.copy()
+    zero.duration = np.zeros(s.n)
+    zero.start = np.zeros(s.n)
+    via = [set() for _ in range(s.n)]  # the transfers each node's compute chain waited for
+    for j in s.topological_order():
+        for p in deps[j]:
+            via[j] |= {p} if s.kind[p] == TRANSFER else via[p]
+    comm = Schedule.from_transfers(s.src[t], s.dst[t], s.size[t], deps=[
+        sorted(int(np.searchsorted(t, p)) for p in via[j]) for j in t])
+    for p2p in ("eager", "rendezvous"):
+        assert makespan(zero, p2p) == makespan(comm, p2p)
 
 
 # =========================================================================== malformed traces

@@ -9,7 +9,10 @@ Mapping (the inverse of chakra_to_schedule for point-to-point schedules):
   Chakra tools read) and the netcosim attribute ``duration_s`` (exact double, what netcosim
   reads first); a DELAY also carries ``netcosim_kind = "delay"``;
 * a dependency of node i on node p becomes a ``data_deps`` entry on each of i's per-rank nodes
-  for which p has a node on the same rank. Chakra dependencies cannot cross files, so an edge
+  for which p has a node on the same rank; when p is on a transfer's receiver but not its
+  sender, also a ``netcosim_rank_deps`` entry on the send (below), as eager reading lets only
+  the send's dependencies hold the data back (a training step's all-reduce transfer read back
+  started at 0 instead of after its ``sync`` node). Chakra dependencies cannot cross files, so an edge
   between nodes with no rank in common (a transfer 0->1 waiting for a transfer 2->3, a
   protocol's per-step latency on the receiver waiting for the sender's throughput-cap delay)
   goes into the netcosim attribute ``netcosim_rank_deps`` of i's first node (its send for a
@@ -119,10 +122,13 @@ def _events(s: Schedule, n_ranks: int):
 
 def _dependencies(s: Schedule, node, rank, nid, start):
     """CSR (ptr over events, parent per-rank ids) of the data_deps of every event; CSR (xptr,
-    xdep) of the dependencies whose child and parent share no rank, per event of the child (its
-    first: the send of a transfer, which both p2p semantics make the transfer's entry) as
-    flattened (rank, node id) pairs of the parent's first event (the send of a transfer, whose
-    exit is the transfer under both semantics); and how many such edges there are."""
+    xdep) of the dependencies the child's first event (the send of a transfer, which both p2p
+    semantics make the transfer's entry) cannot name in data_deps because the parent has no
+    event on its rank, as flattened (rank, node id) pairs of the parent's first event (the
+    send of a transfer, whose exit is the transfer under both semantics); and how many of
+    those edges join nodes with no rank in common and how many make a transfer wait for a
+    node only on its receiver (in data_deps on the receive, which eager reading does not let
+    hold the transfer back)."""
     n_ev = len(node)
     R = int(rank.max()) + 1 if n_ev else 1
     ch = np.repeat(np.arange(s.n, dtype=np.int64), np.diff(s.dep_ptr))
@@ -137,15 +143,18 @@ def _dependencies(s: Schedule, node, rank, nid, start):
     want = pa[e_edge] * R + rank[e_ev]
     at = np.minimum(np.searchsorted(key[sk], want), max(n_ev - 1, 0))
     hit = (key[sk][at] == want) if n_ev else np.zeros(0, bool)
-    # an edge is dropped when none of its child's events found the parent (counted once per
-    # distinct child/parent pair, as a dependency, not per duplicate)
-    found = np.zeros(len(ch), dtype=bool)
+    found = np.zeros(len(ch), dtype=bool)  # on some event of the child
     found[e_edge[hit]] = True
-    # cross-rank edges, once per distinct (child, parent), in the schedule's edge order
-    key = ch[~found] * max(s.n, 1) + pa[~found]
+    on_first = np.zeros(len(ch), dtype=bool)  # on its first event
+    on_first[e_edge[hit & (e_ev == start[ch[e_edge]])]] = True
+    # edges the first event needs in netcosim_rank_deps, once per distinct (child, parent),
+    # in the schedule's edge order
+    need = ~on_first
+    key = ch[need] * max(s.n, 1) + pa[need]
     _, first = np.unique(key, return_index=True)
     first.sort()
-    x_ch, x_pa = ch[~found][first], pa[~found][first]
+    x_ch, x_pa = ch[need][first], pa[need][first]
+    crossing = int(np.count_nonzero(~found[need][first]))
     ev, dep = e_ev[hit], nid[sk][at][hit]
     o = np.argsort(ev, kind="stable")  # per event, parents in the schedule's edge order
     ptr = np.zeros(n_ev + 1, dtype=np.int64)
@@ -156,7 +165,7 @@ def _dependencies(s: Schedule, node, rank, nid, start):
     xdep = np.stack([rank[p_ev], nid[p_ev]], axis=1).ravel()
     xptr = np.zeros(n_ev + 1, dtype=np.int64)
     np.cumsum(2 * np.bincount(x_ev, minlength=n_ev), out=xptr[1:])
-    return ptr, dep[o], xptr, xdep, len(x_ch)
+    return ptr, dep[o], xptr, xdep, crossing, len(x_ch) - crossing
 
 
 def schedule_to_traces(schedule: Schedule, n_ranks: int | None = None) -> dict[int, list]:
@@ -170,7 +179,7 @@ def schedule_to_traces(schedule: Schedule, n_ranks: int | None = None) -> dict[i
     hi = int(ranks_used.max()) + 1 if ranks_used.size else 1
     n_ranks = max(hi, n_ranks or 0)
     node, side, rank, nid, start, orphan_compute = _events(s, n_ranks)
-    ptr, dep, xptr, xdep, crossing = _dependencies(s, node, rank, nid, start)
+    ptr, dep, xptr, xdep, crossing, receiver_only = _dependencies(s, node, rank, nid, start)
     nodes: dict[int, list] = {r: [] for r in range(n_ranks)}
     kind, src, dst = s.kind.tolist(), s.src.tolist(), s.dst.tolist()
     size, dur = s.size.tolist(), s.duration.tolist()
@@ -215,6 +224,12 @@ def schedule_to_traces(schedule: Schedule, n_ranks: int | None = None) -> dict[i
                       f"Chakra's data_deps stay within one rank's file, so they are written in "
                       f"the attribute {RANK_DEPS!r}, which netcosim reads and other Chakra "
                       f"tools ignore", stacklevel=2)
+    if receiver_only:
+        warnings.warn(f"{receiver_only} transfers wait for a node that is only on their "
+                      f"receiver: in data_deps on the receive, which tools with eager send/recv "
+                      f"(ASTRA-sim) do not let hold the data back, and in the attribute "
+                      f"{RANK_DEPS!r} on the send, which netcosim reads under both p2p "
+                      f"semantics", stacklevel=2)
     if orphan_compute:
         warnings.warn(f"{orphan_compute} compute/delay nodes belong to no rank (src = -1); "
                       f"written on rank 0", stacklevel=2)
