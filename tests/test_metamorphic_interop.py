@@ -788,3 +788,15 @@ def test_astra_numbers_with_an_exponent_are_numbers(tmp_path, bw, lat, same):
     a = load_network(write(tmp_path, NETWORK.format(bw=bw, lat=lat), "a.yml"))
     b = load_network(write(tmp_path, NETWORK.format(bw=same[0], lat=same[1]), "b.yml"))
     _same_fabric(a, b)
+
+
+def test_export_of_a_serving_run_is_refused(capsys, tmp_path):
+    """A serving run's Schedule is one delay as long as the served span: exported, it was one
+    Chakra file per GPU holding that delay and no transfer (exit 0)."""
+    from cli_helpers import SERVE_HEAD
+
+    path = write(tmp_path, SERVE_HEAD + "[workload.requests]\nrate = 10\ncount = 4\n"
+                                        "input_tokens = 128\noutput_tokens = 16\n")
+    refused(capsys, "export", path, "--chakra", tmp_path / "trace", "--json", tmp_path / "f.json",
+            has=("--chakra", "workload.kind = 'inference'", "no Chakra trace"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]

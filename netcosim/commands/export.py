@@ -45,6 +45,13 @@ def run(args) -> int:
         check_prefix(args.prefix)
         outpaths.check_dir(args.chakra, f"--chakra {args.chakra!r}")
     scenario = load_from_args(args)
+    kind = scenario.workload.get("kind") if isinstance(scenario.workload, dict) else None
+    if args.chakra and kind == "inference":
+        # its Schedule is a placeholder (one delay as long as the served span): written, it
+        # was 8 files holding one compute node and no transfer, exit 0
+        raise InputError(f"--chakra {args.chakra!r}: workload.kind = 'inference' is a serving "
+                         f"loop priced from cost curves measured on the fabric, not one "
+                         f"schedule of transfers, so it has no Chakra trace (docs/inference.md)")
     topology = scenario.build_topology()
     schedule = None
     if args.chakra:
