@@ -12,6 +12,7 @@ import json
 import tempfile
 import tomllib
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from cli_helpers import cli, refused, write
 from netcore.api import simulate
 from netcore.schedule import COMPUTE, DELAY, TRANSFER, Schedule
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 LEAF_SPINE = """
 [topology]
 kind = "leaf_spine"
@@ -800,3 +802,22 @@ def test_export_of_a_serving_run_is_refused(capsys, tmp_path):
     refused(capsys, "export", path, "--chakra", tmp_path / "trace", "--json", tmp_path / "f.json",
             has=("--chakra", "workload.kind = 'inference'", "no Chakra trace"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+def test_writing_a_scalable_schedule_is_refused(tmp_path):
+    """A scenario's ring all-reduce runs as one stream standing for every transfer
+    (network_detail = "auto"); written, each such node became one transfer of its first
+    member (128 hosts, 1 MiB: 4,161,536 bytes read back of 532,676,608)."""
+    from netcosim.interop.chakra_writer import write_schedule
+    from netcosim.scenario import load_scenario
+    from topo.errors import InputError
+
+    sc = load_scenario(EXAMPLES / "ring_allreduce_fat_tree.toml", ["workload.bytes=1MiB"])
+    topo = sc.build_topology()
+    with pytest.raises(InputError, match=r"scalable form \(\d+ transfer nodes standing for "
+                                         r"[\d,]+ transfers\); build it with network_detail"):
+        write_schedule(sc.build_schedule(topo), tmp_path / "t")
+    assert not (tmp_path / "t").exists()
+    full = sc.with_full_detail().build_schedule(topo)
+    write_schedule(full, tmp_path / "t")
+    assert len(list((tmp_path / "t").iterdir())) == topo.n_hosts

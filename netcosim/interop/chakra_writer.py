@@ -173,6 +173,13 @@ def schedule_to_traces(schedule: Schedule, n_ranks: int | None = None) -> dict[i
 
     Event numbering and dependencies are array work; only the protobuf messages themselves are
     made one per event."""
+    if schedule.has_members or (schedule.steps[schedule.kind == TRANSFER] > 1).any():
+        # a node standing for a member set or serial steps would be written as one transfer
+        # of its first member (a 128-host ring all-reduce of 1 MiB: 4.2 MB of 533 MB)
+        raise InputError(f"Chakra trace: the schedule is in its scalable form ("
+                         f"{schedule.n_transfers:,} transfer nodes standing for "
+                         f"{schedule.n_member_transfers:,} transfers); build it with "
+                         f"network_detail = \"full\" (Scenario.with_full_detail())")
     s, held = _starts_as_delays(schedule)
     n0 = schedule.n
     ranks_used = np.concatenate([s.src[s.src >= 0], s.dst[(s.kind == TRANSFER) & (s.dst >= 0)]])
