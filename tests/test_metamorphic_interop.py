@@ -821,3 +821,17 @@ def test_writing_a_scalable_schedule_is_refused(tmp_path):
     full = sc.with_full_detail().build_schedule(topo)
     write_schedule(full, tmp_path / "t")
     assert len(list((tmp_path / "t").iterdir())) == topo.n_hosts
+
+
+@pytest.mark.parametrize("op, alg", [("all_reduce", "nvls"), ("all_reduce", "sharp"),
+                                     ("all_reduce", "hierarchical"), ("all_reduce", "torus"),
+                                     ("all_gather", "nvls"), ("all_to_all", "hierarchical")])
+def test_trace_algorithms_that_need_the_fabric_are_refused_up_front(capsys, tmp_path, op, alg):
+    """They failed on the trace's first collective with the library's API advice ("fabric =
+    None: ... (collectives.build(..., fabric=topology))") a scenario cannot follow."""
+    per = {r: [_node(1, "COMM_COLL_NODE", comm_type=0, comm_size=4096)] for r in range(2)}
+    path = _trace_scenario(tmp_path, per, f'algorithms = {{ {op} = "{alg}" }}\n')
+    line = refused(capsys, "run", path, "--out", tmp_path / "o",
+                   has=(f"workload.algorithms.{op} = '{alg}': not available for a trace's "
+                        f"collectives", "use one of"))
+    assert "collectives.build" not in line and alg not in line.split("use one of")[1]

@@ -429,9 +429,27 @@ def _check_algorithms(algorithms: dict, where: str) -> None:
         if not isinstance(alg, str):
             raise InputError(f"{at} = {alg!r}: expected an algorithm name")
         try:
-            collectives.resolve(op, alg)
+            op_c, alg_c = collectives.resolve(op, alg)
         except InputError as e:
             raise InputError(f"{at} = {alg!r}: {str(e).split(': ', 1)[-1]}") from None
+        if not _trace_algorithm(collectives, op_c, alg_c):
+            usable = [a for a in collectives.ALGORITHMS[op_c]
+                      if _trace_algorithm(collectives, op_c, a)]
+            # it failed on the trace's first collective, as "fabric = None: ... needs the
+            # topology (collectives.build(..., fabric=topology))"
+            raise InputError(f"{at} = {alg!r}: not available for a trace's collectives (it "
+                             f"needs the fabric's switches or a group_size/dims option, which "
+                             f"a COMM_COLL_NODE does not give); use one of "
+                             f"{', '.join(usable)}")
+
+
+def _trace_algorithm(collectives, op: str, alg: str) -> bool:
+    """Whether ``collectives.build(op, alg, ranks, nbytes)`` runs without a fabric or options."""
+    import inspect
+
+    params = inspect.signature(collectives.ALGORITHMS[op][alg]).parameters
+    return not collectives.needs_fabric(op, alg) and not any(
+        k in params and params[k].default is None for k in ("group_size", "dims"))
 
 
 def _check_precision(precision, where: str) -> None:

@@ -12,8 +12,8 @@ Mapping (the inverse of chakra_to_schedule for point-to-point schedules):
   for which p has a node on the same rank; when p is on a transfer's receiver but not its
   sender, also a ``netcosim_rank_deps`` entry on the send (below), as eager reading lets only
   the send's dependencies hold the data back (a training step's all-reduce transfer read back
-  started at 0 instead of after its ``sync`` node). Chakra dependencies cannot cross files, so an edge
-  between nodes with no rank in common (a transfer 0->1 waiting for a transfer 2->3, a
+  started at 0 instead of after its ``sync`` node). Chakra dependencies cannot cross files, so
+  an edge between nodes with no rank in common (a transfer 0->1 waiting for a transfer 2->3, a
   protocol's per-step latency on the receiver waiting for the sender's throughput-cap delay)
   goes into the netcosim attribute ``netcosim_rank_deps`` of i's first node (its send for a
   transfer): an int64 list of (rank, node id) pairs naming p's first node. netcosim reads it
