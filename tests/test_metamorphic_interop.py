@@ -424,6 +424,12 @@ def _node(nid, ty, deps=(), **attrs):
                    data_deps=list(deps), attr=at, duration_micros=1)
 
 
+def pb_node(nid, ty, **fields):
+    from netcosim.interop import chakra_pb2 as pb
+
+    return pb.Node(id=nid, name=f"n{nid}", type=getattr(pb, ty), **fields)
+
+
 def _trace_scenario(tmp_path, per_rank: dict, extra: str = ""):
     """A scenario running ``per_rank`` (rank -> nodes) on a 6-host leaf-spine."""
     from netcosim.interop import chakra_pb2 as pb
@@ -647,11 +653,24 @@ def test_any_comm_size_is_carried_exactly_or_refused_naming_it(tmp_path_factory,
     ([_node(1, "COMM_COLL_NODE", comm_type=0, comm_size="1MiB")], "comm_size = '1MiB'"),
     ([_node(1, "COMP_NODE"), _node(1, "COMP_NODE")], "duplicate node id"),
     ([_node(1, "COMP_NODE", deps=[7])], "depends on node id 7, which is not in this file"),
+    # durations past the engines' clock were refused as "workload: node 0: a duration of ..."
+    ([_node(1, "COMP_NODE", duration_s=1e300)], "duration_s = 1e+300: 1e+306 us, beyond"),
+    ([pb_node(1, "COMP_NODE", duration_micros=2**64 - 1)],
+     "duration_micros = 18446744073709551615: 1.84467e+19 us, beyond the engines' clock"),
+    ([pb_node(1, "MEM_LOAD_NODE", duration_micros=2**63)], "duration_micros = 9223372036854775808"),
 ])
 def test_malformed_nodes_exit_2_naming_them(capsys, tmp_path, nodes, has):
     refused(capsys, "run", _trace_scenario(tmp_path, {0: nodes, 1: [_node(1, "COMP_NODE")]}),
             "--out", tmp_path / "o", has=("x.0.et: node id 1", has))
     assert not (tmp_path / "o").exists()
+
+
+def test_a_priced_operator_past_the_clock_is_refused_naming_it(capsys, tmp_path):
+    per = {0: [_node(1, "COMP_NODE", num_ops=1e40, tensor_size=1)]}
+    per[0][0].duration_micros = 0
+    refused(capsys, "run", _trace_scenario(tmp_path, per, 'gpu = "h100_sxm"\n'), "--out",
+            tmp_path / "o", has=("x.0.et: node id 1", "num_ops = 1e+40, tensor_size = 1:",
+                                 "beyond the engines' clock"))
 
 
 # =========================================================================== ASTRA-sim networks

@@ -244,6 +244,7 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
             ty = node.type
             if ty == pb.COMP_NODE:
                 dur = _comp_seconds(node, spec, precision, t, k, warn)
+                _check_clock(dur, node, t, k)
                 i = out.add(COMPUTE, h, -1, 0, dur, "compute", r, node.id)
                 entry[r][k] = exit_[r][k] = i
             elif ty in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
@@ -278,6 +279,7 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 if ty not in (pb.METADATA_NODE, pb.INVALID_NODE):
                     warn(f"delay:{name}", f"{t.where(k)}: {name} is modelled as a fixed delay "
                                           f"of its duration_micros")
+                _check_clock(node.duration_micros * 1e-6, node, t, k)
                 i = out.add(DELAY, h, -1, 0, node.duration_micros * 1e-6, "delay", r, node.id)
                 entry[r][k] = exit_[r][k] = i
 
@@ -496,6 +498,25 @@ def _comp_seconds(node, spec, precision, t, k, warn) -> float:
         warn("nogpu", f"{t.where(k)}: COMP node with num_ops/tensor_size but no duration and no "
                       f"gpu to price it; taken as 0 s (set gpu = \"h100_sxm\", ...)")
     return 0.0
+
+
+def _check_clock(seconds: float, node, t: RankTrace, k: int) -> None:
+    """A node's duration ends before the engines' clock does (2^62 ps): refused naming the
+    node and what gave it, not later as 'workload: node 0: a duration of ...' (a schedule
+    node number the trace does not show)."""
+    from netcore.packet.limits import TIME_LIMIT_TEXT, TIME_LIMIT_US
+
+    if seconds * 1e6 < TIME_LIMIT_US:
+        return
+    a = attrs(node) if node.type == pb.COMP_NODE else {}
+    if a.get("duration_s") is not None:
+        given = f"duration_s = {a['duration_s']!r}"
+    elif node.duration_micros or node.type != pb.COMP_NODE:
+        given = f"duration_micros = {node.duration_micros}"
+    else:
+        given = f"num_ops = {a.get('num_ops')!r}, tensor_size = {a.get('tensor_size')!r}"
+    raise ChakraMappingError(f"{t.where(k)}: {given}: {seconds * 1e6:.6g} us, beyond the "
+                             f"engines' clock, which ends at {TIME_LIMIT_TEXT}")
 
 
 def _map_p2p(out, sends, recvs, by_rank, host_of, entry, exit_, warn, eager: bool):
