@@ -83,16 +83,18 @@ class ChakraMappingError(InputError):
 _INT_KINDS = frozenset(("int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val",
                         "sint64_val", "fixed32_val", "fixed64_val", "sfixed32_val",
                         "sfixed64_val"))
-_COMM_FIELDS = {"comm_src": 0, "comm_dst": 1, "comm_size": 2, "comm_tag": 3, ROUTE_KEY: 4}
+_COMM_FIELDS = {"comm_src": 0, "comm_dst": 1, "comm_size": 2, "comm_tag": 3, ROUTE_KEY: 4,
+                RANK_DEPS: 5}
 
 
 def _comm_ints(node) -> tuple[list, tuple | None]:
-    """[comm_src, comm_dst, comm_size, comm_tag, netcosim_route_key] of a node in one pass over
-    its attributes (None where absent; the first attribute of a name wins, as attrs()), and
+    """[comm_src, comm_dst, comm_size, comm_tag, netcosim_route_key, whether it has
+    netcosim_rank_deps] of a node in one pass over its attributes (None where absent; the
+    first attribute of a name wins, as attrs()), and
     (name, value) of the first that is present but not a whole number (a string, 10.5, a
     bool): that is refused, not read as absent (it was: a comm_size of 10.5 or "1000" moved 0
     bytes)."""
-    out = [None, None, None, None, None]
+    out = [None, None, None, None, None, False]
     bad = None
     seen = 0
     for a in node.attr:
@@ -101,7 +103,9 @@ def _comm_ints(node) -> tuple[list, tuple | None]:
             continue
         seen |= 1 << j
         which = a.WhichOneof("value")
-        if which in _INT_KINDS:
+        if j == 5:  # checked where its dependencies are made (_rank_deps)
+            out[5] = True
+        elif which in _INT_KINDS:
             out[j] = int(getattr(a, which))
         elif which in ("double_val", "float_val") and float(getattr(a, which)).is_integer():
             out[j] = int(getattr(a, which))
@@ -238,17 +242,23 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
     spec = _gpu_spec(gpu, where) if gpu is not None else None
 
     sends, recvs, colls = [], [], defaultdict(lambda: defaultdict(list))
+    linked = set()  # (rank, record) of the nodes with netcosim_rank_deps
     for t in traces:
         r, h = t.rank, host_of[t.rank]
         for k, node in enumerate(t.nodes):
             ty = node.type
             if ty == pb.COMP_NODE:
-                dur = _comp_seconds(node, spec, precision, t, k, warn)
+                a = attrs(node)
+                if RANK_DEPS in a:
+                    linked.add((r, k))
+                dur = _comp_seconds(node, a, spec, precision, t, k, warn)
                 _check_clock(dur, node, t, k)
                 i = out.add(COMPUTE, h, -1, 0, dur, "compute", r, node.id)
                 entry[r][k] = exit_[r][k] = i
             elif ty in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-                (c_src, c_dst, size, tag, route), bad = _comm_ints(node)
+                (c_src, c_dst, size, tag, route, has_deps), bad = _comm_ints(node)
+                if has_deps:
+                    linked.add((r, k))
                 if bad is not None:
                     raise ChakraMappingError(f"{t.where(k)}: {bad[0]} = {bad[1]!r}: expected "
                                              f"a whole number")
@@ -265,6 +275,8 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 (sends if ty == pb.COMM_SEND_NODE else recvs).append(rec)
             elif ty == pb.COMM_COLL_NODE:
                 a = attrs(node)
+                if RANK_DEPS in a:
+                    linked.add((r, k))
                 pg = a.get("pg_name")
                 pg = "" if pg is None else str(pg)
                 colls[pg][r].append(k)
@@ -280,6 +292,8 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                     warn(f"delay:{name}", f"{t.where(k)}: {name} is modelled as a fixed delay "
                                           f"of its duration_micros")
                 _check_clock(node.duration_micros * 1e-6, node, t, k)
+                if any(x.name == RANK_DEPS for x in node.attr):
+                    linked.add((r, k))
                 i = out.add(DELAY, h, -1, 0, node.duration_micros * 1e-6, "delay", r, node.id)
                 entry[r][k] = exit_[r][k] = i
 
@@ -309,7 +323,7 @@ def to_schedule(traces, n_hosts: int | None = None, *, comm_groups: dict | None 
                 if pk == k:
                     raise ChakraMappingError(f"{t.where(k)}: depends on itself")
                 out.edge(int(entry[r][k]), int(exit_[r][pk]))
-            if node.attr:
+            if (r, k) in linked:
                 for pr, pk in _rank_deps(node, t, k, by_rank, index):
                     out.edge(int(entry[r][k]), int(exit_[pr][pk]))
     warn.flush()
@@ -471,8 +485,8 @@ def _gpu_spec(gpu, where):
         raise InputError(f"{where}.gpu: {e}") from None
 
 
-def _comp_seconds(node, spec, precision, t, k, warn) -> float:
-    a = attrs(node)
+def _comp_seconds(node, a: dict, spec, precision, t, k, warn) -> float:
+    """Seconds of a COMP node (``a``: its attributes)."""
     d = a.get("duration_s")
     if d is not None:  # NaN, negative or infinite is an error, never a silent 0 s
         if isinstance(d, bool) or not isinstance(d, (int, float)) or not np.isfinite(d) \
