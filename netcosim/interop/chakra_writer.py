@@ -232,10 +232,10 @@ def schedule_to_traces(schedule: Schedule, n_ranks: int | None = None) -> dict[i
                       f"the attribute {RANK_DEPS!r}, which netcosim reads and other Chakra "
                       f"tools ignore", stacklevel=2)
     if receiver_only:
-        warnings.warn(f"{receiver_only} transfers wait for a node that is only on their "
-                      f"receiver: in data_deps on the receive, which tools with eager send/recv "
-                      f"(ASTRA-sim) do not let hold the data back, and in the attribute "
-                      f"{RANK_DEPS!r} on the send, which netcosim reads under both p2p "
+        warnings.warn(f"{receiver_only} dependencies make a transfer wait for a node that is "
+                      f"only on its receiver: in data_deps on the receive, which tools with eager "
+                      f"send/recv (ASTRA-sim) do not let hold the data back, and in the "
+                      f"attribute {RANK_DEPS!r} on the send, which netcosim reads under both p2p "
                       f"semantics", stacklevel=2)
     if orphan_compute:
         warnings.warn(f"{orphan_compute} compute/delay nodes belong to no rank (src = -1); "
