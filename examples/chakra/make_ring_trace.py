@@ -14,6 +14,7 @@ RANKS = 8
 NBYTES = 64 << 20
 
 if __name__ == "__main__":
-    sched = collectives.ring_all_reduce(list(range(RANKS)), NBYTES)
+    # one connection per rank pair (as the collective runs), so no per-node route key is written
+    sched = collectives.ring_all_reduce(list(range(RANKS)), NBYTES).with_connections()
     paths = write_schedule(sched, HERE / "ring_allreduce_8", prefix="ring_allreduce")
     print(f"wrote {len(paths)} files, {sched.n} transfers -> {HERE / 'ring_allreduce_8'}")
