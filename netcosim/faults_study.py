@@ -195,11 +195,63 @@ def _fraction_stream(fraction: float) -> int:
     return int(np.float64(fraction).view(np.uint64))
 
 
+class StudyPoints:
+    """A study's points, made on demand on every pass as a sweep's PointSet makes its own
+    (``run_points`` passes over them to check, to run and to write the table). Each point's
+    scenario table, the study's own plus its faults, is built only when a pass asks for it and
+    dropped with the point; only the ids stay (a short string each). Held whole, every trial
+    was a copy of the scenario: 8.6 KB a trial of one flow (a million trials, which a study
+    may run: 9 GB in the parent), 4 MB a trial of 20,000 explicit flows (the default 6 x 100
+    trials with 128 core links: 2.9 GB before the first run)."""
+
+    def __init__(self, n: int, recipes):
+        self._n, self._recipes = n, recipes  # recipes(): (params, build) of each point
+        self._ids: list = [None] * n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self):
+        for index, (params, build) in enumerate(self._recipes()):
+            yield _TrialPoint(index, params, build, self._ids)
+
+
+class _TrialPoint:
+    """A point of a StudyPoints (the fields of netcosim.sweep.points.Point), its scenario
+    table built when first asked for."""
+
+    __slots__ = ("index", "params", "_build", "_data", "_ids")
+    strandable = True  # a trial's faults may cut hosts apart: stranded runs, not bad input
+
+    def __init__(self, index: int, params: dict, build, ids: list):
+        self.index, self.params, self._build, self._data, self._ids = \
+            index, params, build, None, ids
+
+    @property
+    def data(self) -> dict:
+        if self._data is None:
+            self._data = self._build()
+        return self._data
+
+    @property
+    def id(self) -> str:
+        from netcosim.sweep.points import point_id
+
+        if self._ids[self.index] is None:
+            self._ids[self.index] = point_id(self.data)
+        return self._ids[self.index]
+
+    @property
+    def where(self) -> str:
+        label = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"fault trial {self.index} ({label})"
+
+
 def study_points(scenario, topology, fractions, fkind: FaultKind, layer: str, trials: int,
                  at_us: float, single: bool = True, max_single: int = 256,
-                 single_samples: int = 64, gpu_hosts=None):
-    """Sweep points of the random trials and of the single-link (or single-GPU) failures."""
-    from netcosim.sweep.points import Point
+                 single_samples: int = 64, gpu_hosts=None) -> StudyPoints:
+    """Sweep points of the random trials and of the single-link (or single-GPU) failures,
+    made on demand (StudyPoints); bad options are refused here."""
     from topo.faults import random_failures
 
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
@@ -210,81 +262,98 @@ def study_points(scenario, topology, fractions, fkind: FaultKind, layer: str, tr
     cand = _candidates(topology, layer)
     if cand.size == 0:
         raise InputError(f"--layer {layer!r}: the fabric has no link in this layer")
-    points = []
+    links = cand if single else cand[:0]
+    if single and cand.size > max_single:
+        rng = np.random.default_rng(_trial_seed(scenario.seed, _SINGLE_STREAM, 0))
+        links = np.sort(rng.choice(cand, size=min(single_samples, cand.size), replace=False))
+    links = links.tolist()
 
-    def add(params, records):
-        data = copy.deepcopy(scenario.data)
-        data["faults"] = list(copy.deepcopy(scenario.faults)) + records
-        label = ", ".join(f"{k}={v}" for k, v in params.items())
-        points.append(Point(len(points), params, data, f"fault trial {len(points)} ({label})",
-                            strandable=True))
+    def draw(frac, t) -> list:
+        lf = random_failures(topology, fraction=frac, kind=fkind.kind, factor=fkind.factor,
+                             layer=layer, at_us=at_us,
+                             seed=_trial_seed(scenario.seed, _fraction_stream(frac), t))
+        records = lf.to_records(topology)
+        for rec in records:
+            # the study's time as given: to_records gives it back from seconds
+            # (--at-us 0.1 struck at 0.09999999999999999 us), a random trial struck an
+            # instant before the single-link run of the same link and what meta says
+            rec["at_us"] = at_us
+        return records
 
-    for frac in fractions:
-        for t in range(trials):
-            lf = random_failures(topology, fraction=frac, kind=fkind.kind, factor=fkind.factor,
-                                 layer=layer, at_us=at_us,
-                                 seed=_trial_seed(scenario.seed, _fraction_stream(frac), t))
-            records = lf.to_records(topology)
-            for rec in records:
-                # the study's time as given: to_records gives it back from seconds
-                # (--at-us 0.1 struck at 0.09999999999999999 us), a random trial struck an
-                # instant before the single-link run of the same link and what meta says
-                rec["at_us"] = at_us
-            add({"study": "random", "fraction": frac, "trial": t,
-                 "failed_links": len(lf) // 2}, records)
-    if single:
-        links = cand
-        if cand.size > max_single:
-            rng = np.random.default_rng(_trial_seed(scenario.seed, _SINGLE_STREAM, 0))
-            links = np.sort(rng.choice(cand, size=min(single_samples, cand.size), replace=False))
-        names = topology.layer_names
-        for li in links.tolist():
+    def one(li) -> list:
+        u, v = int(topology.dlink_src[2 * li]), int(topology.dlink_dst[2 * li])
+        rec = {"link": [u, v], "kind": fkind.kind, "at_us": at_us}
+        if fkind.kind == "degrade":
+            rec["factor"] = fkind.factor
+        return [rec]
+
+    def build(records):
+        return lambda: _with_faults(scenario, records())
+
+    # a fraction fails as many links in every trial
+    failed = {f: len(draw(f, 0)) // 2 for f in fractions}
+    names = topology.layer_names
+
+    def recipes():
+        for frac in fractions:
+            for t in range(trials):
+                yield ({"study": "random", "fraction": frac, "trial": t,
+                        "failed_links": failed[frac]}, build(lambda f=frac, t=t: draw(f, t)))
+        for li in links:
             u, v = int(topology.dlink_src[2 * li]), int(topology.dlink_dst[2 * li])
-            rec = {"link": [u, v], "kind": fkind.kind, "at_us": at_us}
-            if fkind.kind == "degrade":
-                rec["factor"] = fkind.factor
-            add({"study": "single", "link": li, "u": u, "v": v,
-                 "layer": names[int(topology.link_layer[li])], "failed_links": 1}, [rec])
-    return points
+            yield ({"study": "single", "link": li, "u": u, "v": v,
+                    "layer": names[int(topology.link_layer[li])], "failed_links": 1},
+                   build(lambda li=li: one(li)))
+
+    return StudyPoints(len(fractions) * trials + len(links), recipes)
+
+
+def _with_faults(scenario, records: list) -> dict:
+    data = copy.deepcopy(scenario.data)
+    data["faults"] = list(copy.deepcopy(scenario.faults)) + records
+    return data
 
 
 def gpu_study_points(scenario, gpu_hosts, fractions, fkind: FaultKind, trials: int,
-                     at_us: float, single: bool, max_single: int, single_samples: int):
+                     at_us: float, single: bool, max_single: int,
+                     single_samples: int) -> StudyPoints:
     """Sweep points of GPU faults: per fraction, ``trials`` seeded random sets of that share
     of the step's GPUs (rounded, at least one); then every GPU alone (or a sample)."""
-    from netcosim.sweep.points import Point
-
     if gpu_hosts is None or not len(gpu_hosts):
         raise InputError(f"--kind {fkind.kind}: GPU faults need a training workload "
                          f"([workload] kind = \"training\")")
     hosts = np.asarray(gpu_hosts, dtype=np.int64)
     kind = GPU_KINDS[fkind.kind]
-    points = []
+    one = hosts if single else hosts[:0]
+    if single and hosts.size > max_single:
+        rng = np.random.default_rng(_trial_seed(scenario.seed, _SINGLE_STREAM, 0))
+        one = np.sort(rng.choice(hosts, size=min(single_samples, hosts.size), replace=False))
+    one = one.tolist()
+    size = {f: max(1, int(round(f * hosts.size))) for f in fractions}
 
-    def add(params, gpus):
-        data = copy.deepcopy(scenario.data)
-        wl = data["workload"]
-        wl["gpu_faults"] = list(copy.deepcopy(wl.get("gpu_faults", []))) + [
-            {"gpus": [int(g) for g in gpus], "kind": kind, "factor": fkind.factor,
-             "at_us": float(at_us)}]
-        label = ", ".join(f"{k}={v}" for k, v in params.items())
-        points.append(Point(len(points), params, data, f"fault trial {len(points)} ({label})",
-                            strandable=True))
+    def draw(frac, t):
+        rng = np.random.default_rng(_trial_seed(scenario.seed, _fraction_stream(frac), t))
+        return np.sort(rng.choice(hosts, size=size[frac], replace=False))
 
-    for frac in fractions:
-        k = max(1, int(round(frac * hosts.size)))
-        for t in range(trials):
-            rng = np.random.default_rng(_trial_seed(scenario.seed, _fraction_stream(frac), t))
-            add({"study": "random", "fraction": frac, "trial": t, "failed_gpus": k},
-                np.sort(rng.choice(hosts, size=k, replace=False)))
-    if single:
-        one = hosts
-        if hosts.size > max_single:
-            rng = np.random.default_rng(_trial_seed(scenario.seed, _SINGLE_STREAM, 0))
-            one = np.sort(rng.choice(hosts, size=min(single_samples, hosts.size), replace=False))
-        for h in one.tolist():
-            add({"study": "single", "gpu": int(h), "failed_gpus": 1}, [h])
-    return points
+    def build(gpus):
+        def data():
+            d = copy.deepcopy(scenario.data)
+            wl = d["workload"]
+            wl["gpu_faults"] = list(copy.deepcopy(wl.get("gpu_faults", []))) + [
+                {"gpus": [int(g) for g in gpus()], "kind": kind, "factor": fkind.factor,
+                 "at_us": float(at_us)}]
+            return d
+        return data
+
+    def recipes():
+        for frac in fractions:
+            for t in range(trials):
+                yield ({"study": "random", "fraction": frac, "trial": t,
+                        "failed_gpus": size[frac]}, build(lambda f=frac, t=t: draw(f, t)))
+        for h in one:
+            yield {"study": "single", "gpu": int(h), "failed_gpus": 1}, build(lambda h=h: [h])
+
+    return StudyPoints(len(fractions) * trials + len(one), recipes)
 
 
 def _candidates(topology, layer: str, at: str | None = None) -> np.ndarray:
@@ -343,12 +412,17 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
             "at_us": at, "fractions": fractions, "trials": trials, "tcp_timers": timers}
     outcome = run_points(points, out_dir, backend, resume, params=params, meta=meta,
                          desc="faults")
-    rows = outcome.rows
-    bases = mode_baselines(scenario, base, rows)
-    for r in rows:
-        r["baseline_us"] = bases.get(r.get("tp_comm"), base_us)
-        r["slowdown"] = _slowdown(r, r["baseline_us"])
-        r["stranded_run"] = bool(r.get("status") == "ok" and (r.get("stranded") or 0) > 0)
+    # the rows are passed over (read back from the journal each time), never held: a
+    # million trials' rows with their scenario cells are gigabytes
+    raw = outcome.each_row()
+    ok_modes, tp_counts = set(), {}
+    for r in raw:
+        tp_counts[r.get("tp_comm")] = tp_counts.get(r.get("tp_comm"), 0) + 1
+        if r.get("status") == "ok":
+            ok_modes.add(r.get("tp_comm"))
+    bases = mode_baselines(scenario, base, ok_modes)
+    rows = _SlowdownRows(raw, bases, base_us)
+    outcome.rows = rows
     out = Path(out_dir)
     table.write_table(out, rows, params)
     unit = "failed_gpus" if fkind.gpu else "failed_links"
@@ -371,7 +445,7 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
         json.dump(base, fh, indent=2)
         fh.write("\n")
     other = {m: us for m, us in bases.items() if m != base.get("tp_comm")}
-    tp_rows = {m: sum(r.get("tp_comm") == m for r in rows) for m in other}
+    tp_rows = {m: tp_counts.get(m, 0) for m in other}
     if other:
         stale.remove(TP_MODES_NAME)
         with open(out / TP_MODES_NAME, "w", encoding="utf-8") as fh:
@@ -384,8 +458,25 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
             "at_us": at, "tcp_timers": timers, "tp_baselines": other, "tp_rows": tp_rows}
 
 
-def mode_baselines(scenario, base: dict, rows) -> dict:
-    """Fault-free makespan (us) per tensor-parallel pricing mode the study's runs used.
+class _SlowdownRows:
+    """A study's rows with ``baseline_us``, ``slowdown`` and ``stranded_run``, made afresh on
+    each pass over ``rows`` (a list, or the journal's rows re-read on each pass)."""
+
+    def __init__(self, rows, bases: dict, base_us: float):
+        self._rows, self._bases, self._base_us = rows, bases, base_us
+
+    def __iter__(self):
+        for r in self._rows:
+            r = dict(r)
+            r["baseline_us"] = self._bases.get(r.get("tp_comm"), self._base_us)
+            r["slowdown"] = _slowdown(r, r["baseline_us"])
+            r["stranded_run"] = bool(r.get("status") == "ok" and (r.get("stranded") or 0) > 0)
+            yield r
+
+
+def mode_baselines(scenario, base: dict, modes_used) -> dict:
+    """Fault-free makespan (us) per tensor-parallel pricing mode the study's runs used
+    (``modes_used``: the ``tp_comm`` of the runs that finished).
 
     A training step with ``tp_comm = "auto"`` prices tensor parallelism analytically inside a
     node (NCCL's bus efficiency and per-step cost) unless a fault strikes a scale-up link of a
@@ -400,7 +491,7 @@ def mode_baselines(scenario, base: dict, rows) -> dict:
     wl = scenario.workload or {}
     if wl.get("kind") != "training" or wl.get("tp_comm", "auto") != "auto":
         return modes
-    for m in sorted({r.get("tp_comm") for r in rows if r.get("status") == "ok"} - set(modes)):
+    for m in sorted(set(modes_used) - set(modes), key=str):
         if m not in ("local", "network"):
             continue
         data = copy.deepcopy(scenario.data)
@@ -434,18 +525,26 @@ def _slowdown(r: dict, base_us: float):
 
 def summarize(rows, fractions, unit: str = "failed_links") -> list[dict]:
     """Per fraction: the slowdown distribution of the runs that finished, and counts
-    (``unit``: failed_links or failed_gpus)."""
+    (``unit``: failed_links or failed_gpus). One pass over ``rows``, keeping numbers only."""
+    seen = {f: {"units": [], "slowdowns": [], "stranded": 0, "errors": 0} for f in fractions}
+    for r in rows:
+        g = seen.get(r.get("fraction")) if r.get("study") == "random" else None
+        if g is None:
+            continue
+        g["units"].append(r.get(unit, 0))
+        if r.get("slowdown") is not None:
+            g["slowdowns"].append(r["slowdown"])
+        g["stranded"] += bool(r.get("stranded_run"))
+        g["errors"] += r.get("status") not in ("ok",)
     out = []
     for f in fractions:
-        rs = [r for r in rows if r.get("study") == "random" and r.get("fraction") == f]
-        if not rs:
+        g = seen[f]
+        if not g["units"]:
             continue
-        s = np.array([r["slowdown"] for r in rs if r.get("slowdown") is not None], dtype=float)
-        stranded = sum(1 for r in rs if r.get("stranded_run"))
-        errors = sum(1 for r in rs if r.get("status") not in ("ok",))
-        row = {"fraction": f, unit: int(np.median([r.get(unit, 0) for r in rs])),
-               "trials": len(rs), "finished": int(s.size), "stranded_runs": stranded,
-               "errors": errors}
+        s = np.array(g["slowdowns"], dtype=float)
+        row = {"fraction": f, unit: int(np.median(g["units"])),
+               "trials": len(g["units"]), "finished": int(s.size),
+               "stranded_runs": g["stranded"], "errors": g["errors"]}
         if s.size:
             row.update(median=float(np.median(s)), p90=float(np.percentile(s, 90)),
                        p99=float(np.percentile(s, 99)), worst=float(s.max()), mean=float(s.mean()))
@@ -456,7 +555,10 @@ def summarize(rows, fractions, unit: str = "failed_links") -> list[dict]:
 def costliest(rows, what: str = "link") -> list[dict]:
     """Single-link (``what`` = "gpu": single-GPU) failures, costliest first: stranding runs
     first, then by slowdown."""
-    single = [r for r in rows if r.get("study") == "single" and r.get("status") == "ok"]
+    # the figures of each single run, not its row (a row holds its whole scenario)
+    keep = ("gpu", "link", "u", "v", "layer", "slowdown", "makespan_us", "stranded")
+    single = [{k: r.get(k) for k in keep} for r in rows
+              if r.get("study") == "single" and r.get("status") == "ok"]
 
     def key(r):
         strands = (r.get("stranded") or 0) > 0

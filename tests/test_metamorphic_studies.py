@@ -137,6 +137,56 @@ def test_a_study_leaves_none_of_an_earlier_studys_tables(tmp_path, capsys):
     assert not (out / "costliest_gpus.csv").exists()
 
 
+
+def test_a_million_trial_study_holds_no_trial_until_a_pass_asks(tmp_path):
+    """A study may run 1,000,000 trials (docs/sweeps.md); its points were a list of full
+    scenario copies, 8.6 KB a trial of one flow (100,000 trials: 1.1 GB peak in the parent
+    against 0.7 GB for a sweep of as many points) and 4 MB a trial of 20,000 flows. Now made
+    on demand on each pass, like a sweep's: only their ids stay."""
+    import tracemalloc
+
+    from netcosim.scenario import Scenario as Sc
+
+    sc = Sc.from_dict(tomllib.loads(FLOWS_BASE))
+    topo = sc.build_topology()
+    tracemalloc.start()
+    try:
+        pts = study_points(sc, topo, [0.05, 0.1], FaultKind("down"), "any", 500_000, 0.0)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(pts) == 1_000_000 + 48  # and the 48 links alone
+    assert held < 32 << 20, held  # a list of 10^6 slots for the ids: 8 MB
+    first = next(iter(pts))
+    again = next(iter(pts))
+    assert (first.id, first.params, first.data) == (again.id, again.params, again.data)
+
+
+def test_a_studys_summary_is_its_tables_trials(tmp_path):
+    """fault_summary.csv per fraction: its counts and percentiles are those of the trials'
+    rows in sweep.csv (the stranded ones counted and left out of the percentiles), and each
+    trial's slowdown is its makespan over the fault-free one."""
+    res = _study(tmp_path, "s", "0.05,0.3,0.6", trials=7, layer="any", single=False)
+    base = res["baseline"]["makespan_us"]
+    _, rows = read_table(tmp_path / "s" / "sweep.csv")
+    _, summ = read_table(tmp_path / "s" / "fault_summary.csv")
+    assert [s["fraction"] for s in summ] == [0.05, 0.3, 0.6]
+    assert sum(s["stranded_runs"] for s in summ) > 0  # edge links down strand a host
+    for s in summ:
+        rs = [r for r in rows if r["fraction"] == s["fraction"]]
+        fin = [r for r in rs if not r["stranded"]]
+        assert all(r["slowdown"] == r["makespan_us"] / base for r in fin)
+        assert all(r["slowdown"] is None and r["stranded_run"] for r in rs if r["stranded"])
+        assert (s["trials"], s["finished"], s["stranded_runs"], s["errors"]) == \
+            (len(rs), len(fin), len(rs) - len(fin), 0)
+        sl = np.array([r["slowdown"] for r in fin])
+        if not sl.size:
+            assert s["median"] is None
+            continue
+        assert (s["median"], s["p90"], s["p99"], s["worst"], s["mean"]) == \
+            (float(np.median(sl)), float(np.percentile(sl, 90)), float(np.percentile(sl, 99)),
+             float(sl.max()), float(sl.mean()))
+
 # =========================================================================== study files
 TWO_CASES = 'name = "cases"\n' + FLOWS_BASE + """
 [faults_study]

@@ -37,6 +37,15 @@ class Outcome:
             self._rows = list(self._rows)
         return self._rows
 
+    @rows.setter
+    def rows(self, rows) -> None:
+        self._rows = rows
+
+    def each_row(self):
+        """The rows one at a time, without holding them all: a pass over the journal each
+        time, unless ``rows`` was asked for (a fault study of a million trials)."""
+        return self._rows
+
 
 def run_points(points, out_dir, backend: Backend | None = None, resume: bool = False,
                params=(), meta: dict | None = None, desc: str = "sweep") -> Outcome:
