@@ -26,6 +26,10 @@ PARQUET_NAME = "sweep.parquet"
 LEAD = ("point", "point_id", "status")
 TAIL = ("error", "run_s", "cpu_s", "scenario")
 PARQUET_GROUP = 65_536  # rows per Parquet row group (what is held at once while writing)
+# ... or fewer: a row group is written once its rows' text reaches this many bytes. Rows of a
+# large scenario carry it whole in their `scenario` cell (1.4 MB for 20,000 flows), and 65,536
+# of them were held at once: 200 such rows took 1 GB to write.
+PARQUET_GROUP_BYTES = 32 << 20
 
 
 class Journal:
@@ -228,10 +232,12 @@ class _ParquetWriter:
         self.tmp = path.with_suffix(".parquet.tmp")
         self._w = pq.ParquetWriter(self.tmp, self.schema)
         self._rows: list = []
+        self._bytes = 0  # text held in self._rows
 
     def add(self, row: dict) -> None:
         self._rows.append(row)
-        if len(self._rows) >= PARQUET_GROUP:
+        self._bytes += sum(len(v) for v in row.values() if isinstance(v, str))
+        if len(self._rows) >= PARQUET_GROUP or self._bytes >= PARQUET_GROUP_BYTES:
             self._flush()
 
     def _flush(self) -> None:
@@ -246,7 +252,7 @@ class _ParquetWriter:
                 vals = [None if v is None else _cell(v) for v in vals]
             arrays.append(pa.array(vals, type=f.type))
         self._w.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
-        self._rows = []
+        self._rows, self._bytes = [], 0
 
     def close(self) -> Path:
         self._flush()
