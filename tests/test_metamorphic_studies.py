@@ -305,6 +305,32 @@ def test_the_parquet_table_of_large_scenarios_is_written_a_few_rows_at_a_time(tm
     for c in ("point", "x", "makespan_us", "scenario"):
         assert t[c] == [r[c] for r in want]
 
+
+def test_the_tables_of_a_large_scenario_plot(tmp_path, capsys):
+    """4,500 explicit flows make a 143 KB scenario cell, beyond the csv module's default
+    field limit (128 KiB): `sweep --plot` ran its points, then stopped with exit 2, "plot:
+    sweep.csv cannot be read (field larger than field limit (131072))"; a fault study's plots
+    the same."""
+    pytest.importorskip("matplotlib")
+    flows = [{"src": i % 16, "dst": (i * 7 + 3) % 16, "bytes": 1000 + i} for i in range(4500)
+             if i % 16 != (i * 7 + 3) % 16]
+    data = {"name": "many", "topology": {"kind": "fat_tree", "k": 4},
+            "workload": {"kind": "flows", "flows": flows}}
+    s = write(tmp_path, json.dumps(dict(data, sweep={"topology.link_gbps": [100, 400]})),
+              "s.json")
+    rc, _, err = cli(capsys, "sweep", s, "--out", tmp_path / "o", "-j", 1, "--plot")
+    assert rc == 0, err
+    _, rows = read_table(tmp_path / "o" / "sweep.csv")
+    assert len(rows[0]["scenario"]) > 131072
+    assert [json.loads(r["scenario"])["workload"] for r in rows] == [data["workload"]] * 2
+    assert (tmp_path / "o" / "line_makespan_us_vs_topology_link_gbps.svg").exists()
+    f = write(tmp_path, json.dumps(data), "f.json")
+    rc, _, err = cli(capsys, "faults", f, "--fraction", "0.1", "--trials", 2, "--layer", "core",
+                     "--max-single", 2, "--single-samples", 2, "--out", tmp_path / "f", "-j", 1,
+                     "--plot")
+    assert rc == 0, err
+    assert (tmp_path / "f" / "slowdown_vs_fraction.svg").exists()
+
 # =========================================================================== plots
 def _files(d):
     return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.suffix in (".png", ".svg")}

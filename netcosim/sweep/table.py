@@ -292,15 +292,25 @@ def _cell(v) -> str:
 
 
 # =========================================================================== reading
+# the csv module refuses a field beyond 128 KiB by default, and a row's scenario cell is the
+# whole scenario (4,000 explicit flows: 140 KB): `netcosim plot` refused such a sweep's table
+CSV_FIELD_LIMIT = 2**31 - 1
+
+
 def read_table(path) -> tuple[list[str], list[dict]]:
     """(columns, rows) of a sweep/faults CSV, numbers parsed back (int, float), empty -> None."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        r = csv.reader(fh)
-        try:
-            cols = next(r)
-        except StopIteration:
-            return [], []
-        rows = [{c: _parse(v) for c, v in zip(cols, line)} for line in r]
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, CSV_FIELD_LIMIT))
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            r = csv.reader(fh)
+            try:
+                cols = next(r)
+            except StopIteration:
+                return [], []
+            rows = [{c: _parse(v) for c, v in zip(cols, line)} for line in r]
+    finally:
+        csv.field_size_limit(limit)  # the module's limit is global: others' readers keep theirs
     return cols, rows
 
 
