@@ -292,6 +292,9 @@ def _cell(v) -> str:
 
 
 # =========================================================================== reading
+# columns netcosim writes as text whatever they look like: a point id is 16 hex digits, and
+# one in about 800 reads as a number ("2572518598123321" an int, "61542395e3329141" inf)
+TEXT_COLUMNS = ("point_id", "status", "error", "scenario")
 # the csv module refuses a field beyond 128 KiB by default, and a row's scenario cell is the
 # whole scenario (4,000 explicit flows: 140 KB): `netcosim plot` refused such a sweep's table
 CSV_FIELD_LIMIT = 2**31 - 1
@@ -308,7 +311,9 @@ def read_table(path) -> tuple[list[str], list[dict]]:
                 cols = next(r)
             except StopIteration:
                 return [], []
-            rows = [{c: _parse(v) for c, v in zip(cols, line)} for line in r]
+            text = [c in TEXT_COLUMNS for c in cols]
+            rows = [{c: (v or None) if t else _parse(v) for c, t, v in zip(cols, text, line)}
+                    for line in r]
     finally:
         csv.field_size_limit(limit)  # the module's limit is global: others' readers keep theirs
     return cols, rows
