@@ -282,7 +282,10 @@ def _matches(row, where: dict) -> bool:
         v = row.get(col)
         if v is None:  # rows without the column (another block's) are kept
             continue
-        if v not in (want if isinstance(want, list) else [want]):
+        wants = want if isinstance(want, list) else [want]
+        # or as the table writes them: a label given as text that reads as a number ("16")
+        # comes back from sweep.csv as one (16), and the figure was silently not drawn
+        if v not in wants and table._cell(v) not in {table._cell(w) for w in wants}:
             return False
     return True
 

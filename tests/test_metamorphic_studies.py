@@ -482,3 +482,23 @@ def test_a_point_id_reads_back_as_written(tmp_path_factory, pid):
                      "scenario": "{}"}], ["x"])
     _, (row,) = read_table(d / "sweep.csv")
     assert (row["point_id"], row["status"], row["x"], row["error"]) == (pid, "ok", 1, None)
+
+
+def test_a_plot_where_on_a_label_written_as_text_keeps_its_rows(tmp_path, capsys, monkeypatch):
+    """Bundle labels "16" and "32" (text) read back from sweep.csv as the numbers 16 and 32,
+    so `where = { gpus = "16" }` matched no row and the figure was silently not drawn."""
+    pytest.importorskip("matplotlib")
+    data = dict(SWEEP, sweep={"gpus": [{"label": "16", "topology.link_gbps": 100},
+                                       {"label": "32", "topology.link_gbps": 400}],
+                              "workload.bytes": ["64KiB", "256KiB", "1MiB"]},
+                plot=[{"name": "w", "x": "workload.bytes", "y": "busbw_GBps",
+                       "where": {"gpus": "16"}}])
+    s = write(tmp_path, json.dumps(data), "s.json")
+    drawn = Drawn(monkeypatch)
+    rc, out, err = cli(capsys, "sweep", s, "--out", tmp_path / "o", "-j", 1, "--plot")
+    assert rc == 0, err
+    assert (tmp_path / "o" / "w_busbw_GBps.svg").exists()
+    _, rows = read_table(tmp_path / "o" / "sweep.csv")
+    want = [(r["workload.bytes"], r["busbw_GBps"]) for r in rows if r["gpus"] == 16]
+    ((_, x, y, _),) = drawn.lines
+    assert list(zip(x, y)) == want
