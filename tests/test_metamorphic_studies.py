@@ -502,3 +502,56 @@ def test_a_plot_where_on_a_label_written_as_text_keeps_its_rows(tmp_path, capsys
     want = [(r["workload.bytes"], r["busbw_GBps"]) for r in rows if r["gpus"] == 16]
     ((_, x, y, _),) = drawn.lines
     assert list(zip(x, y)) == want
+
+
+# =========================================================================== no-op faults
+@pytest.mark.parametrize("kind", ["down", "degrade:0.25"])
+def test_link_faults_after_the_end_slow_nothing(tmp_path, kind):
+    """Faults that strike once every transfer has finished: every trial and every single
+    link's slowdown is exactly 1, none strands (even an edge link: its host is done)."""
+    res = _study(tmp_path, "s", "0.05,0.3", trials=4, kind=kind, layer="any", at_us=1e6,
+                 max_single=8, single_samples=6)
+    _, rows = read_table(tmp_path / "s" / "sweep.csv")
+    assert len(rows) == 14 and {r["slowdown"] for r in rows} == {1.0}
+    assert not any(r["stranded"] for r in rows)
+    assert all(s["median"] == s["worst"] == 1.0 for s in res["summary"])
+
+
+@pytest.mark.parametrize("kind", ["gpu_slow:0.5", "hbm_degrade:0.3"])
+def test_gpu_faults_after_the_step_slow_nothing(tmp_path, kind):
+    from netcosim.faults_study import run_fault_study
+
+    train = Scenario.from_dict(tomllib.loads(TRAIN_BASE))
+    res = run_fault_study(train, tmp_path, "0.3,0.6", kind=kind, trials=3, at_us=1e7,
+                          backend=SEQ)
+    _, rows = read_table(tmp_path / "sweep.csv")
+    assert len(rows) == 6 + 4 and {r["slowdown"] for r in rows} == {1.0}
+    assert {r["makespan_us"] for r in rows} == {res["baseline"]["makespan_us"]}
+
+
+def test_faults_that_change_nothing_give_the_fault_free_run(tmp_path, capsys):
+    """Through a sweep, on both engines: a down that comes back up before any transfer
+    starts, and a degrade to 1.0 of the link's bandwidth, run exactly as no fault at all."""
+    flows = [{"src": 0, "dst": 5, "bytes": 100000, "start_us": 10},
+             {"src": 1, "dst": 9, "bytes": 200000, "start_us": 10},
+             {"src": 4, "dst": 0, "bytes": 300000, "start_us": 10}]
+    base = {"name": "noop", "seed": 1, "topology": {"kind": "fat_tree", "k": 4},
+            "workload": {"kind": "flows", "flows": flows}}
+    faults = [{"link": [0, 16], "kind": "down", "at_us": 0},
+              {"link": [0, 16], "kind": "up", "at_us": 5},
+              {"link": [24, 32], "kind": "degrade", "factor": 1.0, "at_us": 0}]
+    d = dict(base, faults=faults, sweep={"engine.kind": ["flow", "packet"],
+                                         "routing.policy": ["ecmp", "shortest"]})
+    s = write(tmp_path, json.dumps(d), "s.json")
+    rc, _, err = cli(capsys, "sweep", s, "--out", tmp_path / "o", "-j", 1)
+    assert rc == 0, err
+    _, rows = read_table(tmp_path / "o" / "sweep.csv")
+    for r in rows:
+        alone = dict(base, engine={"kind": r["engine.kind"]},
+                     routing={"policy": r["routing.policy"]})
+        f = write(tmp_path, json.dumps(alone), "alone.json")
+        rc, _, err = cli(capsys, "run", f, "--out", tmp_path / "r")
+        assert rc == 0, err
+        summ = json.loads((tmp_path / "r" / "summary.json").read_text())
+        assert (r["makespan_us"], r["stranded"]) == (summ["makespan_us"], 0)
+        assert r["fault_events"] > 0 == summ["fault_events"]
