@@ -333,6 +333,41 @@ def test_the_tables_of_a_large_scenario_plot(tmp_path, capsys):
     assert rc == 0, err
     assert (tmp_path / "f" / "slowdown_vs_fraction.svg").exists()
 
+
+@given(st.integers(1, 10**6), st.integers(0, 10**7), st.sampled_from(["B", "kB", "KiB", "MB"]),
+       st.sampled_from(["x1.3", "x1.5", "x2.5", "+0.5", "+1.7", "x3"]))
+@example(1, 9, "MiB", "x1.3")  # 1363148.8 bytes: the sweep was refused
+@settings(max_examples=80, deadline=None)
+def test_a_size_range_is_whole_bytes_from_its_start_to_at_most_its_end(lo, extra, unit, step):
+    """docs/sweeps.md: sizes with a unit become integer bytes. A factor or step that is not
+    whole made fractions of a byte ("1MiB..10MiB x1.3": 1363148.8, refused as 'a size must
+    be a whole number of bytes') or floats ("1KiB..8KiB x1.5": 1536.0)."""
+    from netcosim.sweep.spec import parse_range
+    from netcosim.units import parse_bytes
+
+    text = f"{lo}{unit}..{lo + extra}{unit} {step}"
+    first, last = parse_bytes(f"{lo}{unit}"), parse_bytes(f"{lo + extra}{unit}")
+    if step.startswith("+") and (last - first) / float(step[1:]) > 10**5:
+        return  # more values than this property needs to look at
+    vals = parse_range(text, "k")
+    assert all(type(v) is int for v in vals), vals[:5]
+    assert vals[0] == first and vals[-1] <= last and vals == sorted(set(vals))
+    f = float(step[1:])
+    for a, b in zip(vals, vals[1:]):  # each the rounded next value of the progression
+        assert (abs(b - a * f) <= f if step[0] == "x" else abs(b - a - f) <= 1), (a, b)
+
+
+def test_a_sweep_over_a_fine_size_range_runs(tmp_path, capsys):
+    s = write(tmp_path, json.dumps(dict(SWEEP, sweep={"workload.bytes": "1MiB..10MiB x1.3"})),
+              "s.json")
+    rc, _, err = cli(capsys, "sweep", s, "--out", tmp_path / "o", "-j", 1)
+    assert rc == 0, err
+    _, rows = read_table(tmp_path / "o" / "sweep.csv")
+    assert len(rows) == 9 and all(r["status"] == "ok" for r in rows)
+    for r in rows:  # the column and the scenario that ran hold the same whole bytes
+        assert json.loads(r["scenario"])["workload"]["bytes"] == r["workload.bytes"] == \
+            r["message_bytes"]
+
 # =========================================================================== plots
 def _files(d):
     return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.suffix in (".png", ".svg")}

@@ -639,6 +639,11 @@ def parse_range(text: str, at: str) -> list:
     # Floats: each value computed from the start (no accumulated rounding), then rounded to
     # 12 significant digits so "0.1..0.5 +0.1" gives 0.3, not 0.30000000000000004.
     vals = [lo * step ** i if op == "x" else lo + i * step for i in range(count)]
+    if sized:
+        # sizes are whole bytes (docs/sweeps.md): "1MiB..10MiB x1.3" made 1363148.8 and the
+        # sweep was refused ("a size must be a whole number of bytes"), "1KiB..8KiB x1.5"
+        # gave floats (1536.0); rounding may make neighbours equal ("1B..8B x1.1"): once each
+        return list(dict.fromkeys(min(hi, round(v)) for v in vals))
     return [float(f"{v:.12g}") for v in vals]
 
 
