@@ -332,7 +332,7 @@ def sweep_plots(out: Path, rows, params, title: str = "") -> list[Path]:
                and all(_num(v) for v in vals[p])]
     if numeric:  # over the two numeric columns with the most values (docs/sweeps.md)
         y = max(numeric, key=lambda p: len(vals[p]))  # the first of a tie
-        written += _heat_map(out, ok, metrics[0], x, y, hue, vals, title)
+        written += _heat_map(out, ok, metrics[0], x, y, hue, vals, title, max_panels=4)
     return written
 
 
@@ -385,14 +385,20 @@ def _line_plot(out, rows, metric, x, hue, facet, others, vals, title, name=None)
     return _save(fig, out / stem)
 
 
-def _heat_map(out, rows, metric, x, y, hue, vals, title, name=None):
+def _heat_map(out, rows, metric, x, y, hue, vals, title, name=None, max_panels=None):
     # only rows with both columns have a cell (a block whose fabric lacks one of them has
     # none: its None stopped `netcosim plot` with "sweep.csv does not hold what netcosim
     # writes"), and only panels with cells are drawn
     rows = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
-    hues = [h for h in vals[hue] if any(r.get(hue) == h for r in rows)][:4] if hue else [None]
+    hues = [h for h in vals[hue] if any(r.get(hue) == h for r in rows)] if hue else [None]
     if not rows or not hues:
         return []
+    # a [[plot]]'s facet is drawn whole (its panels were cut to 4 without a word); the
+    # default figures keep to max_panels and say which they show
+    shown = hues[:max_panels] if max_panels else hues
+    note = (f" ({label(hue)}: the first {len(shown)} of {len(hues)})"
+            if len(shown) < len(hues) else "")
+    hues = shown
     plt = _plt()
     # constrained layout leaves room for a colorbar shared by several panels
     fig, axes = plt.subplots(1, len(hues), figsize=(4.4 * len(hues) + 1.4, 3.9), squeeze=False,
@@ -426,7 +432,7 @@ def _heat_map(out, rows, metric, x, y, hue, vals, title, name=None):
                     ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7,
                             color="white" if v < (vmin + vmax) / 2 else "black")
     fig.colorbar(im, ax=axes[0].tolist(), label=label(metric))
-    fig.suptitle(f"{title}: {label(metric)}".strip(": "), fontsize=10)
+    fig.suptitle(f"{title}: {label(metric)}{note}".strip(": "), fontsize=10)
     return _save(fig, out / (name or f"heatmap_{_safe(metric)}_{_safe(x)}_{_safe(y)}"),
                  tight=False)
 

@@ -590,3 +590,67 @@ def test_faults_that_change_nothing_give_the_fault_free_run(tmp_path, capsys):
         summ = json.loads((tmp_path / "r" / "summary.json").read_text())
         assert (r["makespan_us"], r["stranded"]) == (summ["makespan_us"], 0)
         assert r["fault_events"] > 0 == summ["fault_events"]
+
+
+WALL = {"run_s", "cpu_s", "wall_s", "compile_s", "setup_s", "loop_s", "wall_total_s",
+        "events_per_s"}
+
+
+def _table(path):
+    _, rows = read_table(path)
+    return [{k: v for k, v in r.items() if k not in WALL} for r in rows]
+
+
+def test_a_resumed_study_writes_the_tables_of_one_run(tmp_path):
+    """Half the journal lost (a crash mid-line), then --resume with 2 workers: the same
+    sweep.csv (wall-clock columns aside), fault_summary.csv and costliest_links.csv as one
+    uninterrupted run with 1 worker."""
+    from netcosim.faults_study import run_fault_study
+
+    kw = dict(kind="degrade:0.5", layer="aggregation", trials=5, max_single=6, single_samples=4)
+    run_fault_study(_scenario(), tmp_path / "a", "0.05,0.3", backend=SEQ, **kw)
+    run_fault_study(_scenario(), tmp_path / "b", "0.05,0.3", backend=SEQ, **kw)
+    journal = tmp_path / "b" / "rows.jsonl"
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join(lines[: len(lines) // 2]) + "\n" + lines[-1][:40])
+    res = run_fault_study(_scenario(), tmp_path / "b", "0.05,0.3", resume=True,
+                          backend=Backend(jobs=2, progress=False), **kw)
+    assert (res["outcome"].ran, res["outcome"].skipped) == (len(lines) - len(lines) // 2,
+                                                             len(lines) // 2)
+    for name in ("sweep.csv", "fault_summary.csv", "costliest_links.csv"):
+        assert _table(tmp_path / "b" / name) == _table(tmp_path / "a" / name), name
+
+
+@pytest.mark.parametrize("spec", [True, False])
+def test_a_heat_maps_panels_are_every_facet_value_or_say_they_are_not(tmp_path, capsys,
+                                                                      monkeypatch, spec):
+    """A [[plot]] heat map with a facet of 5 values drew 4 panels and said nothing; the
+    default heat map (a panel per topology) keeps to 4 and now says it shows 4 of 5."""
+    pytest.importorskip("matplotlib")
+    if spec:
+        data = dict(SWEEP, sweep={"topology.latency_us": [0.25, 0.5, 1.0, 2.0, 4.0],
+                                  "topology.link_gbps": [100, 200, 400],
+                                  "workload.bytes": ["64KiB", "256KiB"]},
+                    plot=[{"name": "hm", "kind": "heatmap", "x": "topology.link_gbps",
+                           "y": "workload.bytes", "metric": "busbw_GBps",
+                           "facet": "topology.latency_us"}])
+    else:  # five "fabrics" (told apart by their seed): the heat map's panels
+        data = dict(SWEEP, sweep=[{"columns": {"net": n}, "set": {"seed": i},
+                                   "topology.link_gbps": [100, 200, 400],
+                                   "workload.bytes": ["64KiB", "256KiB"]}
+                                  for i, n in enumerate("ABCDE")])
+    s = write(tmp_path, json.dumps(data), "s.json")
+    drawn = Drawn(monkeypatch)
+    rc, _, err = cli(capsys, "sweep", s, "--out", tmp_path / "o", "-j", 1, "--plot")
+    assert rc == 0, err
+    _, rows = read_table(tmp_path / "o" / "sweep.csv")
+    if spec:
+        assert len(drawn.images) == 5
+        for ax, grid in drawn.images:
+            lat = float(ax.get_title().rpartition("= ")[2])
+            want = sorted(r["busbw_GBps"] for r in rows if r["topology.latency_us"] == lat)
+            assert sorted(grid.ravel().tolist()) == want
+    else:
+        assert len(drawn.images) == 4
+        ax = drawn.images[0][0]
+        assert "net: the first 4 of 5" in ax.figure._suptitle.get_text()
