@@ -654,3 +654,18 @@ def test_a_heat_maps_panels_are_every_facet_value_or_say_they_are_not(tmp_path, 
         assert len(drawn.images) == 4
         ax = drawn.images[0][0]
         assert "net: the first 4 of 5" in ax.figure._suptitle.get_text()
+
+
+def test_a_scenario_passed_as_a_fault_trial_is_still_checked_as_a_sweep_point():
+    """A worker's checker remembered a scenario as passed whichever check it had passed: a
+    fault trial that cuts a host off passes without the reachability check, and the same
+    scenario as a sweep point then passed too (the run failed instead of the sweep being
+    refused)."""
+    from netcosim.sweep.points import Checker
+    from topo.errors import InputError
+
+    data = dict(tomllib.loads(FLOWS_BASE), faults=[{"link": [0, 16], "kind": "down"}])
+    checker = Checker()
+    checker.check(data, reachable=False)
+    with pytest.raises(InputError, match="cannot reach"):
+        checker.check(data)

@@ -248,7 +248,9 @@ class Checker:
         """Raises InputError (or the workload's MemoryInfeasible) for a bad point."""
         from netcosim.scenario import check_reachable
 
-        key = point_id(data)
+        # a fault trial passes without the reachability check: the same scenario as a sweep
+        # point must still be checked for it (a worker checks both kinds in one process)
+        key = (point_id(data), reachable)
         if key in self.passed:
             return
         from netcosim import plan
