@@ -121,3 +121,23 @@ def test_a_cut_scale_up_link_sends_the_pair_through_the_fabric():
     res = simulate(t, s, routing="adaptive", engine="packet", faults=faults)
     assert res.n_stranded == 0
     assert res.link_bytes[_nic_dlinks(t)].sum() > 0
+
+
+def test_per_hop_paths_with_an_unreachable_pair_last():
+    """GPU 1 cut off (its NVLink and its NIC down): the pair 2 -> 1 has no path and comes
+    after a routed pair; per_hop_paths counted links per pair with np.add.reduceat, which
+    raised IndexError on a trailing empty path."""
+    from netcore.packet.engine import per_hop_paths
+
+    t = _node(False)
+    alive = np.ones(t.n_dlinks, dtype=bool)
+    nvswitch, leaf = t.n_hosts, t.n_hosts + 1
+    for v in (nvswitch, leaf):
+        d = t.dlink_id(1, v)
+        alive[d] = alive[d ^ 1] = False
+    ptr, links, reach = per_hop_paths(Routing(t, "adaptive"), t, np.array([0, 2]),
+                                      np.array([2, 1]), np.array([0, 1]), alive,
+                                      np.array([True, False]))
+    assert ptr.tolist() == [0, 2, 2]  # 0 -> NVSwitch -> 2; none for 2 -> 1
+    assert not _nic_dlinks(t)[links].any()
+    assert reach.tolist() == [True, False]

@@ -110,7 +110,10 @@ def per_hop_paths(routing, topology, src, dst, keys, alive, reach):
     on_scaleup = topology.link_layer[np.asarray(p.link, dtype=np.int64) // 2] == lay
     plen = np.diff(np.asarray(p.ptr, dtype=np.int64))
     # a path that leaves the scale-up links (its own were cut) is dropped: per packet instead
-    left = np.add.reduceat(~on_scaleup, p.ptr[:-1]) if len(p.link) else np.zeros(len(a), int)
+    # (counted per pair with bincount: an unreachable pair has an empty path, which
+    # np.add.reduceat cannot take when it comes last)
+    left = np.bincount(np.repeat(np.arange(len(a)), plen), weights=~on_scaleup,
+                       minlength=len(a))
     keep = np.asarray(p.reachable, dtype=bool) & (plen > 0) & (left == 0)
     if not keep.any():
         return ptr, links, reach
