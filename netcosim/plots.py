@@ -351,6 +351,14 @@ def _line_plot(out, rows, metric, x, hue, facet, others, vals, title, name=None)
     rows = [r for r in rows if r.get(x) is not None]
     if not rows:
         return []
+    stem = name or f"line_{_safe(metric)}_vs_{_safe(x)}"
+    if name and metric != "":
+        stem = f"{name}_{_safe(metric)}"
+    if hue:  # a row without the hue column has no line: it is left out, and said so (it
+        # was dropped without a word)
+        rows = _drop_missing(rows, hue, metric, stem, "hue")
+        if not rows:
+            return []
     plt = _plt()
     panels = vals[facet] if facet else [None]
     if facet:  # a row without the facet column (e.g. a fabric without that knob) is in every panel
@@ -379,10 +387,21 @@ def _line_plot(out, rows, metric, x, hue, facet, others, vals, title, name=None)
         axes[0][-1].legend(title=label(hue), loc="best")
     note = f" (median over {', '.join(others)})" if others else ""
     fig.suptitle(f"{title}: {label(metric)} vs {label(x)}{note}".strip(": "), fontsize=10)
-    stem = name or f"line_{_safe(metric)}_vs_{_safe(x)}"
-    if name and metric != "":
-        stem = f"{name}_{_safe(metric)}"
     return _save(fig, out / stem)
+
+
+def _drop_missing(rows, col, metric, stem, role):
+    """The rows that have a value in ``col``; when some with a value of ``metric`` have none,
+    one warning line on stderr says how many and which column."""
+    import sys
+
+    kept = [r for r in rows if r.get(col) is not None]
+    lost = sum(1 for r in rows if r.get(col) is None and _num(r.get(metric)))
+    if lost:
+        drawn = sum(1 for r in kept if _num(r.get(metric)))
+        print(f"warning: plot {stem}: {lost} of {lost + drawn} rows have no {col!r} (the "
+              f"{role} column) and are left out", file=sys.stderr)
+    return kept
 
 
 def _heat_map(out, rows, metric, x, y, hue, vals, title, name=None, max_panels=None):
@@ -390,6 +409,10 @@ def _heat_map(out, rows, metric, x, y, hue, vals, title, name=None, max_panels=N
     # none: its None stopped `netcosim plot` with "sweep.csv does not hold what netcosim
     # writes"), and only panels with cells are drawn
     rows = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
+    if hue and rows:  # a row without the panel column has no panel: left out, and said so
+        rows = _drop_missing(rows, hue, metric,
+                             name or f"heatmap_{_safe(metric)}_{_safe(x)}_{_safe(y)}",
+                             "facet" if max_panels is None else "panel")
     hues = [h for h in vals[hue] if any(r.get(hue) == h for r in rows)] if hue else [None]
     if not rows or not hues:
         return []
