@@ -30,6 +30,12 @@ from topo.errors import InputError
 from topo.arrays import unique
 
 TOP_KEYS = ("name", "description", "seed", "topology", "routing", "engine", "faults", "workload")
+# top-level tables of study files (docs/sweeps.md), and the command that reads each
+_STUDY_KEYS = {
+    "sweep": ("sweep", "`netcosim sweep FILE` runs (`--dry-run` checks every point)"),
+    "plot": ("sweep", "`netcosim sweep FILE` runs (`--dry-run` checks every point)"),
+    "faults_study": ("fault-study", "`netcosim faults FILE` runs"),
+}
 ROUTING_KEYS = ("policy",)
 FAULT_KEYS = ("link", "kind", "at_us", "factor", "direction")
 ENGINES = ("flow", "packet")
@@ -231,6 +237,12 @@ class Scenario:
                   default_name: str = "scenario") -> "Scenario":
         if not isinstance(data, dict):
             raise InputError(f"scenario: expected a table, got {_type_name(data)}")
+        for key, cmd in _STUDY_KEYS.items():  # a study file given to run/validate: say which
+            # command takes it (it was "sweep: unknown key 'sweep' ...; did you mean 'seed'?")
+            if key in data:
+                raise InputError(f"{key}: {source or 'this file'} is a {cmd[0]} file, which "
+                                 f"{cmd[1]}; this command takes one scenario without a "
+                                 f"[{key}] table")
         _check_keys(data, TOP_KEYS, "")
         name = data.get("name", default_name)
         if not isinstance(name, str) or not name.strip():

@@ -66,3 +66,20 @@ def test_heat_map_facet_says_it_leaves_out_rows_without_it(tmp_path, capsys):
     rc, out, err = cli(capsys, "plot", d)
     assert rc == 0, err
     assert "warning: plot h: 4 of 6 rows have no 'fabric'" in err, err
+
+
+@pytest.mark.parametrize("table,cmd", [("[sweep]\n\"topology.k\" = [4, 6]\n", "netcosim sweep"),
+                                       ("[faults_study]\ntrials = 1\n", "netcosim faults")])
+@pytest.mark.parametrize("command", ["run", "validate", "topo"])
+def test_study_file_given_to_a_scenario_command_names_the_command(tmp_path, capsys, table, cmd,
+                                                                  command):
+    """`netcosim validate examples/studies/fullflat_vs_two_tier.toml` said "sweep: unknown key
+    'sweep' (...); did you mean 'seed'?"; now it names the command that reads the file."""
+    from cli_helpers import FLOWS_BASE, refused, write
+
+    p = write(tmp_path, FLOWS_BASE + table)
+    extra = ("--out", tmp_path / "o") if command == "run" else ()
+    key = table.split("]")[0].strip("[")
+    line = refused(capsys, command, p, *extra, has=(f"{key}: ", cmd, str(p)))
+    assert "did you mean" not in line
+    assert not (tmp_path / "o").exists()
