@@ -170,3 +170,33 @@ def test_fullflat_planes_step_by_step_stripe_as_the_batch_run(transport):
         drive_dag(one, s)
         kept = one.result()
         assert "plane_pieces" not in kept.info and kept.end.max() > res.end.max()
+
+
+def test_a_send_at_a_stop_between_picoseconds_starts_there():
+    """The clock stops on whole picoseconds: run_until(5.27 * 1e-6) (5.2699999999999995e-06 s)
+    stops at 5,270,000 ps, one ulp above the time asked for. A send then, at the session's
+    now(), was refused ('start_s must be >= now() = 5.27e-06 s'), as was one from a callback
+    scheduled for that instant while traffic was in flight. It starts at that picosecond; a
+    start that rounds to an earlier picosecond is still refused."""
+    from netcore.session import Session
+    t = fat_tree(4, link_gbps=100, latency_us=1.0)
+    stop = 5.27 * 1e-6
+    assert stop * 1e12 != round(stop * 1e12)  # between picoseconds, rounding up
+    ses = Session(t, engine="packet", routing="ecmp")
+    ses.send(1, 6, 100_000)
+    ses.run_until(stop)
+    late = ses.send(0, 5, 1000)
+    ses.run()
+    assert ses.result().start[late] == 5_270_000 / 1e12
+    ses = Session(t, engine="packet", routing="ecmp")
+    ses.send(1, 6, 100_000)
+    ids = []
+    ses.schedule(stop, lambda: ids.append(ses.send(0, 5, 1000)))
+    ses.run()
+    assert ses.result().start[ids[0]] == 5_270_000 / 1e12 and np.isfinite(ses.result().end).all()
+    inc = PacketIncremental(t, Routing(t, "ecmp"), NONE)
+    inc.add_transfers([1], [6], [100_000])
+    inc.advance(stop)
+    with pytest.raises(InputError, match="start_s"):
+        inc.add_transfers([0], [5], [1000], start_s=5_269_999 / 1e12)
+    assert inc.add_transfers([0], [5], [1000], start_s=stop).tolist() == [1]

@@ -34,6 +34,22 @@ def _ps_scalar(seconds: float) -> int:
     return int(round(float(seconds) * PS))
 
 
+def _on_the_clock(start_s, now_ps: int) -> np.ndarray:
+    """Start times that round to the clock's picosecond or later, raised to at least now() in
+    seconds. The clock stops on whole picoseconds: ``advance(t)`` to t = 5.27 * 1e-6 s
+    (5.2699999999999995e-06) stops at 5,270,000 ps, whose seconds (5.27e-06) are one ulp
+    above t, so a caller sending at the t it asked for (Session.run_until(t), a callback at t)
+    was refused as starting before now(). Starts that round below the clock stay as given
+    (check_new_transfers refuses them); non-numbers are left for it to name."""
+    try:
+        s = np.array(np.asarray(start_s, dtype=np.float64), dtype=np.float64, ndmin=1)
+    except (TypeError, ValueError):
+        return start_s
+    with np.errstate(invalid="ignore", over="ignore"):
+        on = np.isfinite(s) & (np.rint(s * PS) >= now_ps)
+    return np.where(on, np.maximum(s, now_ps / PS), s)
+
+
 def _core(fn, *args):
     """A call into the core, with its range guards (clock, event numbers) as PacketLimit."""
     try:
@@ -143,6 +159,8 @@ class PacketIncremental:
         the key routing hashes for ECMP-like policies (default: the returned ids, as `run`
         uses the schedule's node ids). Returns the transfer ids (0, 1, ... in order of adding)."""
         now = int(self._sim.now)
+        if start_s is not None:
+            start_s = _on_the_clock(start_s, now)
         src, dst, size, start = check_new_transfers(self.topology.n_hosts, now / PS, src, dst,
                                                     size, start_s)
         n = len(src)
