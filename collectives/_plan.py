@@ -93,6 +93,8 @@ def check_latency(step_latency_s, allow_none: bool = False):
     """Seconds >= 0; None (the protocol's latencies) when ``allow_none``."""
     if step_latency_s is None and allow_none:
         return None
+    if isinstance(step_latency_s, (bool, np.bool_)):  # float(True) is a second
+        raise InputError(f"step_latency_s = {step_latency_s!r}: expected seconds >= 0")
     try:
         x = float(step_latency_s)
     except (TypeError, ValueError):

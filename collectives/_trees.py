@@ -51,6 +51,22 @@ def depths(parent: np.ndarray) -> np.ndarray:
     return d
 
 
+def heights(parent: np.ndarray) -> np.ndarray:
+    """Per node, the longest chain of children below it: 0 for a leaf. In a tree reduced
+    upwards (a node sends once all its children's sums arrived) a node's send is the
+    (height + 1)-th stage of a chunk, whatever its depth: leaves at unequal depths (a tree of
+    n not a power of two) send at once."""
+    parent = np.asarray(parent, dtype=np.int64)
+    h = np.zeros(len(parent), dtype=np.int64)
+    kid = np.flatnonzero(parent >= 0)
+    while True:
+        new = h.copy()
+        np.maximum.at(new, parent[kid], h[kid] + 1)
+        if np.array_equal(new, h):
+            return h
+        h = new
+
+
 def binomial_parent(n: int) -> np.ndarray:
     """Binomial tree over relative index v (root 0): parent(v) = v minus its highest bit; v
     receives in round log2(highbit(v)) and sends to v + 2^r in every later round r."""

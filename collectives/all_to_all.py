@@ -25,7 +25,7 @@ def _matrix(ranks, nbytes, chunks, step_latency_s, algorithm, op, protocol=None,
     chunks = 1 if chunks is None else chunks  # all pairs at once: nothing to pipeline
     if op == "all_to_all_v":
         M = _check_matrix(nbytes, n)
-        C = check_int(chunks, "chunks")
+        C = check_chunks_v(chunks, M)
         total = _row_max(M)
     else:
         total = check_nbytes(nbytes)
@@ -74,6 +74,25 @@ def _check_matrix(M, n):
     if not (off > 0).any():  # not off.sum() <= 0: the sum wraps past int64
         raise InputError("nbytes: the all_to_all_v matrix moves no bytes between ranks")
     return A
+
+
+def check_chunks_v(chunks, M: np.ndarray) -> int:
+    """Chunks of an all-to-all-v: at most the largest piece a rank sends (an entry off the
+    diagonal), so that some piece gives every chunk a byte. Smaller pieces may leave their
+    last chunks empty, as a zero entry sends an empty message; past the largest every chunk
+    beyond it would be empty for every pair. Unchecked, chunks = 2**70 died in the block
+    layout with an OverflowError (and the estimate priced 4.7e15 s), and a million chunks over
+    a 10-byte matrix laid a million empty transfers per pair."""
+    C = check_int(chunks, "chunks")
+    if C > 1:
+        off = np.where(np.eye(len(M), dtype=bool), 0, M)
+        i, j = (int(x) for x in np.unravel_index(int(np.argmax(off)), off.shape))
+        most = int(off[i, j])
+        if C > most:
+            raise InputError(f"chunks = {C}: the largest all_to_all_v piece, nbytes[{i}][{j}], "
+                             f"is {most} bytes, too few for {C} non-empty chunks (at most "
+                             f"{most})")
+    return C
 
 
 def _row_max(M) -> int:

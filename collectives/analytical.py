@@ -350,13 +350,18 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     if op == "all_to_all_v":
         from collectives.all_to_all import _check_matrix
 
-        M = _check_matrix(nbytes, n).astype(np.float64)  # the schedule builders' own check
+        M_int = _check_matrix(nbytes, n)  # the schedule builders' own check
+        M = M_int.astype(np.float64)
         S = float(M.sum(axis=1).max())
         nb = int(S)
     else:
         nb = int(co._plan.check_nbytes(nbytes))  # exact: float(2**63 - 1) is 2**63
         S = float(nb)
         M = None
+    if op == "send_recv":  # the builder's check (out-of-range pairs were an IndexError)
+        from collectives.p2p import _check_pairs
+
+        options = dict(options, pairs=_check_pairs(options.get("pairs"), n))
     if algorithm in co.IN_NETWORK:
         from collectives import innet
 
@@ -399,7 +404,9 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     if chunks is None:
         C = _default_chunks(op, algorithm, nb, n, options, proto)
     elif op == "all_to_all_v":
-        C = check_int(chunks, "chunks")
+        from collectives.all_to_all import check_chunks_v
+
+        C = check_chunks_v(chunks, M_int)  # the builders' check
     else:  # the builders' check: every block of every chunk keeps a byte
         rings = _side_by_side(options)
         C = check_chunks(chunks, nb, rings * protocols.blocks_per_chunk(
@@ -484,32 +491,39 @@ def _rounds(op, algorithm, n, S, M, C, options, R2, R1) -> float:
                 rounds.append(R2(2 * np.arange(r) + 1, 2 * np.arange(r), S / C))
             return _serial(rounds, C)
         if algorithm == "double_binary_tree":
-            from collectives._trees import depths, double_binary_trees
+            from collectives._trees import depths, double_binary_trees, heights
 
             par = options.get("tree_parents")
             if par is None:
                 par = double_binary_trees(n)
             T = len(par)
             dep = [depths(p) for p in par]
+            hgt = [heights(p) for p in par]
             D = int(max(d.max() for d in dep))
             m = S / T / C
-            edges = {}  # level -> (senders, receivers) of every tree, up and down
+            # stage -> (senders, receivers) of every tree. Up: a node sends once its
+            # children's sums arrived, so its send is stage height(node) (leaves at once,
+            # whatever their depth: the trees of n not a power of two have leaves one level
+            # apart, which staged by depth shared a parent's link with a sibling that had sent
+            # a stage earlier, +12 % against the flow engine on 5 ranks); down: the root
+            # sends first, a node's send is stage depth(child)
+            edges = {}
             for t in range(T):
                 y = np.flatnonzero(par[t] >= 0)
+                for lvl in range(D):
+                    at = y[hgt[t][y] == lvl]
+                    edges.setdefault(("up", lvl), []).append((at, par[t][at]))
                 for lvl in range(1, D + 1):
                     at = y[dep[t][y] == lvl]
-                    edges.setdefault(("up", lvl), []).append((at, par[t][at]))
                     edges.setdefault(("down", lvl), []).append((par[t][at], at))
 
             def rnd(parts):
                 return R2(np.concatenate([a for a, _ in parts]),
                           np.concatenate([b for _, b in parts]), m)
-            # fill and drain: one chunk crosses the levels one after another (up from the
+            # fill and drain: one chunk crosses the stages one after another (up from the
             # leaves, then down from the roots) ...
-            stages = [rnd(edges[("up", lvl)]) for lvl in range(D, 0, -1)
-                      if ("up", lvl) in edges]
-            stages += [rnd(edges[("down", lvl)]) for lvl in range(1, D + 1)
-                       if ("down", lvl) in edges]
+            stages = [rnd(edges[("up", lvl)]) for lvl in range(D)]
+            stages += [rnd(edges[("down", lvl)]) for lvl in range(1, D + 1)]
             # ... and every further chunk adds one steady-state round, where all tree edges
             # carry a chunk up and one down at once
             beat = rnd([e for v in edges.values() for e in v])[0] if C > 1 else 0.0

@@ -27,7 +27,7 @@ import numpy as np
 
 from collectives._plan import Plan, check_chunks, check_latency, check_nbytes, check_ranks
 from collectives._plan import chunked_layout
-from collectives._trees import depths, double_binary_trees
+from collectives._trees import depths, double_binary_trees, heights
 from topo.errors import InputError
 from topo.arrays import unique
 
@@ -232,6 +232,9 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
     if G > 1:
         par = double_binary_trees(G)
         dep = [depths(par[0]), depths(par[1])]
+        # up the trees a domain sends once its children's halves arrived: stage by height
+        # (leaves at once, whatever their depth), down them by depth (the root first)
+        hgt = [heights(par[0]), heights(par[1])]
         D = int(max(dep[0].max(), dep[1].max()))
         q = np.arange(g)
 
@@ -244,7 +247,8 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
         def level(lvl, upward):
             s_, d_ = [], []
             for t in range(2):
-                at = np.flatnonzero(dep[t] == lvl)
+                at = np.flatnonzero((hgt[t] == lvl) & (par[t] >= 0)) if upward else \
+                    np.flatnonzero(dep[t] == lvl)
                 for y in at:
                     pa, ch = (y, par[t][y]) if upward else (par[t][y], y)
                     s_.append(ranks[pa * g + q])
@@ -252,7 +256,7 @@ def estimate(fab, ranks, nbytes, chunks=None, step_latency_s=None, group_size=No
             s_, d_ = np.concatenate(s_), np.concatenate(d_)
             L = float(np.max(costs.latency(s_, d_))) if costs.any_latency else 0.0
             return tree_round(s_, d_), L
-        stages += [level(lvl, True) for lvl in range(D, 0, -1)]
+        stages += [level(lvl, True) for lvl in range(D)]
         stages += [level(lvl, False) for lvl in range(1, D + 1)]
         allp = []
         for t in range(2):

@@ -17,11 +17,23 @@ def _check_pairs(pairs, n):
     if pairs is None:
         return np.stack([np.arange(n - 1), np.arange(1, n)], axis=1)
     try:
-        P = np.asarray(pairs, dtype=np.int64)
+        A = np.asarray(pairs)
     except (TypeError, ValueError):
         raise InputError(f"pairs = {pairs!r}: expected a list of (src, dst) rank indices") from None
-    if P.ndim != 2 or P.shape[1] != 2 or not len(P):
+    if A.ndim != 2 or A.shape[1] != 2 or not len(A):
         raise InputError(f"pairs = {pairs!r}: expected a non-empty list of (src, dst) pairs")
+    # whole numbers only: the int64 cast truncated (0.5, 1) to (0, 1) and took True for 1
+    whole = np.issubdtype(A.dtype, np.integer) or (
+        np.issubdtype(A.dtype, np.floating) and np.isfinite(A).all() and
+        (np.mod(A, 1) == 0).all())
+    if not whole:
+        bad = 0
+        if np.issubdtype(A.dtype, np.floating):
+            ok = np.isfinite(A) & (np.mod(np.nan_to_num(A), 1) == 0)
+            bad = int(np.flatnonzero((~ok).any(axis=1))[0])
+        raise InputError(f"pairs[{bad}] = {A[bad].tolist()}: expected (src, dst) rank indices "
+                         f"(whole numbers)")
+    P = A.astype(np.int64)
     bad = np.flatnonzero(((P < 0) | (P >= n)).any(axis=1))
     if bad.size:
         raise InputError(f"pairs[{int(bad[0])}] = {P[bad[0]].tolist()}: rank indices must be "
