@@ -281,7 +281,11 @@ def link_stats(st, topology) -> LinkStats:
     # the current path entries of every transfer (re-routes leave old entries behind; flows
     # of one member set share theirs), one record per (transfer, entry), in entry order
     NI = st.NI[: st.n]
-    tr = np.flatnonzero((NI[:, K.KIND] == K.TRANSFER) & (NI[:, K.PLEN] > 0))
+    # a zero-byte transfer takes no bandwidth (it ends its tail after it starts): it shares
+    # no link with anyone. Counted, it made a link's lone transfer a shared one (a 1 MiB
+    # transfer beside a zero-byte one from the same host: 85.9 -> 109.6 us under tcp)
+    tr = np.flatnonzero((NI[:, K.KIND] == K.TRANSFER) & (NI[:, K.PLEN] > 0) &
+                        (st.payload[: st.n] > 0))
     ln = NI[tr, K.PLEN]
     off = NI[tr, K.POFF]
     idx = spans(off, ln)
@@ -328,7 +332,7 @@ def link_efficiency(st, topology, transport: str) -> np.ndarray:
     """Efficiency of every directed link of ``topology`` from the transfers' current paths in
     ``st`` (a FlowState after ``assign``): 1.0 on links crossed by at most one transfer."""
     L = st.L
-    if transport == "fluid" or st.n_ent == 0:
+    if transport == "fluid" or st.n_ent == 0 or not (st.payload[: st.n] > 0).any():
         return np.ones(L)
     ls = link_stats(st, topology)
     link, first, last = ls.link, ls.first, ls.last
