@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from netcore.packet.limits import PS, TIME_LIMIT_PS, TIME_LIMIT_TEXT
 from netcore.sizes import MAX_BYTES
 from topo.errors import InputError
 
@@ -114,6 +115,9 @@ class Session:
         if flow_key is not None and (not isinstance(flow_key, (int, np.integer)) or
                                      isinstance(flow_key, bool)):
             raise InputError(f"send flow_key = {flow_key!r}: expected an integer or None")
+        if not self._now * PS < TIME_LIMIT_PS:  # run_until() took the clock past its end
+            raise InputError(f"send at now() = {self._now!r} s: beyond the engines' clock, "
+                             f"which ends at {TIME_LIMIT_TEXT}")
         # sends of one instant reach the engine together, in one vectorised call, before it
         # runs again (routing and set-up per call cost far more than per transfer); the engine
         # numbers transfers 0, 1, ... in order of adding, so the id is known now
@@ -135,7 +139,13 @@ class Session:
             raise InputError(f"schedule delay = {delay!r}: expected seconds >= 0")
         if not callable(callback):
             raise InputError(f"schedule callback = {callback!r}: expected a callable")
-        heapq.heappush(self._q, (self._now + float(delay), self._seq, callback, None))
+        at = self._now + float(delay)
+        if not at * PS < TIME_LIMIT_PS:
+            # past it float64 seconds no longer resolve a transfer's duration: a send there
+            # took no time at all (flow engine), silently
+            raise InputError(f"schedule delay = {delay!r}: the callback would run at {at!r} s, "
+                             f"beyond the engines' clock, which ends at {TIME_LIMIT_TEXT}")
+        heapq.heappush(self._q, (at, self._seq, callback, None))
         self._seq += 1
         self.calls["schedule"] += 1
 

@@ -59,3 +59,50 @@ def test_zero_byte_transfers_change_no_other_transfer(seed, n, zeros, contention
     assert np.array_equal(more.end[:n], base.end)
     assert np.array_equal(more.start[:n], base.start)
     assert np.array_equal(more.link_bytes, base.link_bytes)
+
+
+# ---------------------------------------------------------------- the clock's end
+# (found: netcore.simulate(engine="flow") and the Session took starts past the flow engine's
+# clock, 2^62 ps, which only the scenario layer refused: a 32 MiB transfer starting at 1e17 s,
+# or sent from a callback scheduled 1e17 s ahead, ended at its start, taking no time)
+
+def test_a_start_or_duration_past_the_clock_is_refused_by_the_flow_engine():
+    from netcore import ScheduleBuilder
+    from topo.errors import InputError
+
+    with pytest.raises(InputError, match=r"node 0: a start of 1e\+23 us is beyond the flow "
+                                         r"engine's clock"):
+        simulate(FT4, Schedule.from_transfers([0], [4], [32 << 20], start=[1e17]), "dmodk")
+    b = ScheduleBuilder()
+    b.add_compute([0], [1e17])
+    with pytest.raises(InputError, match="node 0: a duration of .* beyond the flow engine"):
+        simulate(FT4, b.build(), "dmodk")
+    # within the clock, a late start keeps its duration: S / B + latency
+    S = 32 << 20
+    lat = Routing(FT4, "dmodk").paths([0], [4], flow_id=[0]).latency[0]
+    r = simulate(FT4, Schedule.from_transfers([0], [4], [S], start=[1e6]), "dmodk")
+    assert r.end[0] - r.start[0] == pytest.approx(S / GB + lat, rel=1e-6)
+
+
+def test_a_session_refuses_times_past_the_clock():
+    from netcore.flow.incremental import FlowIncremental
+    from netcore.session import Session
+    from topo.errors import InputError
+
+    s = Session(FT4, routing="dmodk")
+    with pytest.raises(InputError, match=r"schedule delay = 1e\+17: .* beyond the engines' "
+                                         r"clock"):
+        s.schedule(1e17, lambda: s.send(0, 4, 32 << 20))
+    s.run_until(1e17)  # the clock may go there; nothing can be sent there
+    with pytest.raises(InputError, match=r"send at now\(\) = 1e\+17 s: beyond"):
+        s.send(0, 4, 32 << 20)
+    inc = FlowIncremental(FT4, "dmodk")
+    with pytest.raises(InputError, match=r"start_s = 1e\+300: beyond the flow engine's clock"):
+        inc.add_transfers([0], [4], [5], start_s=1e300)
+    # a delay within the clock: the transfer takes its time, S / B + latency
+    s = Session(FT4, routing="dmodk")
+    s.schedule(1e6, lambda: s.send(0, 4, 32 << 20))
+    s.run()
+    r = s.result()
+    lat = Routing(FT4, "dmodk").paths([0], [4], flow_id=[0]).latency[0]
+    assert r.end[0] - r.start[0] == pytest.approx((32 << 20) / GB + lat, rel=1e-6)

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from netcore.flow import _kernels as K
+from netcore.flow import limits
 from netcore.flow.options import check_options
 from netcore.flow.state import FlowState
 from netcore.result import Result
@@ -93,6 +94,9 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     """Simulate ``schedule`` on ``topology``; see the module and docs for the model."""
     opts = check_options(options)
     _check_faults(topology, faults)
+    # starts and durations past the clock's end are refused here too, not only by the scenario
+    # layer: through the Python API a transfer starting at 1e17 s took no time at all
+    limits.check(schedule)
     compile_s = warm()
     if not schedule.has_members:
         return _run(topology, schedule, routing, faults, opts, compile_s)
