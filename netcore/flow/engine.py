@@ -19,6 +19,7 @@ from netcore.schedule import TRANSFER
 from topo.errors import InputError
 from topo.faults import DOWN
 from topo.arrays import union1d, unique
+from topo.routing import spans
 
 _COMPILE_S: float | None = None
 
@@ -342,7 +343,11 @@ def _stalled_on_live_paths(st, alive) -> np.ndarray:
     return f[~bad & (ln > 0)]
 
 
-def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -> Result:
+def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s,
+             clock: float | None = None) -> Result:
+    """The Result of ``st``. ``clock`` (incremental runs): the time reached, which may be
+    before the end: links still carrying flows count as busy up to it, and the bytes those
+    flows have sent so far are on their links."""
     NF, NI = st.NF[: st.n], st.NI[: st.n]  # incremental runs keep spare rows past n
     state = NI[:, K.STATE]
     done = state == K.DONE
@@ -350,15 +355,30 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -
     start = NF[:, K.TSTART].copy()
     stranded = ~done
     direct = state == K.STRANDED
-    # links still carrying traffic cannot exist at the end; close busy intervals defensively
     LF, LI = st.LF, st.LI
     busy = LF[K.BUSY].copy()
+    link_bytes = LF[K.BYTES].copy()
     makespan = float(np.nanmax(end)) if done.any() else 0.0
+    # links still carrying traffic cannot exist at the end of a batch run (closed defensively
+    # at the makespan); an incremental run looked at before its end closes them at its clock
+    # (at the makespan they got negative busy times when they had started after it)
+    t_close = makespan if clock is None else max(makespan, float(clock))
     open_ = LI[K.NACT] > 0
-    busy[open_] += makespan - LF[K.BUSY_SINCE, open_]
+    busy[open_] += t_close - LF[K.BUSY_SINCE, open_]
+    if clock is not None:
+        # bytes reach link_bytes when a flow drains or stops; the active ones' so far
+        act = np.flatnonzero((NI[:, K.KIND] == TRANSFER) & (state == K.ACTIVE) &
+                             (NI[:, K.PLEN] > 0))
+        if len(act):
+            rem = np.where(NI[act, K.ISNEW] == 1, NF[act, K.REM], np.maximum(
+                NF[act, K.REM] - NF[act, K.RATE] * (t_close - NF[act, K.TLAST]), 0.0))
+            plen = NI[act, K.PLEN]
+            idx = spans(NI[act, K.POFF], plen)
+            np.add.at(link_bytes, st.EI[idx, K.ELINK],
+                      st.ew[idx] * np.repeat(NF[act, K.SEG0] - rem, plen))
     events = int(st.isc[K.EVENTS])
     res = Result(engine="flow", start=start, end=end, stranded=stranded,
-                 link_bytes=LF[K.BYTES].copy(), link_busy=busy, events=events, wall_s=loop_s)
+                 link_bytes=link_bytes, link_busy=busy, events=events, wall_s=loop_s)
     res.node_extra["stranded_no_path"] = direct
     res.node_extra["blocked"] = stranded & ~direct
     res.node_extra["reroutes"] = st.reroutes[: st.n]
@@ -367,6 +387,8 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s) -
         res.node_extra["path_ptr"] = ptr
         res.node_extra["path_link"] = link
         res.node_extra["path_weight"] = weight
+    if open_.any():
+        makespan = t_close  # the span the busy times above are within
     span = makespan if makespan > 0 else 1.0
     res.link_extra["utilization"] = busy / span if makespan > 0 else np.zeros_like(busy)
     # a link of 1e299 Gb/s over a long run: bw * span overflows to inf, the fraction is 0

@@ -171,4 +171,4 @@ class FlowIncremental:
         """The ``Result`` over every transfer added so far (unfinished ones are stranded)."""
         st = self._st
         return _collect(st, self.topology, None, self.opts, self._compile_s, self._setup,
-                        self._wall, self._wall + self._setup)
+                        self._wall, self._wall + self._setup, clock=self._now)
