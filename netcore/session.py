@@ -73,6 +73,7 @@ class Session:
         self._now = 0.0
         self._buf: list[tuple[int, int, int, int]] = []
         self._n_sent = 0
+        self._in_loop = False  # run()/run_until() is running (callbacks may not call them)
         self.calls = {"send": 0, "schedule": 0, "callbacks": 0, "advance": 0}
 
     def _flush(self):
@@ -134,7 +135,8 @@ class Session:
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> None:
         """Run ``callback()`` ``delay`` seconds from now (``sim_schedule``)."""
-        if isinstance(delay, bool) or not isinstance(delay, (int, float, np.floating)) or \
+        if isinstance(delay, bool) or not isinstance(delay, (int, float, np.integer,
+                                                             np.floating)) or \
                 not math.isfinite(delay) or delay < 0:
             raise InputError(f"schedule delay = {delay!r}: expected seconds >= 0")
         if not callable(callback):
@@ -177,6 +179,18 @@ class Session:
 
     # ------------------------------------------------------------------ loop
     def _run(self, t_end: float):
+        if self._in_loop:
+            # a nested loop ran every later event inside the callback, which then went on at
+            # a later time than the one it was called at (its sends started there)
+            raise InputError("run() / run_until() called from a callback: callbacks run "
+                             "inside the session's loop; send or schedule and return instead")
+        self._in_loop = True
+        try:
+            self._loop(t_end)
+        finally:
+            self._in_loop = False
+
+    def _loop(self, t_end: float):
         q = self._q
         eng = self._eng
         while True:

@@ -163,3 +163,34 @@ def test_a_session_looked_at_mid_run_reports_the_bytes_and_busy_time_so_far(seed
     assert np.array_equal(r.link_busy, batch.link_busy)
     assert np.array_equal(r.link_bytes, batch.link_bytes)
     assert np.array_equal(r.link_extra["utilization"], batch.link_extra["utilization"])
+
+
+# ---------------------------------------------------------------- callbacks and the loop
+# (found: a callback that called run() ran every later event inside itself, the rest of the
+# callback then went on at the end of the run: a send after s.run() in an on_done at 86 us
+# started at 246 us; and schedule() refused numpy integer delays that send accepts for sizes)
+
+def test_run_from_a_callback_is_refused_and_the_session_goes_on():
+    from netcore.session import Session
+    from topo.errors import InputError
+
+    s = Session(FT4, routing="dmodk")
+    seen = []
+
+    def nested(_tid):
+        with pytest.raises(InputError, match=r"run\(\) / run_until\(\) called from a callback"):
+            s.run()
+        with pytest.raises(InputError, match="called from a callback"):
+            s.run_until(s.now() + 1e-3)
+        seen.append(s.now())
+
+    a = s.send(0, 4, 1_000_000, on_done=nested)
+    s.send(1, 5, 3_000_000)
+    s.run()
+    batch = simulate(FT4, Schedule.from_transfers([0, 1], [4, 5], [1_000_000, 3_000_000]),
+                     "dmodk")
+    assert seen == [batch.end[a]]  # the callback ran at its own instant, once
+    assert np.array_equal(s.result().end, batch.end)
+    s.schedule(np.int64(2), lambda: seen.append(s.now()))  # numpy integers are seconds too
+    s.run()
+    assert seen[-1] == batch.makespan + 2.0
