@@ -27,8 +27,9 @@ Node order: GPUs, node switches, leaves (rail-major when rails=True), spines.
 ``host_group`` is the node (the scale-up domain).
 
 Bisection (cut between the lower and upper half of the nodes, nodes even): n/2 * nic when
-every leaf spans both halves (one leaf per rail, or a single leaf); n/2 * nic * min(1, 1/o)
-when every leaf lies within one half; other shapes are left to ``topo.metrics``.
+every leaf spans both halves (a single leaf; one leaf per rail where
+``_node_halving_is_least`` proves no rail split is cheaper); n/2 * nic * min(1, 1/o) when
+every leaf lies within one half; other shapes are left to ``topo.metrics``.
 """
 from __future__ import annotations
 
@@ -100,7 +101,9 @@ def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
         bis = None
         if nodes % 2 == 0:
             if npl == nodes:  # every leaf holds GPUs of both halves
-                bis = n_hosts / 2 * nic_bw
+                if n_leaves == 1 or _node_halving_is_least(nodes, G, su_bw, nic_bw,
+                                                           nodes * nic_bw / os_):
+                    bis = n_hosts / 2 * nic_bw
             elif nodes % npl == 0 and (nodes // npl) % 2 == 0:  # leaves split evenly
                 bis = n_hosts / 2 * nic_bw * min(1.0, 1.0 / os_)
         # two GPUs on different nodes and different leaves need leaf-spine-leaf
@@ -118,3 +121,31 @@ def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
     return Topology("two_tier", n_hosts, nodes + n_leaves + n_spines, link_u, link_v, link_bw,
                     link_lat, layer, LAYERS, host_group=node.astype(np.int32), params=params,
                     hosts_forward=False)
+
+
+def _node_halving_is_least(N: int, G: int, su: float, nic: float, uplink: float) -> bool:
+    """Whether the node halving's n/2 NIC links are the least balanced cut of a fabric with
+    one leaf per rail (G >= 2 rails of N nodes each; ``uplink``: a leaf's total uplink rate).
+
+    A cut puts x of the G leaves on side A (by symmetry x <= G/2) and a_k GPUs of node k on
+    A (sum a_k = n/2). Given those, it costs exactly, at best: nic * |a_k - x| per node (its
+    GPUs away from their rail leaf's side), su * min(a_k, G - a_k) per node switch, and
+    uplink * x at the spines. x = 0 is the node halving (at least n/2 NICs). For x >= 1 the
+    per-node cost f(a) at the mean a = G/2 is bounded below by f's lower convex envelope
+    (mixing nodes over the values a); when N * envelope + uplink * x reaches n/2 * nic for
+    every x, no cut beats the node halving. Otherwise it may be beaten: a scale-up slower
+    than the NICs (scaleup 50, nic 100, 2 nodes of 4 GPUs, oversubscription 4: the rail
+    halving cuts 300 Gb/s, not 400) or an odd rail count behind heavily oversubscribed
+    leaves (4 nodes of 3 GPUs, scale-up = nic = 100, oversubscription 100: 504, not 600),
+    and the figure is left to topo.metrics."""
+    half = G / 2
+    target = N * half * nic
+    lo, hi = int(half), -(-G // 2)
+    for x in range(1, G // 2 + 1):
+        f = [nic * abs(a - x) + su * min(a, G - a) for a in range(G + 1)]
+        env = min(f[a1] if a1 == a2 else
+                  (f[a1] * (a2 - half) + f[a2] * (half - a1)) / (a2 - a1)
+                  for a1 in range(lo + 1) for a2 in range(hi, G + 1))
+        if N * env + uplink * x < target * (1 - 1e-12):
+            return False
+    return True
