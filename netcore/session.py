@@ -139,14 +139,27 @@ class Session:
                                                              np.floating)) or \
                 not math.isfinite(delay) or delay < 0:
             raise InputError(f"schedule delay = {delay!r}: expected seconds >= 0")
+        self._push(self._now + float(delay), callback, f"schedule delay = {delay!r}")
+
+    def schedule_at(self, t: float, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` at the absolute time ``t`` (seconds, >= now()). A driver that
+        replays timestamps gets them exactly: ``schedule(t - now(), cb)`` cannot always land
+        on t in floating point (8.000000000000001e-06 + 4.2e-05 is 4.9999999999999996e-05,
+        and no delay from there gives 5e-05)."""
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or \
+                not math.isfinite(t) or t < self._now:
+            raise InputError(f"schedule_at t = {t!r}: expected seconds >= now() = "
+                             f"{self._now!r}")
+        self._push(float(t), callback, f"schedule_at t = {t!r}")
+
+    def _push(self, at: float, callback, what: str) -> None:
         if not callable(callback):
             raise InputError(f"schedule callback = {callback!r}: expected a callable")
-        at = self._now + float(delay)
         if not at * PS < TIME_LIMIT_PS:
             # past it float64 seconds no longer resolve a transfer's duration: a send there
             # took no time at all (flow engine), silently
-            raise InputError(f"schedule delay = {delay!r}: the callback would run at {at!r} s, "
-                             f"beyond the engines' clock, which ends at {TIME_LIMIT_TEXT}")
+            raise InputError(f"{what}: the callback would run at {at!r} s, beyond the "
+                             f"engines' clock, which ends at {TIME_LIMIT_TEXT}")
         heapq.heappush(self._q, (at, self._seq, callback, None))
         self._seq += 1
         self.calls["schedule"] += 1

@@ -16,7 +16,7 @@ def drive(ses, src, dst, size, start, deps, stops=()):
             ids[i] = ses.send(int(src[i]), int(dst[i]), int(size[i]), flow_key=i,
                               on_done=lambda _tid: done(i))
         if start[i] > ses.now():
-            ses.schedule(float(start[i]) - ses.now(), go)
+            ses.schedule_at(float(start[i]), go)  # exactly there (a delay may miss by an ulp)
         else:
             go()
 

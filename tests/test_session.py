@@ -326,3 +326,34 @@ def test_faults_in_a_session_equal_batch(opts):
     start, end = drive(Session(FT4, routing="ecmp", faults=faults, **opts), sched)
     assert np.array_equal(end, batch.end)
     assert np.array_equal(start, batch.start)
+
+
+@pytest.mark.parametrize("engine", ["flow", "packet"])
+def test_start_times_after_dependencies_are_met_exactly_with_schedule_at(engine):
+    """A transfer that waits for a parent and for its own start time, driven through a session
+    as its parent's on_done: schedule(start - now(), cb) lands an ulp early or late in floating
+    point (8.000000000000001e-06 + 4.2e-05 is 4.9999999999999996e-05), so the session's run
+    differed from the batch run; schedule_at(start, cb) lands on the start itself, and the
+    whole DAG equals the batch run bit for bit."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests"))
+    from session_helpers import drive
+    rng = np.random.default_rng(39)  # a draw where a delay from the parent's end missed
+    n = 12
+    src = rng.integers(0, 16, n)
+    dst = (src + rng.integers(1, 16, n)) % 16
+    size = rng.integers(1_000, 200_000, n)
+    start = np.round(rng.random(n) * 60, 3) * 1e-6  # every node, children too
+    deps = [[j for j in range(i) if rng.random() < 0.3] for i in range(n)]
+    batch = simulate(FT4, Schedule.from_transfers(src, dst, size, start=start, deps=deps),
+                     "ecmp", engine=engine)
+    ses = Session(FT4, engine=engine, routing="ecmp")
+    ids = drive(ses, src, dst, size, start, deps)
+    got = ses.result()
+    order = [ids[i] for i in range(n)]
+    assert np.array_equal(got.start[order], batch.start)
+    assert np.array_equal(got.end[order], batch.end)
+    with pytest.raises(InputError, match="schedule_at t"):
+        ses.schedule_at(ses.now() - 1e-9, lambda: None)
+    with pytest.raises(InputError, match="schedule_at t"):
+        ses.schedule_at(float("nan"), lambda: None)
