@@ -73,3 +73,51 @@ def test_two_tier_keeps_its_closed_form_on_usual_clusters():
             t = build("two_tier", {"nodes": 16, "gpus_per_node": G, "scaleup_gbps": 3600,
                                    "nic_gbps": 400, "oversubscription": o})
             assert t.params["bisection_Bps"] == 16 * G / 2 * 400e9 / 8
+
+
+# ====================================================================== topology JSON
+def _fabric_json():
+    from topo.io import to_dict
+
+    return to_dict(build("fat_tree", {"k": 2}))  # 2 hosts, 5 switches, 6 links
+
+
+@pytest.mark.parametrize("change,match", [
+    # a truthy string made the GPUs relay traffic (routes through hosts)
+    ({"hosts_forward": "no"}, r"hosts_forward = 'no'"),
+    ({"hosts_forward": 0}, r"hosts_forward = 0"),
+    # int(true): 1 host, and host 1 became a switch
+    ({"hosts": True, "switches": 6}, r"topology\.hosts = True: expected an integer"),
+    ({"hosts": "2"}, r"topology\.hosts = '2': expected an integer"),
+    ({"hosts": 1.5, "switches": 5.5}, r"topology\.hosts = 1\.5: expected an integer"),
+    ({"kind": 5}, r"topology\.kind = 5"),
+    # loaded, then an IndexError in summary()/GraphML, or the last layer's name for -1
+    ({"link_layer": [7, 0, 1, 1, 2, 2]}, r"links\[0\]: layer 7 does not exist"),
+    ({"link_layer": [-1, 0, 1, 1, 2, 2]}, r"links\[0\]: layer -1 does not exist"),
+    ({"layer_names": "edge"}, r"topology\.layer_names = 'edge'"),
+    ({"host_group": [0]}, r"host_group has shape \(1,\), expected \(2,\)"),
+    ({"coords": [[0]]}, r"coords has shape \(1, 1\), expected \(7, dimensions\)"),
+    ({"params": [1, 2]}, r"topology\.params = \[1, 2\]"),
+    ({"params": {"bisection_Bps": "x"}}, r"topology\.params\.bisection_Bps = 'x'"),
+])
+def test_topology_json_refuses_what_it_used_to_coerce(change, match):
+    """topo.io.from_dict / load_json took these and built a different fabric (hosts that
+    relay, a host turned into a switch) or failed later with an IndexError/AttributeError;
+    each is now an InputError naming the field."""
+    from topo.errors import InputError
+    from topo.io import from_dict
+
+    d = dict(_fabric_json(), **change)
+    with pytest.raises(InputError, match=match):
+        from_dict(d)
+
+
+def test_topology_json_round_trip_still_exact():
+    from topo.io import from_dict, to_dict
+
+    for kind, p in [("two_tier", {"nodes": 2, "gpus_per_node": 2}), ("torus", {"dims": [3, 2]}),
+                    ("custom", {"hosts": 2, "links": [[0, 1, 100, 1.0]]})]:
+        t = build(kind, p)
+        u = from_dict(to_dict(t))
+        assert u.hosts_forward is t.hosts_forward and u.layer_names == t.layer_names
+        assert (u.link_layer == t.link_layer).all() and (u.host_group == t.host_group).all()

@@ -74,6 +74,24 @@ def from_dict(d: dict, where: str = "topology") -> Topology:
         return build("custom", body, where)
     if d["format"] != FORMAT:
         raise InputError(f"{where}.format = {d['format']!r}: expected {FORMAT!r}")
+    # counts and kinds as written, not coerced: int(true) made 1 host, int("2") 2
+    from topo.builders._check import as_int
+
+    for key, lo in (("hosts", 1), ("switches", 0)):
+        if key in d:
+            as_int(d[key], f"{where}.{key}", lo=lo)
+    if "kind" in d and not isinstance(d["kind"], str):
+        raise InputError(f"{where}.kind = {d['kind']!r}: expected a name")
+    if not isinstance(d.get("layer_names", []), list):  # a string became its letters
+        raise InputError(f"{where}.layer_names = {d['layer_names']!r}: expected a list of "
+                         f"names")
+    if not isinstance(d.get("params", {}), dict):
+        raise InputError(f"{where}.params = {d['params']!r}: expected an object")
+    for key in ("bisection_Bps", "diameter_hops"):  # figures topo.metrics reports as given
+        v = d.get("params", {}).get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or
+                              not v >= 0 or (key == "diameter_hops" and v != int(v))):
+            raise InputError(f"{where}.params.{key} = {v!r}: expected a number >= 0")
     try:
         links = np.asarray(d["links"], dtype=np.float64).reshape(-1, 4)
         bw = np.asarray(d.get("link_bw_Bps", links[:, 2] * 1e9 / 8), dtype=np.float64)

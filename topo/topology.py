@@ -68,11 +68,32 @@ class Topology:
                 raise TopologyError(f"{name} has {len(getattr(self, name))} entries, expected {L}")
         if self.hosts_forward is None:
             self.hosts_forward = self.n_switches == 0
+        if not isinstance(self.hosts_forward, (bool, np.bool_)):
+            # a truthy string ("no") or number made the hosts relay traffic
+            raise TopologyError(f"hosts_forward = {self.hosts_forward!r}: expected true, false "
+                                f"or none")
+        self.hosts_forward = bool(self.hosts_forward)
         if self.host_group is None:
             self.host_group = np.zeros(self.n_hosts, dtype=np.int32)
         self.host_group = _narrow(self.host_group, np.int32, "host_group[{i}] = {v}")
+        if self.host_group.shape != (self.n_hosts,):
+            raise TopologyError(f"host_group has shape {self.host_group.shape}, expected "
+                                f"({self.n_hosts},): one group per host")
         if self.coords is not None:
             self.coords = _narrow(self.coords, np.int32, "coords (flat)[{i}] = {v}")
+            if self.coords.ndim != 2 or self.coords.shape[0] != self.n_nodes:
+                raise TopologyError(f"coords has shape {self.coords.shape}, expected "
+                                    f"({self.n_nodes}, dimensions): one row per node")
+        if isinstance(self.layer_names, str) or \
+                not all(isinstance(x, str) for x in self.layer_names):
+            raise TopologyError(f"layer_names = {self.layer_names!r}: expected a list of names")
+        self.layer_names = tuple(self.layer_names)
+        bad = np.flatnonzero((self.link_layer < 0) | (self.link_layer >= len(self.layer_names)))
+        if bad.size:
+            i = int(bad[0])
+            raise TopologyError(f"links[{i}]: layer {int(self.link_layer[i])} does not exist "
+                                f"(layers are 0..{len(self.layer_names) - 1}: "
+                                f"{', '.join(self.layer_names)})")
         if self.reduce_bw is not None:
             self.reduce_bw = np.ascontiguousarray(self.reduce_bw, dtype=np.float64)
             if self.reduce_bw.shape != (self.n_nodes,):
