@@ -121,3 +121,28 @@ def test_topology_json_round_trip_still_exact():
         u = from_dict(to_dict(t))
         assert u.hosts_forward is t.hosts_forward and u.layer_names == t.layer_names
         assert (u.link_layer == t.link_layer).all() and (u.host_group == t.host_group).all()
+
+
+# ====================================================================== size refusals
+@pytest.mark.parametrize("kind,params,field", [
+    ("two_tier", {"nodes": 4, "spines": 10**12}, "topology.spines = 1000000000000"),
+    ("two_tier", {"nodes": 4, "gpus_per_node": 10**9}, "topology.gpus_per_node = 1000000000"),
+    ("two_tier", {"nodes": 10**9}, "topology.nodes = 1000000000"),
+    ("leaf_spine", {"leaves": 2, "hosts_per_leaf": 10**9, "spines": 2},
+     "topology.hosts_per_leaf = 1000000000"),
+    ("leaf_spine", {"leaves": 2, "hosts_per_leaf": 2, "spines": 10**9},
+     "topology.spines = 1000000000"),
+    ("leaf_spine", {"leaves": 2, "hosts_per_leaf": 2, "spines": 2, "tiers": 3, "pods": 10**9},
+     "topology.pods = 1000000000"),
+    ("leaf_spine", {"leaves": 2, "hosts_per_leaf": 2, "spines": 2, "tiers": 3,
+                    "super_spines": 2 * 10**9}, "topology.super_spines = 2000000000"),
+    ("dragonfly", {"groups": 2, "routers_per_group": 2, "hosts_per_router": 10**9,
+                   "global_links": 1}, "topology.hosts_per_router = 1000000000"),
+])
+def test_a_fabric_too_big_names_the_key_that_made_it_so(kind, params, field):
+    """Every size refusal named the first count (two_tier 'nodes = 4', leaf_spine
+    'leaves = 2', dragonfly 'groups = 2') whichever key was huge."""
+    from topo.errors import InputError
+
+    with pytest.raises(InputError, match="^" + field.replace(".", r"\.") + ": the fabric would"):
+        build(kind, params)

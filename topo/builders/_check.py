@@ -94,6 +94,13 @@ def as_bool(value, field: str) -> bool:
     return value
 
 
+def largest(where: str, **counts) -> tuple[str, int]:
+    """``(<where>.<key>, value)`` of the largest of the given counts: the one to name when a
+    fabric is too big (spines = 10**12 on 4 nodes used to be reported as ``nodes = 4``)."""
+    key = max(counts, key=lambda k: counts[k])
+    return f"{where}.{key}", counts[key]
+
+
 def check_size(n_nodes: int, n_links: int, field: str, value) -> None:
     """Refuse fabrics beyond the allocation ceiling before allocating anything."""
     if n_nodes > MAX_NODES or n_links > MAX_LINKS:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from topo.builders._check import (as_gbps, as_int, as_latency_us, check_derived_gbps,
-                                   check_size)
+                                   check_size, largest)
 from topo.errors import InputError
 from topo.topology import Topology, us
 from topo.arrays import unique
@@ -72,7 +72,7 @@ def dragonfly(groups, routers_per_group, hosts_per_router, global_links, link_gb
     n_channels = g * a * h // 2
     check_size(n_hosts + n_routers, n_hosts + g * a * (a - 1) // 2 + n_channels,
                *((f"{where}.global_links", h) if n_channels > n_hosts + g * a * (a - 1) // 2
-                 else (f"{where}.groups", g)))
+                 else largest(where, groups=g, routers_per_group=a, hosts_per_router=p)))
     r0 = n_hosts
 
     hid = np.arange(n_hosts, dtype=np.int64)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from topo.builders._check import (as_gbps, as_int, as_latency_us, as_number,
-                                   check_derived_gbps, check_size)
+                                   check_derived_gbps, check_size, largest)
 from topo.errors import InputError
 from topo.topology import Topology, us
 
@@ -67,7 +67,9 @@ def leaf_spine(leaves, hosts_per_leaf, spines, oversubscription=1.0, tiers=2,
     n_spines = pods * spines
     n_hosts = n_leaves * hpl
     n_links = n_hosts + n_leaves * spines + n_spines * per_plane
-    check_size(n_hosts + n_leaves + n_spines + n_super, n_links, f"{where}.leaves", leaves)
+    check_size(n_hosts + n_leaves + n_spines + n_super, n_links,
+               *largest(where, leaves=leaves, hosts_per_leaf=hpl, spines=spines, pods=pods,
+                        **({"super_spines": n_super} if tiers == 3 else {})))
     l0 = n_hosts
     s0 = l0 + n_leaves
     ss0 = s0 + n_spines

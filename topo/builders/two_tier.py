@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from topo.builders._check import (as_bool, as_gbps, as_int, as_latency_us, as_number,
-                                   check_derived_gbps, check_size)
+                                   check_derived_gbps, check_size, largest)
 from topo.topology import Topology, us
 
 LAYERS = ("scaleup", "edge", "spine")
@@ -68,7 +68,9 @@ def two_tier(nodes, gpus_per_node=8, scaleup_gbps=7200.0, nic_gbps=400.0,
     n_spines = gpus_per_leaf if spines is None else as_int(spines, f"{where}.spines", lo=1)
     n_hosts = nodes * G
     n_links = 2 * n_hosts + n_leaves * n_spines
-    check_size(n_hosts + nodes + n_leaves + n_spines, n_links, f"{where}.nodes", nodes)
+    check_size(n_hosts + nodes + n_leaves + n_spines, n_links,
+               *largest(where, nodes=nodes, gpus_per_node=G,
+                        **({} if spines is None else {"spines": n_spines})))
     ns0 = n_hosts
     l0 = ns0 + nodes
     s0 = l0 + n_leaves
