@@ -169,11 +169,30 @@ class LinkFaults:
         out = []
         for t, d, k, f in zip(self.time, self.dlink, self.kind, self.factor):
             rec = {"link": [int(topology.dlink_src[d]), int(topology.dlink_dst[d])],
-                   "kind": FAULT_NAMES[int(k)], "at_us": float(t) * 1e6, "direction": "forward"}
+                   "kind": FAULT_NAMES[int(k)], "at_us": _at_us(float(t)),
+                   "direction": "forward"}
             if k == DEGRADE:
                 rec["factor"] = float(f)
             out.append(rec)
         return out
+
+
+def _at_us(t: float) -> float:
+    """Microseconds that ``from_records`` turns back into exactly ``t`` seconds
+    (``at_us * 1e-6``), the shortest such decimal: ``t * 1e6`` alone is not always one (a
+    fault at 0.1 us, 1e-07 s, came back as 0.09999999999999999 us, which strikes at
+    9.999999999999999e-08 s, before any event at 0.1 us)."""
+    x = t * 1e6
+    if not math.isfinite(x):
+        return x
+    near = [x]
+    for direction in (math.inf, -math.inf):
+        y = x
+        for _ in range(4):
+            y = math.nextafter(y, direction)
+            near.append(y)
+    exact = [y for y in near if y >= 0 and y * 1e-6 == t]
+    return min(exact, key=lambda y: (len(repr(y)), abs(y - x))) if exact else x
 
 
 def random_failures(topology: Topology, fraction: float | None = None, count: int | None = None,
