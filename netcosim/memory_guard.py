@@ -372,6 +372,9 @@ def _shaped_transfers(op: str, algorithm: str, n: int, dims, group_size) -> int 
 
 
 def _gb(b: float) -> str:
+    if b >= 1 << 1000:  # beyond a float (a count of 10**400 transfers): "integer division
+        # result too large for a float" stopped the CLI where the refusal was due
+        return f"about 10^{len(str(int(b))) - 1} bytes"
     if b >= 1 << 40:
         return f"{b / (1 << 40):,.1f} TiB"
     if b < 1 << 30:

@@ -137,7 +137,12 @@ def records_with_times(records, key: str, where: str):
 
 def _parse_quantity(value, field, units, what, example) -> float:
     if _is_number(value):
-        x = float(value)
+        try:
+            x = float(value)
+        except OverflowError:  # an integer beyond the float range (10**400): it stopped the
+            # CLI with "internal error: OverflowError: int too large to convert to float"
+            raise InputError(f"{field} = {short_repr(value)}: beyond the range of a number "
+                             f"(at most about 1.8e308)") from None
     elif isinstance(value, str):
         m = _QTY_RE.match(value)
         if not m or m.group(2) not in units:

@@ -83,3 +83,44 @@ def test_study_file_given_to_a_scenario_command_names_the_command(tmp_path, caps
     line = refused(capsys, command, p, *extra, has=(f"{key}: ", cmd, str(p)))
     assert "did you mean" not in line
     assert not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------- integers beyond the float range
+HUGE = 10 ** 400  # TOML and JSON read it as an int; float() of it raises OverflowError
+
+
+@pytest.mark.parametrize("base,key,value,field", [
+    ("flows", "workload.flows.0.start_us", HUGE, "workload.flows[0].start_us"),
+    ("flows", "workload.flows.0.start_us", -HUGE, "workload.flows[0].start_us"),
+    ("collective", "workload.step_latency_us", HUGE, "workload.step_latency_us"),
+    ("collective", "workload.step_latency_us", -HUGE, "workload.step_latency_us"),
+    ("collective", "workload.chunks", HUGE, "workload.chunks"),
+    ("simple", "workload.chunks", HUGE, "of memory"),  # the memory guard's refusal
+], ids=["start_us", "-start_us", "step_latency_us", "-step_latency_us", "chunks",
+        "chunks_simple"])
+def test_an_integer_beyond_the_float_range_is_refused_naming_its_field(tmp_path, capsys, base,
+                                                                       key, value, field):
+    """start_us = 10**400 (or step_latency_us) stopped `netcosim run` with "internal error:
+    OverflowError: int too large to convert to float" (exit 1), chunks = 10**400 with
+    "integer division result too large for a float" from the memory guard's message."""
+    from cli_helpers import FLOWS_BASE, refused, write
+
+    text = {"flows": FLOWS_BASE, "collective": COLLECTIVE,
+            "simple": COLLECTIVE + 'protocol = "simple"\n'}[base]
+    p = write(tmp_path, text)
+    line = refused(capsys, "run", p, "--out", tmp_path / "o", "--set", f"{key}={value}",
+                   has=(field,))
+    assert "internal error" not in line
+    assert not (tmp_path / "o").exists()
+
+
+COLLECTIVE = """
+[topology]
+kind = "fat_tree"
+k = 4
+[workload]
+kind = "collective"
+op = "all_reduce"
+algorithm = "ring"
+bytes = "1MiB"
+"""
