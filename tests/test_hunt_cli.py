@@ -214,3 +214,20 @@ def test_fuzz_scenario_values_exit_0_or_2_with_one_line(tmp_path):
                    ".".join(map(str, path)) + "=" + _toml_literal(value)], tmp_path, out)
 
     check()
+
+
+@pytest.mark.parametrize("key", ["rate", "count", "input_tokens.mean"])
+@pytest.mark.parametrize("sign", [1, -1], ids=["huge", "-huge"])
+def test_a_request_stream_figure_beyond_the_float_range_is_refused(tmp_path, capsys, key, sign):
+    """[workload.requests] rate = 10**400 (or count = -10**400) stopped `netcosim run` with
+    "internal error: OverflowError: int too large to convert to float" (exit 1): the check
+    of a positive number called math.isfinite on the int."""
+    from cli_helpers import SERVE_HEAD, refused, write
+
+    stream = ('[workload.requests]\narrival = "poisson"\nrate = 4.0\ncount = 20\n'
+              'input_tokens = {dist = "normal", mean = 128, std = 8}\noutput_tokens = 16\n')
+    p = write(tmp_path, SERVE_HEAD + stream)
+    refused(capsys, "run", p, "--out", tmp_path / "o", "--set",
+            f"workload.requests.{key}={sign * HUGE}",
+            has=(f"workload.requests.{key} = ",))
+    assert not (tmp_path / "o").exists()

@@ -41,10 +41,20 @@ HORIZON_S = 4e6
 def _num(d, k, where, integer=False, minimum=0.0):
     v = d[k]
     ok = (isinstance(v, int) if integer else isinstance(v, (int, float))) and \
-        not isinstance(v, bool) and math.isfinite(v) and v > minimum
-    if not ok:
-        raise InputError(f"{where}.{k} = {v!r}: expected a positive "
-                         f"{'integer' if integer else 'number'}")
+        not isinstance(v, bool)
+    too_big = False
+    if ok and not integer:
+        try:  # an int beyond the float range (rate = 10**400) stopped the CLI with
+            # "internal error: OverflowError: int too large to convert to float"
+            v = float(v)
+        except OverflowError:
+            ok, too_big = False, v > 0
+    if not (ok and (integer or math.isfinite(v)) and v > minimum):
+        from netcosim.units import short_repr
+
+        raise InputError(f"{where}.{k} = {short_repr(v)}: expected a positive "
+                         f"{'integer' if integer else 'number'}"
+                         f"{' (at most about 1.8e308)' if too_big else ''}")
     return v
 
 
