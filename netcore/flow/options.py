@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from topo.errors import InputError
+from topo.errors import InputError, is_finite
 
 DEFAULTS = {
     # bytes of one packet; when set, a transfer's end includes one store-and-forward
@@ -77,7 +77,7 @@ def check_options(opts: dict) -> dict:
         if mtu > MAX_MTU:  # the packet engine's bound; larger would overflow int64 packet sums
             raise InputError(f"engine.mtu = {mtu!r}: expected at most {MAX_MTU} bytes (1 MiB)")
     d = out["reroute_delay_us"]
-    if not _is_number(d) or not math.isfinite(d) or d < 0:
+    if not _is_number(d) or not is_finite(d) or d < 0:
         raise InputError(f"engine.reroute_delay_us = {d!r}: expected a time >= 0")
     out["reroute_delay_us"] = float(d)
     t = out["transport"]

@@ -8,9 +8,8 @@ compares against exactly these.
 """
 from __future__ import annotations
 
-import math
 
-from topo.errors import InputError
+from topo.errors import InputError, is_finite
 
 TRANSPORTS = ("ideal", "tcp", "dctcp", "dcqcn")
 
@@ -106,7 +105,7 @@ DEFAULTS = {
 
 
 def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and is_finite(v)
 
 
 def _int(v) -> bool:

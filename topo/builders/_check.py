@@ -2,10 +2,9 @@
 ``<where>.<key>`` and the value, so the scenario loader can pass messages straight through."""
 from __future__ import annotations
 
-import math
 from numbers import Integral, Real
 
-from topo.errors import InputError
+from topo.errors import InputError, is_finite
 
 # Hard ceiling on what a builder will allocate: a typo such as k = 4000 must fail at once
 # with a message, not after minutes of swapping. 2e7 links is ~1 GB of arrays.
@@ -28,9 +27,9 @@ def as_number(value, field: str, positive: bool = True) -> float:
     """A finite real; ``positive`` asks for > 0, otherwise >= 0."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise InputError(f"{field} = {value!r}: expected a number")
-    v = float(value)
-    if not math.isfinite(v):
+    if not is_finite(value):  # 10**400 Gb/s too (float() of it raised: exit 1)
         raise InputError(f"{field} = {value!r}: expected a finite number")
+    v = float(value)
     if positive and not v > 0:
         raise InputError(f"{field} = {value!r}: must be > 0")
     if not positive and v < 0:
