@@ -177,16 +177,17 @@ def _simulated(topology, op, algorithm, ranks, nbytes, engine, routing, opts) ->
     try:
         return _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, opts)
     except PacketLimit as e:
-        if e.what == "clock":
-            # the core's advice is engine.max_time_s, a scenario key this command has not
+        if e.what in ("clock", "start", "duration"):
+            # the core's advice is engine.max_time_s, a scenario key this command has not;
+            # the flow engine refuses a step (a stream's step latencies, summed) past the same
+            # end, and its 'node 0' means nothing here
             from netcore.packet.limits import TIME_LIMIT_TEXT
 
-            raise InputError(f"--engine = 'packet': size {nbytes} bytes: the {algorithm} {op} "
-                             f"over {len(ranks)} ranks does not finish within the packet "
+            raise InputError(f"--engine = '{engine}': size {nbytes} bytes: the {algorithm} "
+                             f"{op} over {len(ranks)} ranks does not fit within the {engine} "
                              f"engine's clock, which ends at {TIME_LIMIT_TEXT}; use --engine "
-                             f"flow or analytical, which have no such end, or a shorter run "
-                             f"(a smaller --sizes or --step-latency-us, faster links in "
-                             f"--topo)") from None
+                             f"analytical, which has no such end, or a shorter run (a smaller "
+                             f"--sizes or --step-latency-us, faster links in --topo)") from None
         if e.what not in ("bytes", "events"):
             raise
         # "node 17: 62500000000000000 bytes are ...": node 17 means nothing on this command
