@@ -2,6 +2,8 @@
 min cut over a host halving and host-to-host diameter honouring hosts_forward."""
 from __future__ import annotations
 
+import itertools
+
 import networkx as nx
 import numpy as np
 
@@ -54,3 +56,22 @@ def nx_diameter(topo) -> int:
 
 def degrees(topo) -> np.ndarray:
     return np.bincount(np.concatenate([topo.link_u, topo.link_v]), minlength=topo.n_nodes)
+
+
+def brute_bisection(t) -> float:
+    """Least max-flow cut over every balanced split of the hosts (networkx, no topo.metrics
+    shortcut): host 0 on the smaller side, both sizes when the host count is odd."""
+    n = t.n_hosts
+    g = nx.DiGraph()
+    for u, v, c in zip(t.link_u.tolist(), t.link_v.tolist(), t.link_bw.tolist()):
+        g.add_edge(u, v, capacity=c)
+        g.add_edge(v, u, capacity=c)
+    best = np.inf
+    for k in sorted({n // 2, n - n // 2}):
+        for comb in itertools.combinations(range(1, n), k - 1):
+            a = {0, *comb}
+            h = g.copy()
+            for x in range(n):
+                h.add_edge("S", x) if x in a else h.add_edge(x, "T")
+            best = min(best, nx.maximum_flow_value(h, "S", "T"))
+    return float(best)

@@ -4,36 +4,15 @@ checking a builder's figures, a route or a fault timeline against an independent
 """
 from __future__ import annotations
 
-import itertools
-
-import networkx as nx
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from _topo_reference import brute_bisection
 from topo.builders import build
 from topo.metrics import bisection
 
 FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def brute_bisection(t) -> float:
-    """Least max-flow cut over every balanced split of the hosts (networkx only)."""
-    n = t.n_hosts
-    g = nx.DiGraph()
-    for u, v, c in zip(t.link_u.tolist(), t.link_v.tolist(), t.link_bw.tolist()):
-        g.add_edge(u, v, capacity=c)
-        g.add_edge(v, u, capacity=c)
-    best = np.inf
-    for k in sorted({n // 2, n - n // 2}):
-        for comb in itertools.combinations(range(1, n), k - 1):
-            a = {0, *comb}
-            h = g.copy()
-            for x in range(n):
-                h.add_edge("S", x) if x in a else h.add_edge(x, "T")
-            best = min(best, nx.maximum_flow_value(h, "S", "T"))
-    return float(best)
 
 
 # ====================================================================== two_tier bisection

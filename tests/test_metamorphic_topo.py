@@ -26,7 +26,6 @@ hold by construction or by the documented model, checked against independent com
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 
 import networkx as nx
@@ -45,31 +44,13 @@ from topo.builders.fullflat import dlink_planes
 from topo.faults import LinkFaults
 from topo.metrics import bisection, exact_bisection, min_cut_halving
 from topo.routing import Routing
-from topo.topology import Topology, gbps, us
+from topo.topology import gbps, us
 
 from collective_helpers import options_for
+from _topo_reference import brute_bisection
 
 FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 S = 1 << 22
-
-
-def brute_bisection(t: Topology) -> float:
-    """Least max-flow cut over every balanced split of the hosts (networkx, no topo.metrics
-    shortcut): host 0 on the smaller side, both sizes when the host count is odd."""
-    n = t.n_hosts
-    g = nx.DiGraph()
-    for u, v, c in zip(t.link_u.tolist(), t.link_v.tolist(), t.link_bw.tolist()):
-        g.add_edge(u, v, capacity=c)
-        g.add_edge(v, u, capacity=c)
-    best = np.inf
-    for k in sorted({n // 2, n - n // 2}):
-        for comb in itertools.combinations(range(1, n), k - 1):
-            a = {0, *comb}
-            h = g.copy()
-            for x in range(n):
-                h.add_edge("S", x) if x in a else h.add_edge(x, "T")
-            best = min(best, nx.maximum_flow_value(h, "S", "T"))
-    return float(best)
 
 
 def all_pairs(n):
