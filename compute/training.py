@@ -34,9 +34,8 @@ from collectives.streams import stream_of
 from netcore.members import SetBuilder
 from netcore.schedule import BYTES_SHORT, DELAY, TRANSFER, Schedule, connection_keys
 from netcore.schedule import COMPUTE as K_COMPUTE
-from topo.errors import InputError
+from topo.errors import InputError, is_finite
 from topo.arrays import union1d, unique
-from topo.faults import to_float
 
 GRANULARITIES = ("op", "segment", "coarse")
 
@@ -238,7 +237,7 @@ def parse_gpu_faults(records, where: str = "gpu_faults") -> list[dict]:
             raise InputError(f"{at}.factor = {f!r}: expected the remaining fraction, in (0, 1]")
         t = rec.get("at_us", 0.0)
         if isinstance(t, bool) or not isinstance(t, (int, float)) \
-                or not np.isfinite(to_float(t)) or t < 0:
+                or not is_finite(t) or t < 0:
             raise InputError(f"{at}.at_us = {t!r}: expected a time >= 0 (microseconds)")
         out.append({"gpus": [int(h) for h in g], "kind": kind, "factor": float(f),
                     "at_us": float(t), "where": at})

@@ -16,7 +16,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import json
-import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ import numpy as np
 
 from netcosim import memory_guard
 from netcosim.units import is_int, short_repr
-from topo.errors import InputError
+from topo.errors import InputError, is_finite
 from topo.arrays import unique
 
 TOP_KEYS = ("name", "description", "seed", "topology", "routing", "engine", "faults", "workload")
@@ -628,7 +627,7 @@ def _prefixed(e: InputError, prefix: str, label: str) -> InputError:
 
 
 def is_finite_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and is_finite(v)
 
 
 def _workload_keys(spec: dict) -> frozenset:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topo.errors import InputError
+from topo.errors import InputError, is_finite
 from topo.topology import Topology, TopologyError
 
 DOWN = 0
@@ -37,14 +37,6 @@ def check_degrade_factor(factor, where: str) -> float:
         raise FaultError(f"{where} = {factor!r}: a degrade below {MIN_DEGRADE_FACTOR:g} of the "
                          "bandwidth carries next to nothing; use kind = \"down\"")
     return float(factor)
-
-
-def to_float(x) -> float:
-    """x as a float, inf beyond the float range (np.isfinite refuses an int above 2**64)."""
-    try:
-        return float(x)
-    except OverflowError:
-        return math.inf
 
 
 class FaultError(InputError):
@@ -120,7 +112,7 @@ class LinkFaults:
                 raise FaultError(f"{where}.kind = {kind!r}: expected one of down, degrade, up")
             at_us = rec.get("at_us", 0.0)
             if not isinstance(at_us, (int, float)) or isinstance(at_us, bool) or \
-                    not np.isfinite(to_float(at_us)) or at_us < 0:
+                    not is_finite(at_us) or at_us < 0:
                 raise FaultError(f"{where}.at_us = {at_us!r}: expected a time >= 0")
             if kind == "degrade":
                 factor = check_degrade_factor(rec.get("factor"), f"{where}.factor")
@@ -218,7 +210,7 @@ def random_failures(topology: Topology, fraction: float | None = None, count: in
     if (fraction is None) == (count is None):
         raise FaultError("give exactly one of fraction or count")
     if isinstance(at_us, bool) or not isinstance(at_us, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(to_float(at_us)) or at_us < 0:
+            or not is_finite(at_us) or at_us < 0:
         raise FaultError(f"at_us = {at_us!r}: expected a time >= 0")
     if count is not None and (isinstance(count, bool) or
                               not isinstance(count, (int, np.integer))):

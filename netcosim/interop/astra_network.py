@@ -46,7 +46,7 @@ import numpy as np
 
 from topo.builders._check import MAX_GBPS, MAX_LATENCY_US, MAX_LINKS, MIN_GBPS
 from topo.errors import InputError
-from topo.faults import to_float
+from topo.errors import is_finite, to_float
 from topo.topology import Topology, us
 
 KEYS = ("topology", "npus_count", "bandwidth", "latency")
@@ -167,10 +167,10 @@ def from_dict(data, where: str = "network.yml", gb: str = "binary") -> Topology:
         if isinstance(n, bool) or not isinstance(n, int) or n <= 1:
             raise InputError(f"{where}: npus_count[{d}] = {n!r}: expected an integer > 1")
         if isinstance(bw, bool) or not isinstance(bw, (int, float)) \
-                or not np.isfinite(to_float(bw)) or bw <= 0:
+                or not is_finite(bw) or bw <= 0:
             raise InputError(f"{where}: bandwidth[{d}] = {bw!r}: expected a number of GB/s > 0")
         if isinstance(lat, bool) or not isinstance(lat, (int, float)) \
-                or not np.isfinite(to_float(lat)) or lat < 0:
+                or not is_finite(lat) or lat < 0:
             raise InputError(f"{where}: latency[{d}] = {lat!r}: expected a number of ns >= 0")
         # the range a scenario's link takes (topo/builders/_check.py): beyond it the rate
         # overflowed to inf (1.0e+300 GB/s: 'links[0]: bandwidth inf Gbps', no file, no key),
