@@ -7,9 +7,12 @@ from netcore.sizes import MAX_BYTES
 from topo.errors import InputError
 
 
-def check_new_transfers(n_hosts: int, now_s: float, src, dst, size, start_s):
+def check_new_transfers(n_hosts: int, now_s: float, src, dst, size, start_s,
+                        engine: str = "packet"):
     """Validate transfers handed to an incremental engine; returns ``(src, dst, size, start)``
-    as arrays, with ``start`` in seconds (``now_s`` where ``start_s`` is None)."""
+    as arrays, with ``start`` in seconds (``now_s`` where ``start_s`` is None). A start at or
+    past the clock's end (2^62 ps, both engines: netcore/flow/limits.py) is a PacketLimit
+    naming ``engine``."""
     src = np.atleast_1d(np.asarray(src))
     dst = np.atleast_1d(np.asarray(dst))
     size = np.atleast_1d(np.asarray(size))
@@ -35,4 +38,11 @@ def check_new_transfers(n_hosts: int, now_s: float, src, dst, size, start_s):
         raise InputError(f"start_s must be finite seconds; got {start[:3].tolist()}")
     if n and start.min() < now_s:
         raise InputError(f"start_s must be >= now() = {now_s!r} s; got {float(start.min())!r}")
+    from netcore.packet import limits
+
+    with np.errstate(over="ignore"):  # 1e300 s overflows to inf: refused just below
+        late = np.flatnonzero(~(start * limits.PS < limits.TIME_LIMIT_PS))
+    if len(late):  # past it float64 seconds no longer resolve a transfer's duration
+        raise limits.PacketLimit(f"start_s = {float(start[late[0]])!r}: beyond the {engine} "
+                                 f"engine's clock, which ends at {limits.TIME_LIMIT_TEXT}")
     return src, dst, size, start

@@ -29,7 +29,6 @@ from netcore.flow.options import check_options
 from netcore.flow.state import FlowState
 from netcore.schedule import Schedule
 from netcore.incremental_input import check_new_transfers
-from netcore.packet import limits as PL
 from topo.errors import InputError
 
 
@@ -93,13 +92,8 @@ class FlowIncremental:
         Returns the transfer ids (0, 1, ... in order of adding)."""
         t0 = time.perf_counter()
         src, dst, size, start = check_new_transfers(self.topology.n_hosts, self._now, src,
-                                                    dst, size, start_s)
+                                                    dst, size, start_s, "flow")
         n = len(src)
-        with np.errstate(over="ignore"):  # 1e300 s overflows to inf: refused just below
-            late = np.flatnonzero(~(start * PL.PS < PL.TIME_LIMIT_PS))
-        if len(late):  # past it float64 seconds no longer resolve a transfer's duration
-            raise PL.PacketLimit(f"start_s = {float(start[late[0]])!r}: beyond the flow "
-                                 f"engine's clock, which ends at {PL.TIME_LIMIT_TEXT}")
         st = self._st
         ids = st.append_transfers(src.astype(np.int64), dst.astype(np.int64),
                                   size.astype(np.float64), start)

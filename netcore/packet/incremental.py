@@ -164,10 +164,6 @@ class PacketIncremental:
         src, dst, size, start = check_new_transfers(self.topology.n_hosts, now / PS, src, dst,
                                                     size, start_s)
         n = len(src)
-        late = np.flatnonzero(~(start * PS < limits.TIME_LIMIT_PS))
-        if len(late):
-            raise limits.PacketLimit(f"start_s = {float(start[late[0]])!r}: beyond the packet "
-                                     f"engine's clock, which ends at {limits.TIME_LIMIT_TEXT}")
         limits.check_segments(self.topology, src, dst, np.asarray(size, np.int64),
                               np.arange(n), self.opts)
         # picoseconds; a start at now() must stay exactly now (no rounding below it)
