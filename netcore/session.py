@@ -27,7 +27,7 @@ import numpy as np
 
 from netcore.packet.limits import PS, TIME_LIMIT_PS, TIME_LIMIT_TEXT
 from netcore.sizes import MAX_BYTES
-from topo.errors import InputError
+from topo.errors import InputError, is_finite
 
 ENGINES = ("flow", "packet")
 
@@ -137,7 +137,7 @@ class Session:
         """Run ``callback()`` ``delay`` seconds from now (``sim_schedule``)."""
         if isinstance(delay, bool) or not isinstance(delay, (int, float, np.integer,
                                                              np.floating)) or \
-                not math.isfinite(delay) or delay < 0:
+                not is_finite(delay) or delay < 0:
             raise InputError(f"schedule delay = {delay!r}: expected seconds >= 0")
         self._push(self._now + float(delay), callback, f"schedule delay = {delay!r}")
 
@@ -147,7 +147,7 @@ class Session:
         on t in floating point (8.000000000000001e-06 + 4.2e-05 is 4.9999999999999996e-05,
         and no delay from there gives 5e-05)."""
         if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or \
-                not math.isfinite(t) or t < self._now:
+                not is_finite(t) or t < self._now:
             raise InputError(f"schedule_at t = {t!r}: expected seconds >= now() = "
                              f"{self._now!r}")
         self._push(float(t), callback, f"schedule_at t = {t!r}")

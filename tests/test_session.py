@@ -357,3 +357,6 @@ def test_start_times_after_dependencies_are_met_exactly_with_schedule_at(engine)
         ses.schedule_at(ses.now() - 1e-9, lambda: None)
     with pytest.raises(InputError, match="schedule_at t"):
         ses.schedule_at(float("nan"), lambda: None)
+    for call in (ses.schedule, ses.schedule_at):  # an int past float's range: OverflowError
+        with pytest.raises(InputError, match="schedule"):
+            call(10 ** 400, lambda: None)
