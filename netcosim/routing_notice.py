@@ -1,7 +1,7 @@
 """A warning for a routing choice that silently costs a fabric most of its bandwidth.
 
 On ``fullflat`` every GPU has one link into each of ``planes`` independent planes. A
-single-path policy (``shortest``, ``ecmp``, ``dmodk``, ``valiant``) is striped over the planes:
+single-path policy (``topo.routing.STRIPED``) is striped over the planes:
 ``topo.routing`` routes each pair once per plane and the flow engine and the analytical
 estimate split the flow evenly over them; the packet engine splits each transfer into one
 connection per plane (netcore/packet/plane_split.py), as NCCL drives one NIC per plane with
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import sys
 
-SINGLE_PATH = ("shortest", "ecmp", "dmodk", "valiant")
+from topo.routing import STRIPED
+
+SINGLE_PATH = STRIPED
 _shown: set[str] = set()
 
 

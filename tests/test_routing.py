@@ -151,6 +151,59 @@ def test_dmodk_matches_design_rule(topo):
         assert p.links_of(i).tolist() == expect
 
 
+@pytest.mark.parametrize("topo", ["fat_tree", "torus", "two_tier"])
+def test_dmodk_level_takes_the_digits_of_d(topo):
+    # the i-th hop with a choice takes digit i of d in the mixed radix of the counts so far
+    t = {"fat_tree": lambda: fat_tree(8), "torus": lambda: torus((4, 3)),
+         "two_tier": lambda: two_tier(8, 4)}[topo]()
+    alive = np.ones(t.n_dlinks, bool)
+    rng = np.random.default_rng(2)
+    s, d = rng.integers(0, t.n_hosts, 300), rng.integers(0, t.n_hosts, 300)
+    p = Routing(t, "dmodk_level").paths(s, d, flow_id=np.arange(len(s)) * 7919)
+    for i in range(len(s)):
+        dist = ref_dist(t, int(d[i]))
+        u, expect, div = int(s[i]), [], 1
+        while u != d[i]:
+            cand = ref_candidates(t, u, int(d[i]), dist, alive)
+            v, link = cand[int(d[i]) // div % len(cand)]
+            div *= len(cand)
+            expect.append(link)
+            u = v
+        assert p.links_of(i).tolist() == expect
+
+
+def test_dmodk_level_spreads_an_all_to_all_over_the_whole_core():
+    # fat_tree(8): dmodk sends every inter-pod flow through 4 of the 16 core switches (the
+    # edge and the aggregation take the same index d mod 4); level-wise D-mod-k uses them all
+    # evenly, and every aggregation-to-core link carries the same number of flows
+    t = fat_tree(8)
+    s, d = np.meshgrid(np.arange(t.n_hosts), np.arange(t.n_hosts), indexing="ij")
+    s, d = s.ravel(), d.ravel()
+    inter = s // 16 != d // 16
+    s, d = s[inter], d[inter]
+    core0 = t.n_hosts + 2 * 8 * 4
+
+    def loads(policy):
+        p = Routing(t, policy).paths(s, d)
+        up = p.link[(t.dlink_dst[p.link] >= core0) & (t.dlink_src[p.link] < core0)]
+        return np.bincount(t.dlink_dst[up] - core0, minlength=16), np.unique(up, return_counts=True)
+
+    core, (links, per_link) = loads("dmodk_level")
+    assert (core == core.mean()).all() and len(links) == 8 * 4 * 4
+    assert (per_link == per_link[0]).all()
+    core, (links, _) = loads("dmodk")
+    assert (core > 0).sum() == 4 and len(links) == 32  # the test can tell
+
+
+def test_dmodk_level_is_destination_based():
+    t = fat_tree(8)
+    s, d = np.arange(64), np.full(64, 77)
+    p = Routing(t, "dmodk_level").paths(s, d, flow_id=np.arange(64) * 3)
+    core0 = t.n_hosts + 2 * 8 * 4
+    cores = {int(n) for n in t.dlink_dst[p.link] if n >= core0}
+    assert len(cores) == 1  # every flow to one host meets at one core switch: D-mod-k's tree
+
+
 def test_dmodk_ignores_flow_id_ecmp_does_not():
     t = fat_tree(4)
     s, d = np.zeros(64, int), np.full(64, 15)

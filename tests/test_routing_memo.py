@@ -5,9 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topo import _routing
 from topo.builders import leaf_spine, two_tier
-from topo.routing import Routing
+from topo.routing import _KERNEL_MODES, Routing
 from topo.topology import Topology
 
 NO_MEMO = 10 ** 9
@@ -30,11 +29,10 @@ def own_rows(t, policy, s, d, alive):
     key, alive8 = r._alive(alive)
     fid = np.arange(len(s), dtype=np.int64)
     return r._single_rows(np.asarray(s, np.int32), np.asarray(d, np.int32), fid, key, alive8,
-                          {"shortest": _routing.SHORTEST, "ecmp": _routing.ECMP,
-                           "dmodk": _routing.DMODK}[policy])
+                          _KERNEL_MODES[policy])
 
 
-@pytest.mark.parametrize("policy", ["shortest", "ecmp", "dmodk"])
+@pytest.mark.parametrize("policy", sorted(_KERNEL_MODES))
 @pytest.mark.parametrize("fabric", ["two_tier", "leaf_spine"])
 @pytest.mark.parametrize("down", [0.0, 0.05])
 def test_busy_leaves_give_the_scans_paths(policy, fabric, down):
@@ -76,7 +74,7 @@ def test_memo_equals_scan_on_random_fabrics(data):
     alive = rng.random(2 * L) > data.draw(st.sampled_from([0.0, 0.1, 0.3]), label="down")
     s = rng.integers(0, n_h, 60)
     d = rng.integers(0, n_h, 60)
-    policy = data.draw(st.sampled_from(["shortest", "ecmp", "dmodk"]), label="policy")
+    policy = data.draw(st.sampled_from(sorted(_KERNEL_MODES)), label="policy")
     entries = data.draw(st.sampled_from([0, 3, 10 ** 6]), label="memo_entries")
     scan = routed(t, policy, s, d, alive, NO_MEMO)
     assert_same(routed(t, policy, s, d, alive, 1, entries), scan)

@@ -22,10 +22,14 @@ cdef enum:
     C_SHORTEST = 0
     C_ECMP = 1
     C_DMODK = 2
+    C_DMODK_LEVEL = 3
 
 SHORTEST = C_SHORTEST
 ECMP = C_ECMP
 DMODK = C_DMODK
+DMODK_LEVEL = C_DMODK_LEVEL
+# past this the level-wise divisor stops growing: d < 2**31, so floor(d / div) is already 0
+cdef uint64_t _DIV_CAP = 1ULL << 32
 
 
 cdef inline uint64_t _mix64(uint64_t z) noexcept nogil:
@@ -95,12 +99,22 @@ def bfs_rows(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::1] 
 
 
 cdef inline int32_t _pick(int mode, uint64_t seed, int64_t fid, int32_t u, int32_t d,
-                          int32_t count) noexcept nogil:
-    # the policy's index among the count candidates at node u (in neighbour-id order)
+                          int32_t count, uint64_t* div) noexcept nogil:
+    # the policy's index among the count candidates at node u (in neighbour-id order).
+    # dmodk_level reads d as a mixed-radix number whose radices are the walk's candidate
+    # counts so far: the first choice takes d mod count, the next floor(d / count1) mod count2,
+    # ... (Zahavi's level-wise D-mod-k on a k-ary fat-tree: edge d mod k/2, aggregation
+    # floor(d / (k/2)) mod k/2), so different destinations fan out over the whole core.
+    cdef int32_t idx
     if mode == C_ECMP:
         return <int32_t>(_hash3(seed, <uint64_t>fid, <uint64_t>u) % <uint64_t>count)
     if mode == C_DMODK:
         return d % count
+    if mode == C_DMODK_LEVEL:
+        idx = <int32_t>((<uint64_t>d / div[0]) % <uint64_t>count)
+        if div[0] < _DIV_CAP:
+            div[0] *= <uint64_t>count
+        return idx
     return 0
 
 
@@ -116,9 +130,9 @@ cdef Py_ssize_t _max_degree(const int64_t[::1] ptr):
 cdef inline Py_ssize_t _hop(Py_ssize_t* cand, int32_t count, int mode, uint64_t seed,
                             int64_t fid, int32_t u, int32_t d, const int32_t[::1] dl,
                             const double[::1] dlat, int32_t[::1] out_link, Py_ssize_t k,
-                            double* lat) noexcept nogil:
+                            double* lat, uint64_t* div) noexcept nogil:
     # take the policy's candidate: record its link as hop k, add its latency; its index back
-    cdef Py_ssize_t j = cand[_pick(mode, seed, fid, u, d, count)]
+    cdef Py_ssize_t j = cand[_pick(mode, seed, fid, u, d, count, div)]
     out_link[k] = dl[j]
     lat[0] += dlat[dl[j]]
     return j
@@ -142,6 +156,7 @@ def walk_single(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::
     cdef int32_t u, d, w, du, count, pick
     cdef const int32_t* D
     cdef double lat
+    cdef uint64_t div
     cdef Py_ssize_t stuck = 0
     cdef vector[Py_ssize_t] cand_buf
     cdef Py_ssize_t* cand
@@ -152,6 +167,7 @@ def walk_single(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::
             i = order[q]
             k = out_ptr[i]
             lat = 0.0
+            div = 1
             if out_ptr[i + 1] > k:
                 D = &rows[row_of[i], 0]
                 u = src[i]
@@ -167,7 +183,8 @@ def walk_single(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[::
                     if count == 0 or k >= out_ptr[i + 1]:
                         stuck += 1
                         break
-                    j = _hop(cand, count, mode, seed, fid[i], u, d, dl, dlat, out_link, k, &lat)
+                    j = _hop(cand, count, mode, seed, fid[i], u, d, dl, dlat, out_link, k,
+                             &lat, &div)
                     k += 1
                     u = nbr[j]
             out_lat[i] = lat
@@ -388,6 +405,7 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
     cdef Py_ssize_t nf = src.shape[0], i, j, k, a0, a1, a, near
     cdef int32_t u, d, w, du, count
     cdef double lat
+    cdef uint64_t div
     cdef Py_ssize_t stuck = 0
     cdef vector[Py_ssize_t] cand_buf
     cdef Py_ssize_t* cand
@@ -403,6 +421,7 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
         for i in range(nf):
             k = out_ptr[i]
             lat = 0.0
+            div = 1
             if out_ptr[i + 1] > k:
                 a0 = aptr[i]
                 a1 = aptr[i + 1]
@@ -457,7 +476,8 @@ def walk_anchored(const int64_t[::1] ptr, const int32_t[::1] nbr, const int32_t[
                     if count == 0 or k >= out_ptr[i + 1]:
                         stuck += 1
                         break
-                    j = _hop(use, count, mode, seed, fid[i], u, d, dl, dlat, out_link, k, &lat)
+                    j = _hop(use, count, mode, seed, fid[i], u, d, dl, dlat, out_link, k,
+                             &lat, &div)
                     k += 1
                     u = nbr[j]
             out_lat[i] = lat

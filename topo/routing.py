@@ -12,7 +12,10 @@ not forward; on a torus the hosts are the routers). Policies (docs/routing.md ha
 * ``shortest``: one deterministic shortest path (lowest-id neighbour one hop closer).
 * ``ecmp``: per hop, among the neighbours one hop closer (by id), index
   ``hash(seed, flow_id, node) mod count`` (splitmix64 mixing: same on every run and platform).
-* ``dmodk``: per hop, index ``dst mod count`` (DESIGN.md; the ns-3 validation installs it).
+* ``dmodk``: per hop, index ``dst mod count`` (the ns-3 validation installs it).
+* ``dmodk_level``: level-wise D-mod-k: the i-th hop with a choice takes digit i of ``dst`` in
+  the mixed radix of the walk's candidate counts (``dst mod c1``, then ``dst // c1 mod c2``,
+  ...), which on a k-ary fat-tree is Zahavi's rule and spreads destinations over every core.
 * ``dor``: tori only; dimension 0 first, shorter way round each ring (tie: + direction). A flow
   whose DOR path crosses a link that is down falls back to ``shortest`` over the alive links.
 * ``spray``: the flow is split over all shortest paths; a link's weight is the fraction of the
@@ -24,13 +27,13 @@ not forward; on a torus the hosts are the routers). Policies (docs/routing.md ha
   per-hop least-loaded choice itself from :meth:`Routing.distances`.
 
 Plane striping (``fullflat`` with ``planes >= 2``): a single-path policy (``shortest``,
-``ecmp``, ``dmodk``, ``valiant``) routes every flow once in each plane, the policy's own choice
-over that plane's links only (valiant: an intermediate among that plane's switches), and splits
-it evenly over the planes that reach the destination: weight 1/k on each of the k per-plane
-paths, listed plane after plane, each in hop order. This is how NCCL drives one NIC per plane
-(channels) and how NVLink-style fabrics stripe a transfer; one plane per connection would give a
-GPU talking to one peer 1/planes of its bandwidth. A plane cut for a pair by faults drops out
-and its share moves to the surviving planes. ``latency`` is the mean over the used planes
+``ecmp``, ``dmodk``, ``dmodk_level``, ``valiant``) routes every flow once in each plane, the
+policy's own choice over that plane's links only (valiant: an intermediate among that plane's
+switches), and splits it evenly over the planes that reach the destination: weight 1/k on each
+of the k per-plane paths, listed plane after plane, each in hop order. This is how NCCL drives
+one NIC per plane (channels) and how NVLink-style fabrics stripe a transfer; one plane per
+connection would give a GPU talking to one peer 1/planes of its bandwidth. A plane cut for a
+pair by faults drops out and its share moves to the surviving planes. ``latency`` is the mean over the used planes
 (path-weighted, as for spray), ``hops`` the longest used plane path. ``stripe=False`` routes
 the fabric as one graph instead (:meth:`Routing.unstriped`). The packet engine, whose
 connections send along one path, uses :meth:`Routing.plane_paths` for one connection per plane
@@ -48,9 +51,12 @@ from topo import _routing as _k
 from topo.errors import InputError
 from topo.arrays import unique
 
-POLICIES = ("shortest", "ecmp", "dmodk", "dor", "spray", "valiant", "adaptive")
+POLICIES = ("shortest", "ecmp", "dmodk", "dmodk_level", "dor", "spray", "valiant", "adaptive")
 # single-path policies that a multi-plane fabric stripes over its planes (module docstring)
-STRIPED = ("shortest", "ecmp", "dmodk", "valiant")
+STRIPED = ("shortest", "ecmp", "dmodk", "dmodk_level", "valiant")
+# the single-path policies the routing kernel walks itself, by their kernel codes
+_KERNEL_MODES = {"shortest": _k.SHORTEST, "ecmp": _k.ECMP, "dmodk": _k.DMODK,
+                 "dmodk_level": _k.DMODK_LEVEL}
 # Distance rows kept per Routing object (all alive masks together). 512 MiB holds the full
 # table of a fat_tree(k=32) (8,192 destinations x 9,472 nodes x 4 bytes = 310 MB).
 DEFAULT_CACHE_BYTES = 512 << 20
@@ -347,9 +353,8 @@ class Routing:
 
     def _policy(self, src, dst, fid, key, alive8, plane=None) -> Paths:
         p = self.policy
-        if p in ("shortest", "ecmp", "dmodk"):
-            mode = {"shortest": _k.SHORTEST, "ecmp": _k.ECMP, "dmodk": _k.DMODK}[p]
-            return self._single(src, dst, fid, key, alive8, mode)
+        if p in _KERNEL_MODES:
+            return self._single(src, dst, fid, key, alive8, _KERNEL_MODES[p])
         if p in ("spray", "adaptive"):
             return self._spray(src, dst, key, alive8)
         if p == "dor":

@@ -12,7 +12,7 @@ from topo.errors import InputError
 # Routing policies whose flows each follow one fixed path: installed exactly as per-transfer
 # static host routes. spray splits a flow over many paths; adaptive chooses per packet from
 # queue lengths at run time: ns-3's static routing can do neither.
-POLICIES_OK = ("shortest", "dmodk", "dor", "ecmp", "valiant")
+POLICIES_OK = ("shortest", "dmodk", "dmodk_level", "dor", "ecmp", "valiant")
 POLICIES_REFUSED = {
     "spray": "routing.policy = 'spray': per-packet spraying over all shortest paths cannot be "
              "reproduced with ns-3 static routes",
