@@ -266,6 +266,9 @@ def summary(scenario, prepared, result, workload_figures: dict) -> dict:
         # network_detail (docs/scale.md): the representation that ran, the flows the engine
         # carried and the point-to-point transfers they stand for
         "network_detail_used": sched.meta.get("network_detail_used", "full"),
+        # links two connections of one ring stream share: the stream's time is then an upper
+        # bound (netcosim/stream_sharing.py; 0 when exact or when the full form ran)
+        "stream_shared_links": int(sched.meta.get("stream_shared_links", 0)),
         "engine_flows": int(t.sum()),
         "transfers_represented": sched.n_member_transfers,
         "stranded": int(np.count_nonzero(np.asarray(result.stranded, dtype=bool) & t)),

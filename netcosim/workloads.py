@@ -481,15 +481,15 @@ def _collective_meta(sched, op, algorithm, nbytes, ranks, detail: str, protocol=
 
 
 def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where,
-                         topology=None):
+                         topology=None, routing=None):
     """The collective in stream form when ``network_detail`` allows it and the algorithm has
     one (ring all-reduce, reduce-scatter, all-gather, one ring per rail on whole two_tier
     nodes; hierarchical and torus all-reduce with one chunk, as phases of streams); None for
     the full schedule, which is then checked against the memory there is before it is
-    built."""
-    from collectives import rail
-    from collectives.streams import (RING_STREAMS, composed_phases, phased_schedule,
-                                     ring_stream, stream_schedule)
+    built. A stream form in which a ring's own connections share a link (``routing``, default
+    the scenario's: netcosim/stream_sharing.py) is not exact: the full form runs instead when
+    it fits, else the stream runs and its meta says so (``stream_shared_links``)."""
+    from collectives import protocols, rail
     from netcosim.memory_guard import check_transfers, collective_transfers
 
     detail = network_detail(spec, where)
@@ -497,36 +497,88 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
         op_c, algo = collectives.resolve(op, algorithm)
     except InputError as e:
         raise _in(e, where) from None
-    from collectives import protocols
-
     chunks = opts.get("chunks")
     costs = protocols.costs(opts.get("protocol"), opts.get("step_latency_s"), topology, algo)
     r = np.asarray(ranks, dtype=np.int64)
+    stream = _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology, costs) \
+        if detail == "auto" else None
+    shared = 0
+    if stream is not None:
+        from netcosim.stream_sharing import self_shared_links
+
+        shared = self_shared_links(stream, _routing_of(topology, routing))
+        if not shared:
+            return stream
+    side = rail.side_by_side(topology, op_c, algo, r)  # rings (tree pairs) per rail
+    if chunks is None and op != "all_to_all_v":
+        chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
+                                      opts.get("group_size"), side)
+    count = collective_transfers(op_c, algo, len(ranks), chunks, opts.get("dims"),
+                                 opts.get("group_size"), _pairs(opts)) * side
+    # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
+    delays = count * (int(costs.any_latency) + int(costs.rate_cap(r) > 0))
+    if stream is not None and count + delays > FULL_INSTEAD_MAX_NODES:
+        stream.meta["stream_shared_links"] = shared  # the full form costs too much: say so
+        return stream
+    try:
+        check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",
+                        _guard_hint(op_c, algo, detail), delays)
+    except InputError:
+        if stream is None:
+            raise
+        stream.meta["stream_shared_links"] = shared  # the full form does not fit: say so
+        return stream
+    return None
+
+
+# The largest full schedule (transfers and delays) run instead of a stream form whose rings
+# share links (_collective_scalable): about a second of the flow engine. Past it the stream
+# runs, and summary.json says its rings share links (an upper bound on their time).
+FULL_INSTEAD_MAX_NODES = 1 << 20
+
+
+def _routing_of(topology, routing):
+    """The Routing a stream form is checked with: the one given (or its policy name), else
+    the scenario's; None when neither is known."""
+    if isinstance(routing, str):
+        from topo.routing import Routing
+
+        return Routing(topology, routing)
+    return routing if routing is not None else scenario_routing()
+
+
+def _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology, costs):
+    """The stream form of the collective (one stream per ring, or phases of them), or None
+    when it has none (see _collective_scalable)."""
+    from collectives import protocols, rail
+    from collectives.streams import (RING_STREAMS, composed_phases, phased_schedule,
+                                     ring_stream, stream_schedule)
+
+    chunks = opts.get("chunks")
+    r = np.asarray(ranks, dtype=np.int64)
     cap = costs.rate_cap(r)
-    if detail == "auto" and op != "all_to_all_v" and \
-            set(opts) <= {"chunks", "step_latency_s", "protocol"}:
+    if op != "all_to_all_v" and set(opts) <= {"chunks", "step_latency_s", "protocol"}:
         rails = rail.rail_rings(topology, r) if (op_c, algo) in RING_STREAMS else None
         if rails is not None:  # one ring per rail, each its own stream (one chunk only)
+            if (chunks or 1) > 1:
+                return None
             hops = (r[rails].ravel(), r[np.roll(rails, -1, axis=1)].ravel())
             per_step = float(costs.mean_latency(*hops)) if costs.any_latency else 0.0
-            sched = None if (chunks or 1) > 1 else rail.stream_schedule(
+            return rail.stream_schedule(
                 r, rails, op_c, nbytes, per_step, (costs.num, costs.den), costs.launch_s,
                 costs.rate_cap(r, protocols.channels(algo, len(r), len(rails))))
-            if sched is not None:
-                return sched
-        else:
-            # the ring's connections' mean, as the builder prices a ring's steps
-            # (collectives._ring.ring_step_latency)
-            per_step = float(costs.mean_latency(r, np.roll(r, -1))) if costs.any_latency \
-                else 0.0
-            try:
-                st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,
-                                 (costs.num, costs.den), costs.launch_s, cap)
-            except InputError as e:
-                raise _in(e, where) from None
-            if st is not None:
-                return stream_schedule(ranks, st, op_c)
-    if detail == "auto" and op_c == "all_reduce" and chunks in (None, 1) and \
+        # the ring's connections' mean, as the builder prices a ring's steps
+        # (collectives._ring.ring_step_latency)
+        per_step = float(costs.mean_latency(r, np.roll(r, -1))) if costs.any_latency \
+            else 0.0
+        try:
+            st = ring_stream(op_c, algo, len(ranks), nbytes, chunks or 1, per_step,
+                             (costs.num, costs.den), costs.launch_s, cap)
+        except InputError as e:
+            raise _in(e, where) from None
+        if st is not None:
+            return stream_schedule(ranks, st, op_c)
+    if op_c == "all_reduce" and chunks in (None, 1) and \
             set(opts) <= {"chunks", "step_latency_s", "protocol", "group_size", "dims"}:
         # one chunk (these algorithms' default): a rank sends its whole phase before the
         # next, so the phases run in sequence, each as concurrent ring streams; with more
@@ -539,16 +591,6 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
                 if opts.get(key) is not None:
                     sched.meta[key] = opts[key]
             return sched
-    side = rail.side_by_side(topology, op_c, algo, r)  # rings (tree pairs) per rail
-    if chunks is None and op != "all_to_all_v":
-        chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
-                                      opts.get("group_size"), side)
-    count = collective_transfers(op_c, algo, len(ranks), chunks, opts.get("dims"),
-                                 opts.get("group_size"), _pairs(opts)) * side
-    # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
-    delays = count * (int(costs.any_latency) + int(cap > 0))
-    check_transfers(count, where, f"{op} {algo} over {len(ranks):,} ranks",
-                    _guard_hint(op_c, algo, detail), delays)
     return None
 
 

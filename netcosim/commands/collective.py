@@ -213,7 +213,7 @@ def _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, op
     where = f"--engine {engine}"
     try:
         sched = _collective_scalable(co, spec, op, algorithm, r, nbytes, dict(opts), where,
-                                     topology)
+                                     topology, routing)
     except InputError as e:
         raise _as_flags(e, where) from None
     if sched is None:  # the full schedule fits

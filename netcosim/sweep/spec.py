@@ -169,7 +169,7 @@ def parse_plots(raw) -> list[dict]:
 # tests/test_reliability.py runs each listed kind on each engine and compares.
 ROW_COLUMNS = ("point", "point_id", "status", "error", "run_s", "cpu_s", "engine", "routing",
                "seed", "makespan_us", "hosts", "switches", "links", "nodes", "transfers",
-               "transfers_finished", "network_detail_used", "engine_flows",
+               "transfers_finished", "network_detail_used", "stream_shared_links", "engine_flows",
                "transfers_represented", "stranded", "unfinished", "bytes", "fault_events",
                "events", "wall_s")
 ENGINE_COLUMNS = {
