@@ -2,8 +2,9 @@
 
 The rule (docs/collectives.md has the reasoning and sources):
 
-1. Rank order follows the fabric: on a torus, row-major coordinates (ring neighbours are
-   physical neighbours, and the torus algorithm runs one ring per dimension); elsewhere
+1. Rank order follows the fabric: on a torus, all hosts in a cycle of one-hop neighbours
+   (``torus_ring_order``, where a dimension is even) for rings, chains and trees, row-major
+   coordinates for the torus algorithm (one ring per dimension) and otherwise; elsewhere
    hosts sorted by ``host_group`` (leaf switch on fat-tree / leaf-spine, node on two_tier),
    so a ring crosses each leaf's uplinks only twice (NCCL's topology-aware rings do this).
    With ``keep_order`` the ranks run in the order given, and the rules below choose for that
@@ -70,6 +71,40 @@ def ordered_ranks(topology, ranks=None) -> np.ndarray:
         keys = topology.coords[r].T[::-1]  # lexsort: last key is the primary one
         return r[np.lexsort(keys)]
     return r[np.lexsort((r, topology.host_group[r]))]
+
+
+def torus_ring_order(topology) -> np.ndarray | None:
+    """All hosts of a torus in an order whose every neighbour, the last and the first too, is
+    one hop away, or None (not a torus, or no such order found). Row-major order is not: at
+    the end of a row the next rank is one hop along the row's wrap-around and one along the
+    next dimension, and those two-hop connections cross links the ring's one-hop connections
+    use. This is the reflected mixed-radix Gray code (a boustrophedon): digit j runs forward
+    or backward by the parity of the digits above it, so consecutive codes differ by one in
+    one digit. It closes into a cycle when the slowest digit's size is even (every other digit
+    then ends at 0, and the slowest wraps to 0): an even dimension is taken as the slowest.
+    Where every dimension is odd no such order is laid (None)."""
+    if topology.kind != "torus" or topology.coords is None:
+        return None
+    dims = [int(d) for d in topology.params["dims"]]
+    even = [j for j, d in enumerate(dims) if d % 2 == 0]
+    if not even or len(dims) < 2:
+        return None
+    slow = even[-1]
+    order = [j for j in range(len(dims)) if j != slow] + [slow]  # fastest first
+    radix = np.array([dims[j] for j in order], dtype=np.int64)
+    n = int(np.prod(radix))
+    i = np.arange(n, dtype=np.int64)
+    below = np.concatenate([[1], np.cumprod(radix)[:-1]])  # product of faster digits
+    raw = (i[:, None] // below) % radix
+    flip = ((i[:, None] // (below * radix)) % 2).astype(bool)
+    code = np.where(flip, radix - 1 - raw, raw)
+    coords = np.empty((n, len(dims)), dtype=np.int64)
+    coords[:, order] = code
+    host = np.full(tuple(dims), -1, dtype=np.int64)
+    c = np.asarray(topology.coords, dtype=np.int64)
+    host[tuple(c.T)] = np.arange(len(c))
+    out = host[tuple(coords.T)]
+    return out if (out >= 0).all() and len(out) == topology.n_hosts else None
 
 
 def choose(topology, op: str, nbytes, ranks=None, protocol="auto",
@@ -180,6 +215,12 @@ def _choose(topology, op: str, nbytes, ranks=None, protocol="auto",
         given = np.asarray(ranks, dtype=np.int64).reshape(-1)
         row_major = row_major and np.array_equal(given, r)
         r = given
+    if row_major and not keep_order and not (op == "all_reduce" and topology.kind == "torus"):
+        # a ring (chain, tree) over all hosts of a torus in a cycle of one-hop neighbours;
+        # the torus all-reduce below keeps row-major order (its rings are per dimension)
+        snake = torus_ring_order(topology)
+        if snake is not None:
+            r = snake
     n = len(r)
     # ranks per scale-up group when they are two or more equal groups of more than one, each
     # consecutive in ``r`` (rule 2), else None

@@ -102,7 +102,7 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
     import collectives as co
     from collectives import protocols
     from collectives.analytical import Fabric
-    from collectives.choose import ordered_ranks
+    from collectives.choose import ordered_ranks, torus_ring_order
     from collectives.report import run as run_one
 
     from topo.routing import Routing
@@ -138,6 +138,12 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
         else:
             _, algorithm = co.resolve(op, algo)
             r = ordered_ranks(topology, ranks)
+            # all hosts of a torus: rings, chains and trees on a cycle of one-hop neighbours,
+            # as the automatic choice lays them (the torus algorithm keeps row-major order)
+            snake = torus_ring_order(topology) if ranks is None and algorithm != "torus" \
+                else None
+            if snake is not None:
+                r = snake
             opts = {}
             if algorithm in ("hierarchical", "nvls_tree"):
                 opts["group_size"] = (group_size if group_size is not None
