@@ -18,10 +18,6 @@ from netcore.flow.member_routing import route_members
 from netcore.schedule import TRANSFER
 from topo.arrays import unique
 
-# a member's weight on a link is 1 (or fractions summing to 1 under spray and planes): more
-# than this on one link is two members' worth of load in one set
-_SHARED = 1.0 + 1e-9
-
 
 def self_shared_links(schedule, routing, alive=None) -> int:
     """How many directed links two or more members of one member set of a multi-step
@@ -36,7 +32,9 @@ def self_shared_links(schedule, routing, alive=None) -> int:
     pos = ms.positions(sets)
     paths = route_members(routing, ms, pos, alive=alive)
     owner = np.repeat(np.repeat(sets, ms.sizes[sets]), np.diff(paths.ptr))
+    # a member lists a link at most once (a spray or plane-striped member with a fraction of
+    # its load): two entries of one set on one link are two members sharing it, whatever
+    # their fractions (two halves under spray collide as surely as two whole paths)
     key = owner * np.int64(routing.topology.n_dlinks) + paths.link
-    _, at = np.unique(key, return_inverse=True)
-    load = np.bincount(at, weights=paths.weight)
-    return int(np.count_nonzero(load > _SHARED))
+    _, count = np.unique(key, return_counts=True)
+    return int(np.count_nonzero(count > 1))
