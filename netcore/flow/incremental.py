@@ -30,6 +30,7 @@ from netcore.flow.state import FlowState
 from netcore.schedule import Schedule
 from netcore.incremental_input import check_new_transfers
 from topo.errors import InputError
+from topo.routing import spans
 
 
 class FlowIncremental:
@@ -65,6 +66,13 @@ class FlowIncremental:
         self._reroute_at: dict[float, list[np.ndarray]] = {}
         self._now = 0.0
         self._done = 0
+        # pending() without scanning every transfer added (a session calling it once per step
+        # went quadratic): stranded transfers are counted as they strand. A transfer strands
+        # only with no path (PLEN < 0: at its start, or at the end of its handshake) or at a
+        # fault instant, and only add_transfers and fault instants assign paths, so the ones
+        # that may strand later are the few left without a path (_maybe_stranded)
+        self._stranded = 0
+        self._maybe_stranded = np.zeros(0, dtype=np.int64)
         self._wall = 0.0
         self._setup = 0.0
         # faults at time 0 are in place before anything is sent, as in a batch run (engine._run
@@ -72,8 +80,18 @@ class FlowIncremental:
         # sends of time 0 routed over links down from the start and already sending: stopped,
         # re-routed and delayed by reroute_delay_us, which the batch run does not do
         if len(self._ftime) and self._ftime[0] <= 0.0:
-            self._fi = _fault_instant(st, topology, self.routing, self.faults, 0, 0.0,
-                                      self._delay, self._reroute_at)
+            self._fault_instant(0.0)
+
+    def _fault_instant(self, t: float):
+        st = self._st
+        self._fi = _fault_instant(st, self.topology, self.routing, self.faults, self._fi, t,
+                                  self._delay, self._reroute_at)
+        # it may strand any transfer, or leave it without a path: count them again (a fault
+        # instant scans every transfer already, in engine._fault_instant)
+        state = st.NI[: st.n, K.STATE]
+        self._stranded = int(np.count_nonzero(state == K.STRANDED))
+        self._maybe_stranded = np.flatnonzero((st.NI[: st.n, K.PLEN] < 0) &
+                                              (state != K.STRANDED) & (state != K.DONE))
 
     # ------------------------------------------------------------------ API
     def now(self) -> float:
@@ -83,7 +101,13 @@ class FlowIncremental:
     def pending(self) -> int:
         """Transfers added and neither finished nor stranded."""
         st = self._st
-        return int(st.n - self._done - np.count_nonzero(st.NI[: st.n, K.STATE] == K.STRANDED))
+        m = self._maybe_stranded
+        if len(m):  # the ones stranded since the last call count; those given a path do not
+            state = st.NI[m, K.STATE]
+            gone = state == K.STRANDED
+            self._stranded += int(np.count_nonzero(gone))
+            self._maybe_stranded = m[~gone & (state != K.DONE) & (st.NI[m, K.PLEN] < 0)]
+        return int(st.n - self._done - self._stranded)
 
     def add_transfers(self, src, dst, size, start_s=None, flow_ids=None) -> np.ndarray:
         """Add transfers src[i] -> dst[i] of size[i] bytes that become ready at ``start_s``
@@ -106,12 +130,19 @@ class FlowIncremental:
             st.assign(ids, self.routing.paths(st.src[ids], st.dst[ids], flow_id=key))
             alive = st.factor > 0
             if not alive.all():
-                hit = K.paths_hitting((~alive).astype(np.int8), st.NI, st.EI)
-                hit = hit[hit >= ids[0]]
+                # only these transfers' paths are new (the others' were checked when added
+                # or at the fault instant): searching every transfer added so far made each
+                # send while a link was down cost as much as all the sends before it
+                plen = np.maximum(st.NI[ids, K.PLEN], 0)
+                dead = ~alive[st.EI[spans(st.NI[ids, K.POFF], plen), K.ELINK]]
+                hit = np.unique(np.repeat(ids, plen)[dead])
                 if len(hit):
                     st.assign(hit, self.routing.paths(st.src[hit], st.dst[hit],
                                                       flow_id=st.flow_key[hit], alive=alive))
                     st.moved[hit] = True
+            no_path = ids[st.NI[ids, K.PLEN] < 0]
+            if len(no_path):  # they strand when they start
+                self._maybe_stranded = np.concatenate([self._maybe_stranded, no_path])
             st.start_nodes(ids, self._now)
         self._setup += time.perf_counter() - t0
         return ids
@@ -156,8 +187,7 @@ class FlowIncremental:
                     # the caller's now(), so that its next sends were refused as in the past
                     return self._now, np.zeros(0, dtype=np.int64)
                 self._now = float(t_f)
-                self._fi = _fault_instant(st, self.topology, self.routing, self.faults,
-                                          self._fi, t_f, self._delay, self._reroute_at)
+                self._fault_instant(t_f)
         finally:
             self._wall += time.perf_counter() - t0
 

@@ -50,6 +50,33 @@ def _on_the_clock(start_s, now_ps: int) -> np.ndarray:
     return np.where(on, np.maximum(s, now_ps / PS), s)
 
 
+class _Columns:
+    """Arrays of one length that grow by appending rows. Capacity doubles, so adding k rows
+    costs O(k) amortised: a np.concatenate per add_transfers copied every row added before, a
+    cost per send growing with the transfers already sent. ``cols.name`` is a view of the rows
+    so far (writes to it stay)."""
+
+    def __init__(self, **dtypes):
+        self.n = 0
+        self._a = {name: np.zeros(64, dtype) for name, dtype in dtypes.items()}
+
+    def append(self, **rows):
+        end = self.n + len(next(iter(rows.values())))
+        for name, a in self._a.items():
+            if end > len(a):
+                a = self._a[name] = np.concatenate([a[: self.n],
+                                                    np.zeros(max(end, 2 * len(a)) - self.n,
+                                                             a.dtype)])
+            a[self.n: end] = rows[name]
+        self.n = end
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_a"][name][: self.__dict__["n"]]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 def _core(fn, *args):
     """A call into the core, with its range guards (clock, event numbers) as PacketLimit."""
     try:
@@ -93,12 +120,22 @@ class PacketIncremental:
             faults.kind.astype(np.int8) if nf else np.zeros(0, np.int8),
             faults.factor if nf else np.zeros(0))
         self._sim.log_done = True
-        self._src = np.zeros(0, np.int32)
-        self._dst = np.zeros(0, np.int32)
-        self._flow = np.zeros(0, np.int64)
-        self._plane = np.zeros(0, np.int64)  # per core transfer: its plane, -1 not split
-        self._owner = np.zeros(0, np.int64)  # per core transfer: the caller's transfer id
-        self._left = np.zeros(0, np.int64)  # per caller's transfer: pieces not done yet
+        # per core transfer: ends, routing key, plane (-1 not split), the caller's transfer id
+        self._core = _Columns(src=np.int32, dst=np.int32, flow=np.int64, plane=np.int64,
+                              owner=np.int64)
+        self._user = _Columns(left=np.int64)  # per caller's transfer: pieces not done yet
+        # pending() from counts, not the core's scan of every transfer added (a session
+        # calling it once per step went quadratic): core transfers not finished nor stranded,
+        # and the caller's transfers with a piece not finished. The core strands a transfer
+        # only when it becomes ready without a path, when a re-route leaves a rate-based
+        # connection without one, when tcp gives up, or in a deadlock; after any of these
+        # _core_pending is taken again from the core (_count_pending)
+        self._core_pending = 0
+        self._user_left = 0
+        self._no_path = np.zeros(0, np.int64)  # given no path, perhaps not ready yet
+        self._recount = False  # a re-route ran: the core may have stranded some
+        self._gave_up = 0  # sim.tcp_gave_up when last counted
+        self._drained = False  # result() ran the core to the end: its scan from then on
         self._alive = None  # None until a link fails: routing over the full fabric
         self._reroutes = 0
         self._route_s = 0.0
@@ -135,9 +172,12 @@ class PacketIncremental:
         if self.per_hop:
             self._set_distances(alive)
         nodes = self._sim.dead_transfers().astype(np.int32)
-        ptr, links, reach = self._paths(self._src[nodes], self._dst[nodes], self._flow[nodes],
-                                        alive, self._plane[nodes])
+        c = self._core
+        ptr, links, reach = self._paths(c.src[nodes], c.dst[nodes], c.flow[nodes], alive,
+                                        c.plane[nodes])
         self._sim.set_paths(nodes, ptr, links, reach.astype(np.uint8))
+        self._recount = True
+        self._no_path = np.concatenate([self._no_path, nodes[~reach].astype(np.int64)])
         self._route_s += time.perf_counter() - r0
         self._reroutes += 1
 
@@ -149,9 +189,27 @@ class PacketIncremental:
     def pending(self) -> int:
         """Transfers added and neither finished nor stranded (with plane pieces: transfers with
         a piece still running)."""
-        if self._striped is None or not self._sim.pending():
-            return int(self._sim.pending())
-        return int(min(self._sim.pending(), np.count_nonzero(self._left)))
+        scan = self._drained or self._sim.deadlock_at >= 0
+        # scan: the core's own count, after it finished transfers without reporting them
+        # (result()) or after a deadlock's strandings (a later deadlock may leave no trace)
+        core = int(self._sim.pending()) if scan else self._count_pending()
+        if self._striped is None or not core:
+            return core
+        return min(core, int(np.count_nonzero(self._user.left)) if scan else self._user_left)
+
+    def _count_pending(self) -> int:
+        """Core transfers not finished nor stranded: the running count, taken again from the
+        core's scan after something that may have stranded transfers."""
+        sim = self._sim
+        if self._recount or len(self._no_path) or sim.tcp_gave_up != self._gave_up:
+            self._core_pending = int(sim.pending())
+            self._recount = False
+            self._gave_up = sim.tcp_gave_up
+            if len(self._no_path):
+                # once ready they are stranded or under way (then only a signal above strands
+                # them): only those not ready yet may still strand unseen
+                self._no_path = self._no_path[sim.node_start()[self._no_path] < 0]
+        return self._core_pending
 
     def add_transfers(self, src, dst, size, start_s=None, flow_ids=None) -> np.ndarray:
         """Adds transfers src[i] -> dst[i] of size[i] bytes that become ready at start_s
@@ -168,7 +226,7 @@ class PacketIncremental:
                               np.arange(n), self.opts)
         # picoseconds; a start at now() must stay exactly now (no rounding below it)
         st = np.maximum(np.rint(start * PS).astype(np.int64), now)
-        first_user = len(self._left)
+        first_user = self._user.n
         ids = np.arange(first_user, first_user + n, dtype=np.int64)
         flow = ids if flow_ids is None else np.broadcast_to(
             np.asarray(flow_ids, np.int64), (n,)).copy()
@@ -184,7 +242,7 @@ class PacketIncremental:
             size, st = np.concatenate([size, psize]), np.concatenate([st, st[orig]])
             flow, owner = np.concatenate([flow, flow[orig]]), np.concatenate([ids, ids[orig]])
             plane = np.concatenate([plane, pplane])
-        first = len(self._src)
+        first = self._core.n
         if first + len(src) > limits.MAX_NODES:
             raise limits.PacketLimit(f"{first + len(src):,} transfers in all: the packet engine "
                                      f"numbers at most {limits.MAX_NODES:,} (int32)")
@@ -193,12 +251,12 @@ class PacketIncremental:
         got = _core(self._sim.add_transfers, src32, dst32, size, st, ptr, links,
                     reach.astype(np.uint8))
         assert got == first
-        self._src = np.concatenate([self._src, src32])
-        self._dst = np.concatenate([self._dst, dst32])
-        self._flow = np.concatenate([self._flow, flow])
-        self._plane = np.concatenate([self._plane, plane])
-        self._owner = np.concatenate([self._owner, owner])
-        self._left = np.concatenate([self._left, left])
+        self._core.append(src=src32, dst=dst32, flow=flow, plane=plane, owner=owner)
+        self._user.append(left=left)
+        self._core_pending += len(src32)
+        self._user_left += n
+        if not reach.all():  # they strand when they become ready
+            self._no_path = np.concatenate([self._no_path, first + np.flatnonzero(~reach)])
         return ids
 
     def advance(self, t_limit: float | None = None):
@@ -221,7 +279,10 @@ class PacketIncremental:
                     self._reroute()
                     continue
                 if code == 2:
-                    done = self._finished(self._sim.take_done().astype(np.int64))
+                    core_ids = self._sim.take_done().astype(np.int64)
+                    self._core_pending -= len(core_ids)
+                    done = self._finished(core_ids)
+                    self._user_left -= len(done)
                     if len(done):
                         return float(self._sim.now) / PS, done
                     continue  # only pieces of unfinished transfers: on to the next time
@@ -233,9 +294,10 @@ class PacketIncremental:
 
     def _finished(self, core_ids: np.ndarray) -> np.ndarray:
         """The caller's transfers whose last piece is among ``core_ids`` (in that order)."""
-        owners = self._owner[core_ids]
-        np.subtract.at(self._left, owners, 1)
-        last = self._left[owners] == 0
+        owners = self._core.owner[core_ids]
+        left = self._user.left
+        np.subtract.at(left, owners, 1)
+        last = left[owners] == 0
         # a transfer once, at its last piece
         _, first = np.unique(owners[last][::-1], return_index=True)
         keep = np.zeros(int(last.sum()), dtype=bool)
@@ -247,6 +309,7 @@ class PacketIncremental:
         Packets still in flight (ACKs of the last segments) are drained first, as `run` does;
         call it once, at the end."""
         t0 = time.perf_counter()
+        self._drained = True
         while _core(self._sim.run) == 1:
             self._reroute()
         self._wall += time.perf_counter() - t0
@@ -255,4 +318,4 @@ class PacketIncremental:
                        self._reroutes)
         if self._striped is None:
             return res
-        return plane_split.fold_back(res, self._owner, len(self._left))
+        return plane_split.fold_back(res, self._core.owner, self._user.n)
