@@ -19,11 +19,16 @@ from netcore.flow.member_routing import route_members
 from netcore.schedule import TRANSFER
 
 
-def self_shared_links(schedule, routing, alive=None) -> int:
-    """How many directed links two or more member connections of the ring streams of one
-    phase cross (the member-set transfers of one label: one ring stream, the rails' rings,
-    the rings of one hierarchical or torus phase, which run at once), counted once per phase
-    (links ``alive``, default all up)."""
+def self_shared_links(schedule, routing, alive=None, by_phase: bool = False) -> int:
+    """How many directed links two or more member connections of one ring stream cross, or
+    with ``by_phase`` of the rings of one phase together (the member-set transfers of one
+    label: the rings of one hierarchical or torus phase, which run at once), counted once per
+    ring (phase) (links ``alive``, default all up).
+
+    Rings of a ring collective laid one per rail (collectives/rail.py) are checked one by one:
+    their phase is a single step of symmetric rings that stay in lock step in the full form
+    too (tests/test_metamorphic_scale.py, full against scalable on two_tier), where the
+    phase-wide check would send them to the full form for nothing."""
     ms = schedule.sets
     if ms is None or routing is None:
         return 0
@@ -31,11 +36,12 @@ def self_shared_links(schedule, routing, alive=None) -> int:
     if not t.size:
         return 0
     sets, first = np.unique(schedule.mset[t].astype(np.int64), return_index=True)
-    phase = schedule.label[t[first]].astype(np.int64)  # the phase of each set's ring
+    # the group each set is checked in: its phase (label) or itself
+    group = schedule.label[t[first]].astype(np.int64) if by_phase else sets
     paths = route_members(routing, ms, ms.positions(sets), alive=alive)
-    owner = np.repeat(np.repeat(phase, ms.sizes[sets]), np.diff(paths.ptr))
+    owner = np.repeat(np.repeat(group, ms.sizes[sets]), np.diff(paths.ptr))
     # a member lists a link at most once (a spray or plane-striped member with a fraction of
-    # its load): two entries of one phase on one link are two connections sharing it,
+    # its load): two entries of one group on one link are two connections sharing it,
     # whatever their fractions (two halves under spray collide as surely as two whole paths)
     key = owner * np.int64(routing.topology.n_dlinks) + paths.link
     _, count = np.unique(key, return_counts=True)

@@ -506,7 +506,10 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     if stream is not None:
         from netcosim.stream_sharing import self_shared_links
 
-        shared = self_shared_links(stream, _routing_of(topology, routing))
+        # the rings of a hierarchical or torus phase are checked together, a ring stream
+        # (or a rail's ring) on its own
+        shared = self_shared_links(stream, _routing_of(topology, routing),
+                                   by_phase="phased" in stream.meta)
         if not shared:
             return stream
     side = rail.side_by_side(topology, op_c, algo, r)  # rings (tree pairs) per rail
@@ -587,6 +590,7 @@ def _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology, costs):
                                  opts.get("dims"))
         if phases is not None:
             sched = phased_schedule(ranks, phases, op_c)
+            sched.meta["phased"] = True
             for key in ("group_size", "dims"):
                 if opts.get(key) is not None:
                     sched.meta[key] = opts[key]
