@@ -1,5 +1,25 @@
 """Driving a netcore.session.Session through a DAG of transfers, call by call, as a simulator
 that uses it as its network backend would (tests of the session against batch runs)."""
+import pytest
+
+
+# the engines the session tests run on, and a skip where the packet engine is not built
+ENGINES = [("flow", {}), ("flow", {"transport": "tcp"}),
+           pytest.param("packet", {"transport": "tcp"}, id="packet-tcp")]
+
+
+def _has_packet():
+    try:
+        import netcore.packet.incremental  # noqa: F401
+        from netcore import _packet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _skip_unavailable(engine):
+    if engine == "packet" and not _has_packet():
+        pytest.skip("packet engine (incremental driver) not built")
 
 
 def drive(ses, src, dst, size, start, deps, stops=()):

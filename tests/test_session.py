@@ -23,25 +23,11 @@ from netcore.session import Session
 from topo.builders import fat_tree
 from topo.errors import InputError
 
+from session_helpers import ENGINES, _skip_unavailable
+
 FT4 = fat_tree(4, link_gbps=100, latency_us=1.0)
 ROOT = Path(__file__).resolve().parents[1]
 
-ENGINES = [("flow", {}), ("flow", {"transport": "tcp"}),
-           pytest.param("packet", {"transport": "tcp"}, id="packet-tcp")]
-
-
-def _has_packet():
-    try:
-        import netcore.packet.incremental  # noqa: F401
-        from netcore import _packet  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _skip_unavailable(engine):
-    if engine == "packet" and not _has_packet():
-        pytest.skip("packet engine (incremental driver) not built")
 
 
 def drive(sess: Session, sched: Schedule):

@@ -20,29 +20,14 @@ import pytest
 from netcore import Schedule, simulate
 from netcore.flow import _kernels as K
 from netcore.session import Session
-from session_helpers import drive
+from session_helpers import ENGINES, _skip_unavailable, drive
 from topo.builders import fat_tree
 from topo.faults import LinkFaults
 from topo.routing import Routing
 
+
 FT4 = fat_tree(4, link_gbps=100, latency_us=1.0)
 
-ENGINES = [("flow", {}), ("flow", {"transport": "tcp"}),
-           pytest.param("packet", {"transport": "tcp"}, id="packet-tcp")]
-
-
-def _has_packet():
-    try:
-        import netcore.packet.incremental  # noqa: F401
-        from netcore import _packet  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _skip_unavailable(engine):
-    if engine == "packet" and not _has_packet():
-        pytest.skip("packet engine (incremental driver) not built")
 
 
 def chains(n_chains: int, length: int, nbytes: int = 1 << 16):
