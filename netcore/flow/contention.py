@@ -59,7 +59,7 @@ import numba as nb
 import numpy as np
 
 from netcore.flow import _kernels as K
-from netcore.flow.overlap import phases, scatter_max
+from netcore.flow.overlap import earliest_starts, phases, scatter_max
 from topo.routing import spans
 
 MODELS = ("fluid", "tcp", "dcqcn")
@@ -208,33 +208,14 @@ def oversub(transport: str, ratio, gbps_host, nbytes) -> np.ndarray:
 
 @nb.njit(cache=True)
 def dag_levels(ndeps, cptr, cidx, step=None):
-    """Longest-path depth of every node of a DAG (roots 0), by Kahn's algorithm over the
-    children lists ``cidx[cptr[i]:cptr[i+1]]``; ``ndeps`` = parents per node. ``step``
-    (optional, per node): what a node adds to its children's depth (default 1; 0 for a node
-    that takes no time, which then leaves its children at its parents' depth + 1)."""
+    """Longest-path depth of every node of a DAG (roots 0) over the children lists
+    ``cidx[cptr[i]:cptr[i+1]]``; ``ndeps`` = parents per node. ``step`` (optional, per node):
+    what a node adds to its children's depth (default 1; 0 for a node that takes no time,
+    which then leaves its children at its parents' depth + 1). The same longest path as a
+    node's earliest start, with every node starting at 0 and taking ``step``."""
     n = len(ndeps)
-    left = ndeps.copy()
-    level = np.zeros(n, dtype=np.int64)
-    queue = np.empty(n, dtype=np.int64)
-    head = 0
-    tail = 0
-    for i in range(n):
-        if left[i] == 0:
-            queue[tail] = i
-            tail += 1
-    while head < tail:
-        i = queue[head]
-        head += 1
-        inc = 1 if step is None else step[i]
-        for e in range(cptr[i], cptr[i + 1]):
-            c = cidx[e]
-            if level[i] + inc > level[c]:
-                level[c] = level[i] + inc
-            left[c] -= 1
-            if left[c] == 0:
-                queue[tail] = c
-                tail += 1
-    return level
+    inc = np.ones(n, dtype=np.int64) if step is None else step.astype(np.int64)
+    return earliest_starts(ndeps, cptr, cidx, np.zeros(n, dtype=np.int64), inc)
 
 
 def layer_load_ratio(topology, st, ls: "LinkStats") -> np.ndarray:
