@@ -486,8 +486,8 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     one (ring all-reduce, reduce-scatter, all-gather, one ring per rail on whole two_tier
     nodes; hierarchical and torus all-reduce with one chunk, as phases of streams); None for
     the full schedule, which is then checked against the memory there is before it is
-    built. A stream form in which a ring's own connections share a link (``routing``, default
-    the scenario's: netcosim/stream_sharing.py) is not exact: the full form runs instead when
+    built. A stream form in which a ring's own connections share a link (``routing``, a
+    Routing, default the scenario's: netcosim/stream_sharing.py) is not exact: the full form runs instead when
     it fits, else the stream runs and its meta says so (``stream_shared_links``)."""
     from collectives import protocols, rail
     from netcosim.memory_guard import check_transfers, collective_transfers
@@ -508,8 +508,8 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
 
         # the rings of a hierarchical or torus phase are checked together, a ring stream
         # (or a rail's ring) on its own
-        shared = self_shared_links(stream, _routing_of(topology, routing),
-                                   by_phase="phased" in stream.meta)
+        shared = self_shared_links(stream, routing if routing is not None
+                                   else scenario_routing(), by_phase="phased" in stream.meta)
         if not shared:
             return stream
     side = rail.side_by_side(topology, op_c, algo, r)  # rings (tree pairs) per rail
@@ -538,16 +538,6 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
 # share links (_collective_scalable): about a second of the flow engine. Past it the stream
 # runs, and summary.json says its rings share links (an upper bound on their time).
 FULL_INSTEAD_MAX_NODES = 1 << 20
-
-
-def _routing_of(topology, routing):
-    """The Routing a stream form is checked with: the one given (or its policy name), else
-    the scenario's; None when neither is known."""
-    if isinstance(routing, str):
-        from topo.routing import Routing
-
-        return Routing(topology, routing)
-    return routing if routing is not None else scenario_routing()
 
 
 def _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology, costs):

@@ -164,7 +164,7 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
             row = run_one(topology, op, algorithm, r, s, engine=engine, routing=routing,
                           fabric=fab, **opts)
         else:
-            row = _simulated(topology, op, algorithm, r, s, engine, routing, opts)
+            row = _simulated(topology, op, algorithm, r, s, engine, router, opts)
         row["protocol"] = p
         rows.append(row)
     return rows
@@ -214,18 +214,23 @@ def _simulated_point(topology, op, algorithm, ranks, nbytes, engine, routing, op
     from netcore.api import simulate
     from netcosim.workloads import _collective_scalable
 
+    from topo.routing import Routing
+
     spec = {"network_detail": "auto" if engine == "flow" else "full"}
     r = [int(x) for x in co._plan.check_ranks(ranks)]
     where = f"--engine {engine}"
+    # one Routing (a policy name, or sweep's, shared by its sizes) for the stream form's
+    # shared-link check and the run: its distance rows are kept
+    router = Routing(topology, routing) if isinstance(routing, str) else routing
     try:
         sched = _collective_scalable(co, spec, op, algorithm, r, nbytes, dict(opts), where,
-                                     topology, routing)
+                                     topology, router)
     except InputError as e:
         raise _as_flags(e, where) from None
     if sched is None:  # the full schedule fits
-        return run_one(topology, op, algorithm, ranks, nbytes, engine=engine, routing=routing,
+        return run_one(topology, op, algorithm, ranks, nbytes, engine=engine, routing=router,
                        **opts)
-    res = simulate(topology, sched, routing=routing, engine=engine)
+    res = simulate(topology, sched, routing=router, engine=engine)
     if res.n_stranded:
         raise InputError(undelivered(res))
     return {**figures(op, len(r), nbytes, res.makespan), "engine": engine, "op": op,
