@@ -487,8 +487,9 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     nodes; hierarchical and torus all-reduce with one chunk, as phases of streams); None for
     the full schedule, which is then checked against the memory there is before it is
     built. A stream form in which a ring's own connections share a link (``routing``, a
-    Routing, default the scenario's: netcosim/stream_sharing.py) is not exact: the full form runs instead when
-    it fits, else the stream runs and its meta says so (``stream_shared_links``)."""
+    Routing, default the scenario's: netcosim/stream_sharing.py) is not exact: the full form
+    runs instead when it fits, else the stream runs and its meta says so
+    (``stream_shared_links``)."""
     from collectives import protocols, rail
     from netcosim.memory_guard import check_transfers, collective_transfers
 

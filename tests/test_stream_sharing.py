@@ -26,7 +26,8 @@ bytes = "{size}"
 network_detail = "{detail}"
 {extra}
 """
-TORUS = dict(kind="torus", policy="ecmp", fabric="dims = [2, 2, 3]\nlink_gbps = 400\nlatency_us = 0.5",
+TORUS = dict(kind="torus", policy="ecmp",
+             fabric="dims = [2, 2, 3]\nlink_gbps = 400\nlatency_us = 0.5",
              algorithm="ring", extra="")
 
 

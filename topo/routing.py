@@ -33,9 +33,9 @@ switches), and splits it evenly over the planes that reach the destination: weig
 of the k per-plane paths, listed plane after plane, each in hop order. This is how NCCL drives
 one NIC per plane (channels) and how NVLink-style fabrics stripe a transfer; one plane per
 connection would give a GPU talking to one peer 1/planes of its bandwidth. A plane cut for a
-pair by faults drops out and its share moves to the surviving planes. ``latency`` is the mean over the used planes
-(path-weighted, as for spray), ``hops`` the longest used plane path. ``stripe=False`` routes
-the fabric as one graph instead (:meth:`Routing.unstriped`). The packet engine, whose
+pair by faults drops out and its share moves to the surviving planes. ``latency`` is the mean
+over the used planes (path-weighted, as for spray), ``hops`` the longest used plane path.
+``stripe=False`` routes the fabric as one graph instead (:meth:`Routing.unstriped`). The packet engine, whose
 connections send along one path, uses :meth:`Routing.plane_paths` for one connection per plane
 (netcore/packet/plane_split.py).
 """

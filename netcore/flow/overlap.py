@@ -25,8 +25,8 @@ intervals overlap at one instant (a sweep over the interval ends; an end and a s
 same instant do not overlap). Longer durations widen the intervals, which can only merge
 windows and raise the counts, which lengthens the durations again: the estimate is iterated
 from the alone times until the counts stop changing (monotone, so it ends; after
-``MAX_ROUNDS`` the last round's counts stand). Where every transfer of a depth starts together (an all-to-all, a
-collective step) the intervals of a depth share their first instant: one window per depth
+``MAX_ROUNDS`` the last round's counts stand). Where every transfer of a depth starts together
+(an all-to-all, a collective step) the intervals of a depth share their first instant: one window per depth
 and every transfer counted, the depth grouping exactly.
 """
 from __future__ import annotations

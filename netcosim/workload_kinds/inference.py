@@ -260,7 +260,8 @@ def schedule(figs: dict, host: int, iterations: list):
 # schedule the runner sees is one placeholder node, so they would read 0 transfers and 0 bytes
 # while the fabric carried every all-reduce and KV cache: null instead
 NOT_SCHEDULED = ("nodes", "transfers", "transfers_finished", "engine_flows",
-                 "stream_shared_links", "transfers_represented", "stranded", "unfinished", "bytes", "events")
+                 "stream_shared_links", "transfers_represented", "stranded", "unfinished",
+                 "bytes", "events")
 
 
 def report(spec: dict, schedule, result) -> dict:
