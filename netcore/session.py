@@ -186,9 +186,11 @@ class Session:
         return self._now
 
     def result(self):
-        """The engine's ``Result`` over every transfer sent (ids are the send ids)."""
+        """The engine's ``Result`` over every transfer sent (ids are the send ids). Before the
+        end it is a look at now() that runs nothing (the packet engine's last ACKs included),
+        so the run goes on exactly as if nobody had looked."""
         self._flush()
-        return self._eng.result()
+        return self._eng.result(run_out=False)
 
     # ------------------------------------------------------------------ loop
     def _run(self, t_end: float):

@@ -117,6 +117,7 @@ PYBIND11_MODULE(_packet, m) {
              })
         .def("take_done", [](Sim& s) { return out(s.take_done()); })
         .def("pending", &Sim::pending)
+        .def("idle", &Sim::idle)
         .def_readwrite("log_done", &Sim::log_done)
         .def("finish", &Sim::finish)
         .def("set_paths",
@@ -142,22 +143,38 @@ PYBIND11_MODULE(_packet, m) {
         .def("node_stranded", [](const Sim& s) { return out(s.node_stranded); })
         .def("sample_times", [](const Sim& s) { return out(s.samples.t); })
         .def("sample_queues", [](const Sim& s) { return out(s.samples.q); })
-        .def("link_stats", [](const Sim& s) {
+        // upto >= 0: the figures as closed at that time without changing the run (a look
+        // mid-run); upto < 0: as they stand (after finish(), the run's figures)
+        .def("link_stats", [](const Sim& s, int64_t upto) {
+            std::vector<Sim::LinkFigures> f;
+            f.reserve(s.links.size());
+            for (const Link& L : s.links)
+                f.push_back(upto >= 0 ? s.figures_at(L, upto)
+                                      : Sim::LinkFigures{L.stat_bytes, L.stat_pkts,
+                                                         L.stat_busy, L.stat_pause,
+                                                         L.q_area_bytes, L.q_area_pkts});
+            auto col = [&](auto get) {
+                using T = decltype(get(f[0]));
+                py::array_t<T> a(f.size());
+                auto* p = a.mutable_data();
+                for (size_t i = 0; i < f.size(); ++i) p[i] = get(f[i]);
+                return a;
+            };
             py::dict d;
-            d["bytes"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_bytes; });
-            d["packets"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_pkts; });
-            d["busy_ps"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_busy; });
+            d["bytes"] = col([](const Sim::LinkFigures& x) { return x.bytes; });
+            d["packets"] = col([](const Sim::LinkFigures& x) { return x.pkts; });
+            d["busy_ps"] = col([](const Sim::LinkFigures& x) { return x.busy; });
             d["drops"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_drops; });
             d["ecn_marks"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_ecn; });
-            d["pause_ps"] = per_link<int64_t>(s, [](const Link& L) { return L.stat_pause; });
+            d["pause_ps"] = col([](const Sim::LinkFigures& x) { return x.pause; });
             d["queue_max_packets"] =
                 per_link<int64_t>(s, [](const Link& L) { return L.stat_qmax_pkts; });
             d["queue_max_bytes"] =
                 per_link<int64_t>(s, [](const Link& L) { return L.stat_qmax_bytes; });
             d["queue_area_bytes_ps"] =
-                per_link<double>(s, [](const Link& L) { return L.q_area_bytes; });
+                col([](const Sim::LinkFigures& x) { return x.area_bytes; });
             d["queue_area_packets_ps"] =
-                per_link<double>(s, [](const Link& L) { return L.q_area_pkts; });
+                col([](const Sim::LinkFigures& x) { return x.area_pkts; });
             return d;
-        });
+        }, py::arg("upto") = -1);
 }

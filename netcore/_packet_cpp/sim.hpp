@@ -198,6 +198,7 @@ public:
                           const std::vector<uint8_t>& reachable);
     std::vector<int32_t> take_done();  // transfers completed since the last call, in order
     int64_t pending() const;           // transfers neither finished nor stranded
+    bool idle();  // run() would run no event (what is left are stale timers)
     bool log_done = false;             // record completions (co-simulation)
     std::vector<int32_t> done_log;
     void set_paths(const std::vector<int32_t>& nodes, const std::vector<int64_t>& ptr,
@@ -229,6 +230,39 @@ public:
     int64_t tcp_gave_up = 0;      // connections TCP abandoned after syn_retries / data_retries
     size_t pool_capacity() const { return pool.capacity(); }
 
+    // A link's statistics as finish() would close them at `upto`, computed on copies: a look
+    // mid-run (Session.result() after run_until) must change nothing, and drain() takes the
+    // arrivals' event numbers (see waiting()) while closing the integrals moves q_last.
+    struct LinkFigures {
+        int64_t bytes, pkts;
+        ps_t busy, pause;
+        double area_bytes, area_pkts;
+    };
+    LinkFigures figures_at(const Link& L, ps_t upto) const {
+        LinkFigures f{L.stat_bytes, L.stat_pkts, L.stat_busy, L.stat_pause, L.q_area_bytes,
+                      L.q_area_pkts};
+        ps_t last = L.q_last;
+        int64_t nq = L.nq, qbytes = L.qbytes;
+        for (; eager && nq > 0; --nq) {  // the waiting packets that started by `upto`
+            const PipeEntry& pe = L.pipe.at(L.pipe.size() - (size_t)nq);
+            const ps_t ser = round_pos((double)pe.wire * L.ps_per_byte);
+            const ps_t t = pe.t_arr - L.lat - ser;
+            if (t > upto) break;
+            f.area_bytes += (double)qbytes * (double)(t - last);
+            f.area_pkts += (double)nq * (double)(t - last);
+            last = t;
+            qbytes -= pe.wire;
+            f.busy += ser;
+            f.bytes += pe.wire;
+            ++f.pkts;
+        }
+        if (upto > last) {
+            f.area_bytes += (double)qbytes * (double)(upto - last);
+            f.area_pkts += (double)nq * (double)(upto - last);
+        }
+        if (L.paused && upto > L.pause_since) f.pause += upto - L.pause_since;
+        return f;
+    }
 private:
     friend struct TcpOps;
     Config cfg;

@@ -60,6 +60,13 @@ Sim::Sim(const Config& cfg_, int32_t n_hosts_, bool hosts_forward_, uint64_t see
 
 int Sim::run() { return advance(NEVER, false); }
 
+// The loop of advance(NEVER) would stop before its first event: nothing queued, every
+// transfer done and no packet out (the timers left are stale), or the next event past max_time.
+bool Sim::idle() {
+    return eq.empty() || (n_unfinished == 0 && pool.in_use() == 0) ||
+           (cfg.max_time > 0 && eq.top_time() > cfg.max_time);
+}
+
 // Runs events in (time, seq) order until `limit` (events at `limit` included) or, with
 // stop_on_done, until every event at the time stamp of the first transfer completion has run
 // (returns 2; the completions are in done_log). Returns 1 when a reroute is due, 0 otherwise.

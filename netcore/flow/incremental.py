@@ -191,8 +191,10 @@ class FlowIncremental:
         finally:
             self._wall += time.perf_counter() - t0
 
-    def result(self):
-        """The ``Result`` over every transfer added so far (unfinished ones are stranded)."""
+    def result(self, run_out: bool = True):
+        """The ``Result`` over every transfer added so far (unfinished ones are stranded).
+        ``run_out`` is the drivers' common interface (the packet engine's last ACKs): nothing
+        of the flow engine is in flight once a transfer's last byte has arrived."""
         st = self._st
         return _collect(st, self.topology, None, self.opts, self._compile_s, self._setup,
                         self._wall, self._wall + self._setup, clock=self._now)

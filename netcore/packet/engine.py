@@ -237,13 +237,15 @@ def _run(topology, schedule: Schedule, routing, faults, seed: int = 0, **options
     return res if split is None else plane_split.fold_back(res, origin, n0, plane)
 
 
-def _collect(sim, topology, schedule, opts, wall, route_s, reroutes) -> Result:
+def _collect(sim, topology, schedule, opts, wall, route_s, reroutes, upto=-1) -> Result:
+    """The Result of the core's state; ``upto`` >= 0: link figures as closed at that
+    picosecond without changing the run (a look mid-run), else as finish() closed them."""
     start = sim.node_start().astype(np.float64)
     end = sim.node_end().astype(np.float64)
     start = np.where(start >= 0, start / PS, np.nan)
     end = np.where(end >= 0, end / PS, np.nan)
     stranded = ~np.isfinite(end)
-    ls = sim.link_stats()
+    ls = sim.link_stats(upto)
     span_ps = float(sim.now) if sim.now > 0 else 1.0
     events = int(sim.events)
     link_extra = {

@@ -304,18 +304,32 @@ class PacketIncremental:
         keep[int(last.sum()) - 1 - first] = True
         return owners[last][keep]
 
-    def result(self):
-        """The `Result` over every transfer added (statistics closed at the last activity).
-        Packets still in flight (ACKs of the last segments) are drained first, as `run` does;
-        call it once, at the end."""
+    def result(self, run_out: bool = True):
+        """The `Result` over every transfer added.
+
+        At the end (every transfer finished or stranded, with ``run_out``; or nothing left
+        for the core to run) the packets still in flight, the ACKs of the last segments, run
+        out first, as `run` runs them, and the statistics close at the last activity: the
+        batch run's figures. Otherwise no event runs: a look at now(), after which the run
+        goes on as if nobody had looked (unfinished transfers have no end and count as
+        stranded; link figures as closed at now(), packets that started serialising by then
+        counted whole). A session looks with ``run_out=False``: running the last ACKs out
+        would take the engine's clock past the session's now()."""
+        sim = self._sim
+        if not (sim.idle() or (run_out and self.pending() == 0)):
+            return self._fold(_collect(sim, self.topology, None, self.opts, self._wall,
+                                       self._route_s, self._reroutes, upto=int(sim.now)))
         t0 = time.perf_counter()
         self._drained = True
-        while _core(self._sim.run) == 1:
+        while _core(sim.run) == 1:
             self._reroute()
         self._wall += time.perf_counter() - t0
-        self._sim.finish()
-        res = _collect(self._sim, self.topology, None, self.opts, self._wall, self._route_s,
-                       self._reroutes)
+        sim.finish()
+        return self._fold(_collect(sim, self.topology, None, self.opts, self._wall,
+                                   self._route_s, self._reroutes))
+
+    def _fold(self, res):
+        """The caller's transfers: plane pieces folded back into the transfers they cut."""
         if self._striped is None:
             return res
         return plane_split.fold_back(res, self._core.owner, self._user.n)
