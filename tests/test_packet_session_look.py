@@ -9,6 +9,8 @@ goes on bit for bit as if nobody had looked.
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import collectives
 from netcore import simulate
@@ -18,6 +20,7 @@ from topo.builders import fat_tree
 from topo.routing import Routing
 
 from session_helpers import _has_packet, drive
+from test_metamorphic_flow_faults import FABRICS, FAST, workloads
 
 pytestmark = pytest.mark.skipif(not _has_packet(), reason="packet engine not built")
 
@@ -150,3 +153,25 @@ def test_the_incremental_driver_looks_without_running(transport):
     np.testing.assert_allclose(plain.end, batch.end[nodes], rtol=0, atol=1e-12)
     # at the end the last ACKs ran out: the batch run's link figures
     np.testing.assert_array_equal(plain.link_bytes, batch.link_bytes)
+
+
+@settings(max_examples=40, **FAST)
+@given(workloads(max_n=5), st.lists(st.integers(0, 96), min_size=1, max_size=6),
+       st.sampled_from(["tcp", "dcqcn"]))
+def test_looks_at_random_stops_with_faults_change_no_bit(w, grid, transport):
+    """Random DAGs with links going down, degrading and coming back (re-routes pending at
+    some stops): a look at every stop, then on, gives the run without looks bit for bit."""
+    name, pol, src, dst, size, start, deps, f, delay = w
+    t = FABRICS[name]
+    stops = sorted(set([g * 2.0 ** -18 for g in grid] + f.time.tolist()))
+    got = []
+    for s in ((), stops):
+        ses = Session(t, engine="packet", routing=Routing(t, pol), faults=f,
+                      reroute_delay_us=delay, transport=transport)
+        ids = drive(ses, src, dst, size, start, deps, s)
+        got.append((ids, ses.result()))
+    (ids0, one), (ids1, many) = got
+    assert ids0 == ids1
+    for name in ("start", "end", "link_bytes", "link_busy"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(many, name))
+    assert one.events == many.events
