@@ -9,7 +9,7 @@ broke (it failed before its fix), checked against numbers computed here.
 """
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from netcore import Schedule, simulate
@@ -133,6 +133,7 @@ def _series_upto(res, T):
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 16),
        fracs=st.lists(st.floats(0.0, 1.2), min_size=1, max_size=4),
        policy=st.sampled_from(["dmodk", "spray"]))
+@example(seed=998962, n=16, fracs=[0.0], policy="spray")  # series vs none: an ulp apart
 def test_a_session_looked_at_mid_run_reports_the_bytes_and_busy_time_so_far(seed, n, fracs,
                                                                              policy):
     from netcore.session import Session
@@ -160,9 +161,15 @@ def test_a_session_looked_at_mid_run_reports_the_bytes_and_busy_time_so_far(seed
         assert (r.link_extra["utilization"] <= 1.0 + 1e-12).all()
     s.run()
     r = s.result()
-    assert np.array_equal(r.link_busy, batch.link_busy)
-    assert np.array_equal(r.link_bytes, batch.link_bytes)
-    assert np.array_equal(r.link_extra["utilization"], batch.link_extra["utilization"])
+    # bit for bit against a batch run without link series, as the session ran: with series no
+    # link is left out of a solve as slack (docs/flow_engine.md, "Slack links"), the same
+    # allocation in exact arithmetic but not in bits (tests/test_flow_slack_links.py holds the
+    # two to rtol 1e-9); seed 998962, spray: a link busy 7.476936e-05 s without series and
+    # 7.476936000000001e-05 with them
+    plain = simulate(FT4, Schedule.from_transfers(src, dst, size, start=start), policy)
+    assert np.array_equal(r.link_busy, plain.link_busy)
+    assert np.array_equal(r.link_bytes, plain.link_bytes)
+    assert np.array_equal(r.link_extra["utilization"], plain.link_extra["utilization"])
 
 
 # ---------------------------------------------------------------- callbacks and the loop
