@@ -134,6 +134,7 @@ def _series_upto(res, T):
        fracs=st.lists(st.floats(0.0, 1.2), min_size=1, max_size=4),
        policy=st.sampled_from(["dmodk", "spray"]))
 @example(seed=998962, n=16, fracs=[0.0], policy="spray")  # series vs none: an ulp apart
+@example(seed=0, n=8, fracs=[0.984375], policy="dmodk")  # utilization 1.076 (fixed)
 def test_a_session_looked_at_mid_run_reports_the_bytes_and_busy_time_so_far(seed, n, fracs,
                                                                              policy):
     from netcore.session import Session
@@ -171,6 +172,27 @@ def test_a_session_looked_at_mid_run_reports_the_bytes_and_busy_time_so_far(seed
     assert np.array_equal(r.link_bytes, plain.link_bytes)
     assert np.array_equal(r.link_extra["utilization"], plain.link_extra["utilization"])
 
+
+
+def test_a_look_while_a_transfer_is_in_flight_holding_no_link_spans_up_to_now():
+    """(found: with no link open, _collect took the span as the makespan of the transfers done
+    by then; 1,000 B 0 -> 1 done at 2.08 us, 1 MB 2 -> 6 drained at 80 us and arriving at
+    86 us, looked at 85 us: its links reported utilization 80 / 2.08 = 38.5)"""
+    from netcore.session import Session
+
+    s = Session(FT4, routing="dmodk")
+    s.send(0, 1, 1000)
+    s.send(2, 6, 1_000_000)
+    s.run_until(85e-6)
+    r = s.result()
+    assert r.end[0] == pytest.approx(2.08e-6) and np.isnan(r.end[1])
+    busy = r.link_busy.max()
+    assert busy == pytest.approx(1_000_000 / GB)  # 80 us: the second transfer's drain
+    assert r.link_extra["utilization"].max() == pytest.approx(busy / 85e-6, rel=1e-12)
+    s.run()
+    r = s.result()
+    batch = simulate(FT4, Schedule.from_transfers([0, 2], [1, 6], [1000, 1_000_000]), "dmodk")
+    assert np.array_equal(r.link_extra["utilization"], batch.link_extra["utilization"])
 
 # ---------------------------------------------------------------- callbacks and the loop
 # (found: a callback that called run() ran every later event inside itself, the rest of the
