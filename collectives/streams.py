@@ -11,7 +11,7 @@ collective over 65,536 ranks costs one flow instead of 2^33 (docs/scale.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -202,6 +202,12 @@ class Phase:
     min_s: np.ndarray  # float (R,) a protocol's throughput cap: busiest payload / cap
     short: np.ndarray  # int64 (R,) bytes ring r's connections carry less than nbytes x m
     label: str
+    # what the full form does in this phase (collectives._ring.ring_phases): a reduce-scatter,
+    # an all-gather, or both in turn; and ring r's latency per step. The stream does not need
+    # them; netcosim.stream_sharing.phase_drift replays the full form's per-rank order with them
+    rs: bool = True
+    ag: bool = False
+    step_s: np.ndarray | float = 0.0
 
 
 def ring_phase(members, shard, rs: bool, ag: bool, label: str, wire=(1, 1),
@@ -242,15 +248,15 @@ def ring_phase(members, shard, rs: bool, ag: bool, label: str, wire=(1, 1),
     R, m = members.shape
     min_s = (sent(shard).max(axis=1) / rate_cap if rate_cap > 0 else np.zeros(R))
     return Phase(members, np.roll(members, -1, axis=1), busiest, (m - 1) * (rs + ag),
-                 np.zeros(R), min_s, (busiest[:, None] - w).sum(axis=1), label)
+                 np.zeros(R), min_s, (busiest[:, None] - w).sum(axis=1), label, bool(rs),
+                 bool(ag))
 
 
 def with_latency(ph: Phase, per_step_s, first_s: float = 0.0) -> Phase:
     """``ph`` with a step latency of ``per_step_s`` per ring (R,) or for all, paid every step,
     and ``first_s`` (a launch) once."""
     per = np.broadcast_to(np.asarray(per_step_s, dtype=np.float64), ph.nbytes.shape)
-    return Phase(ph.src, ph.dst, ph.nbytes, ph.steps, per * ph.steps + float(first_s),
-                 ph.min_s, ph.short, ph.label)
+    return replace(ph, delay_s=per * ph.steps + float(first_s), step_s=per)
 
 
 def hierarchical_phases(n: int, g: int, nbytes: int, wire=(1, 1),

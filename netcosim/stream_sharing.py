@@ -10,6 +10,9 @@ its latency, so a latency-bound ring loses much less. On a 2x2x3 torus in row-ma
 groups that straddle nodes, or over ranks out of fabric order) drift against each other in the
 full form too, in either direction: -9.7% and +7.7% on two_tier cases of 8 and 12 GPUs.
 This finds both, so the workload builder can run the full form instead when it fits.
+Phases can also differ from the full form with no link shared inside one: the full form starts
+a rank's next phase as soon as that rank is done, the stream a ring once its rings before are
+(``phase_drift``: ranks out of fabric order on two_tier, -10.4% to +8.3%).
 """
 from __future__ import annotations
 
@@ -46,3 +49,116 @@ def self_shared_links(schedule, routing, alive=None, by_phase: bool = False) -> 
     key = owner * np.int64(routing.topology.n_dlinks) + paths.link
     _, count = np.unique(key, return_counts=True)
     return int(np.count_nonzero(count > 1))
+
+
+def phase_drift(phases, ranks, routing, alive=None) -> tuple[float, int]:
+    """Where phases of ring streams (collectives.streams.composed_phases) are not the full form
+    even though no two connections of one phase share a link: ``(drift, links)``, the relative
+    difference between the stream's makespan and the full form's, both without contention,
+    and how many directed links carry two phases at once in either form.
+
+    The stream starts a ring when every ring of the phase before that shares a rank with it
+    has ended, and holds each ring in lock step. The full form (collectives._ring.ring_phases)
+    orders the transfers per rank: a rank's first send of the next phase waits only for its
+    own last receive and send of this one (and, reducing, its receiver's). That is the same
+    thing while every ring of a phase ends at one instant at all its ranks: connections
+    alike (a hierarchical all-reduce in fabric order: NVLink inside every group, one
+    network hop along every rail), or rings alike, position for position, into a phase whose
+    connections are alike (rails over several leaves, then NVLink groups). Ranks out of
+    fabric order mix NVLink and network connections in one group and make rails of each kind:
+    the NVLink rails end first, their ranks start the next phase's all-gather while the
+    network rails still run, and each ring's ranks start it at different instants. On two_tier
+    fabrics of 8 GPUs in random order this put auto 8.5% under and 6.9% over full (-3.8% to
+    +3.0% in docs/scale.md 1c), with no link shared inside a phase: a send of the last phase
+    (0 -> 5) into the NIC that a network rail (1 -> 5) was still using.
+
+    So this replays both orders with each connection's time per step alone on its path (its
+    ring's step latency, then max(wire bytes / the path's narrowest link + propagation, the
+    LL cap)), the same for both, so that only the order can make them differ; a difference
+    in order either changes the makespan or, where it does not, lets two phases overlap, and
+    with no link shared by phases running at once there is no contention and the replay is
+    the run. O(steps x connections) in arrays, about the full schedule's transfers."""
+    from netcore.schedule import connection_keys
+
+    ranks = np.asarray(ranks, dtype=np.int64)
+    n = len(ranks)
+    topo = routing.topology
+    bw = np.asarray(topo.dlink_bw, dtype=np.float64)
+    ready = np.zeros(n)  # full form, per local rank: its last receive (data for the next phase)
+    sent = np.zeros(n)  # its last send
+    done = np.zeros(n)  # stream form: the end of the last ring the rank is in
+    full_end = stream_end = 0.0
+    iv = []  # (links, phase, from, to) of each connection's busy span, per form
+    for i, ph in enumerate(phases):
+        R, m = ph.src.shape
+        if m < 2:
+            continue
+        s, d = ranks[ph.src].ravel(), ranks[ph.dst].ravel()
+        paths = routing.paths(s, d, flow_id=connection_keys(s, d), alive=alive)
+        per = np.diff(paths.ptr)
+        owner = np.repeat(np.arange(R * m), per)
+        rate = np.full(R * m, np.inf)
+        np.minimum.at(rate, owner, bw[paths.link] / paths.weight)
+        lat = np.broadcast_to(np.asarray(ph.step_s, dtype=np.float64), (R,))[:, None]
+        move = (ph.nbytes / ph.steps)[:, None] / rate.reshape(R, m) + \
+            paths.latency.reshape(R, m)
+        T = lat + np.maximum(move, (ph.min_s / ph.steps)[:, None])  # (R, m) per step
+        # the full form, step by step as collectives._ring.ring_phases orders it
+        rdy, last = ready[ph.src], sent[ph.src]
+        first = recv = None
+        for on, reduce in ((ph.rs, True), (ph.ag, False)):
+            if not on:
+                continue
+            for k in range(m - 1):
+                if k:
+                    data = np.roll(end, 1, axis=1)  # the receive from p-1 the step before
+                else:
+                    data = recv if (recv is not None and not reduce) else rdy
+                t0 = np.maximum(data, last)
+                if reduce:  # a reduce adds into the receiver's data
+                    t0 = np.maximum(t0, np.roll(rdy, -1, axis=1))
+                end = t0 + T
+                last = end
+                if first is None:
+                    first = t0 + lat
+            recv = np.roll(end, 1, axis=1)
+        ready[ph.src], sent[ph.src] = recv, last
+        full_end = max(full_end, float(last.max()))
+        # the stream: ring r after the rings its ranks were in, in lock step at its slowest
+        st = done[ph.src].max(axis=1)
+        fin = st + ph.steps * T.max(axis=1)
+        done[ph.src] = fin[:, None]
+        stream_end = max(stream_end, float(fin.max()))
+        # busy spans: first transfer's start to last end of each connection (a superset)
+        # (the stream pays its steps' latencies before its one transfer)
+        for form, lo, hi in ((0, first, last), (1, st[:, None] + ph.steps * lat,
+                                                fin[:, None])):
+            lo, hi = np.broadcast_to(lo, (R, m)).ravel(), np.broadcast_to(hi, (R, m)).ravel()
+            iv.append((form, paths.link, lo[owner], hi[owner]))
+    if not full_end:
+        return 0.0, 0
+    # two phases on one link at once, in either form: a link's spans sorted by time, ends
+    # before starts at one instant (a rank's next phase starts as its last one ends), each
+    # shrunk by a rounding's worth; the running count of open spans passes 1 where two meet
+    eps = 1e-9 * full_end
+    overlapped = set()
+    for form in (0, 1):
+        parts = [x for x in iv if x[0] == form]
+        link = np.concatenate([x[1] for x in parts]).astype(np.int64)
+        lo = np.concatenate([x[2] for x in parts]) + eps
+        hi = np.concatenate([x[3] for x in parts]) - eps
+        keep = hi > lo
+        link, lo, hi = link[keep], lo[keep], hi[keep]
+        ev_link = np.concatenate([link, link])
+        ev_t = np.concatenate([lo, hi])
+        ev_d = np.concatenate([np.ones(len(lo), np.int64), -np.ones(len(hi), np.int64)])
+        order = np.lexsort((ev_d, ev_t, ev_link))
+        open_ = np.cumsum(ev_d[order])
+        overlapped.update(np.unique(ev_link[order][open_ > 1]).tolist())
+    return stream_end / full_end - 1.0, len(overlapped)
+
+
+# The relative makespan difference (phase_drift, both forms replayed alike) past which the
+# order alone makes a phased stream inexact: the replays sum the same step times in other
+# orders (about 1e-15 apart where the forms agree)
+PHASE_DRIFT = 1e-9

@@ -489,7 +489,9 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     built. A stream form in which a ring's own connections share a link (``routing``, a
     Routing, default the scenario's: netcosim/stream_sharing.py) is not exact: the full form
     runs instead when it fits, else the stream runs and its meta says so
-    (``stream_shared_links``)."""
+    (``stream_shared_links``). Neither are phases of streams whose rings end at different
+    instants at different ranks (stream_sharing.phase_drift, checked where the full form
+    may run instead)."""
     from collectives import protocols, rail
     from netcosim.memory_guard import check_transfers, collective_transfers
 
@@ -501,26 +503,42 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     chunks = opts.get("chunks")
     costs = protocols.costs(opts.get("protocol"), opts.get("step_latency_s"), topology, algo)
     r = np.asarray(ranks, dtype=np.int64)
-    stream = _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology, costs) \
-        if detail == "auto" else None
+    stream, phases = _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology,
+                                  costs) if detail == "auto" else (None, None)
+
+    def full_size():
+        """The full form's transfers and delays (counted, not built)."""
+        side = rail.side_by_side(topology, op_c, algo, r)  # rings (tree pairs) per rail
+        c = chunks
+        if c is None and op != "all_to_all_v":
+            c = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
+                                     opts.get("group_size"), side)
+        n = collective_transfers(op_c, algo, len(ranks), c, opts.get("dims"),
+                                 opts.get("group_size"), _pairs(opts)) * side
+        # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
+        return n, n * (int(costs.any_latency) + int(costs.rate_cap(r) > 0))
+
     shared = 0
     if stream is not None:
-        from netcosim.stream_sharing import self_shared_links
+        from netcosim.stream_sharing import PHASE_DRIFT, phase_drift, self_shared_links
 
+        routing = routing if routing is not None else scenario_routing()
         # the rings of a hierarchical or torus phase are checked together, a ring stream
         # (or a rail's ring) on its own
-        shared = self_shared_links(stream, routing if routing is not None
-                                   else scenario_routing(), by_phase="phased" in stream.meta)
+        shared = self_shared_links(stream, routing, by_phase=phases is not None)
+        if not shared and phases is not None and routing is not None and \
+                sum(full_size()) <= FULL_INSTEAD_MAX_NODES:
+            # phases whose rings end at different instants at different ranks: the full
+            # form starts the next phase rank by rank, the stream ring by ring (ranks out of
+            # fabric order on two_tier: -10.4% to +8.3%; netcosim/stream_sharing.py). It
+            # costs about the full form's transfers in array steps, so only where the full
+            # form may run instead (past that, the stream runs unchecked for this)
+            drift, shared = phase_drift(phases, r, routing)
+            if abs(drift) > PHASE_DRIFT and not shared:
+                shared = 1  # no link shared, but the order alone changes the time
         if not shared:
             return stream
-    side = rail.side_by_side(topology, op_c, algo, r)  # rings (tree pairs) per rail
-    if chunks is None and op != "all_to_all_v":
-        chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
-                                      opts.get("group_size"), side)
-    count = collective_transfers(op_c, algo, len(ranks), chunks, opts.get("dims"),
-                                 opts.get("group_size"), _pairs(opts)) * side
-    # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
-    delays = count * (int(costs.any_latency) + int(costs.rate_cap(r) > 0))
+    count, delays = full_size()
     if stream is not None and count + delays > FULL_INSTEAD_MAX_NODES:
         stream.meta["stream_shared_links"] = shared  # the full form costs too much: say so
         return stream
@@ -543,7 +561,8 @@ FULL_INSTEAD_MAX_NODES = 1 << 20
 
 def _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology, costs):
     """The stream form of the collective (one stream per ring, or phases of them), or None
-    when it has none (see _collective_scalable)."""
+    when it has none (see _collective_scalable), and the phases (collectives.streams.Phase)
+    of a hierarchical or torus all-reduce, else None."""
     from collectives import protocols, rail
     from collectives.streams import (RING_STREAMS, composed_phases, phased_schedule,
                                      ring_stream, stream_schedule)
@@ -555,12 +574,12 @@ def _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology, costs):
         rails = rail.rail_rings(topology, r) if (op_c, algo) in RING_STREAMS else None
         if rails is not None:  # one ring per rail, each its own stream (one chunk only)
             if (chunks or 1) > 1:
-                return None
+                return None, None
             hops = (r[rails].ravel(), r[np.roll(rails, -1, axis=1)].ravel())
             per_step = float(costs.mean_latency(*hops)) if costs.any_latency else 0.0
             return rail.stream_schedule(
                 r, rails, op_c, nbytes, per_step, (costs.num, costs.den), costs.launch_s,
-                costs.rate_cap(r, protocols.channels(algo, len(r), len(rails))))
+                costs.rate_cap(r, protocols.channels(algo, len(r), len(rails)))), None
         # the ring's connections' mean, as the builder prices a ring's steps
         # (collectives._ring.ring_step_latency)
         per_step = float(costs.mean_latency(r, np.roll(r, -1))) if costs.any_latency \
@@ -571,7 +590,7 @@ def _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology, costs):
         except InputError as e:
             raise _in(e, where) from None
         if st is not None:
-            return stream_schedule(ranks, st, op_c)
+            return stream_schedule(ranks, st, op_c), None
     if op_c == "all_reduce" and chunks in (None, 1) and \
             set(opts) <= {"chunks", "step_latency_s", "protocol", "group_size", "dims"}:
         # one chunk (these algorithms' default): a rank sends its whole phase before the
@@ -585,8 +604,8 @@ def _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology, costs):
             for key in ("group_size", "dims"):
                 if opts.get(key) is not None:
                     sched.meta[key] = opts[key]
-            return sched
-    return None
+            return sched, phases
+    return None, None
 
 
 def _pairs(opts: dict):
