@@ -22,7 +22,8 @@ from netcore.flow.member_routing import route_members
 from netcore.schedule import TRANSFER
 
 
-def self_shared_links(schedule, routing, alive=None, by_phase: bool = False) -> int:
+def self_shared_links(schedule, routing, alive=None, by_phase: bool = False,
+                      memo=None) -> int:
     """How many directed links two or more member connections of one ring stream cross, or
     with ``by_phase`` of the rings of one phase together (the member-set transfers of one
     label: the rings of one hierarchical or torus phase, which run at once), counted once per
@@ -31,7 +32,8 @@ def self_shared_links(schedule, routing, alive=None, by_phase: bool = False) -> 
     Rings of a ring collective laid one per rail (collectives/rail.py) are checked one by one:
     their phase is a single step of symmetric rings that stay in lock step in the full form
     too (tests/test_metamorphic_scale.py, full against scalable on two_tier), where the
-    phase-wide check would send them to the full form for nothing."""
+    phase-wide check would send them to the full form for nothing. ``memo``: a
+    netcore.flow.member_routing.MemberPathMemo that keeps the paths for phases_in_step."""
     ms = schedule.sets
     if ms is None or routing is None:
         return 0
@@ -41,7 +43,8 @@ def self_shared_links(schedule, routing, alive=None, by_phase: bool = False) -> 
     sets, first = np.unique(schedule.mset[t].astype(np.int64), return_index=True)
     # the group each set is checked in: its phase (label) or itself
     group = schedule.label[t[first]].astype(np.int64) if by_phase else sets
-    paths = route_members(routing, ms, ms.positions(sets), alive=alive)
+    paths = route_members(routing, ms, ms.positions(sets), alive=alive,
+                          memo=memo if alive is None else None)
     owner = np.repeat(np.repeat(group, ms.sizes[sets]), np.diff(paths.ptr))
     # a member lists a link at most once (a spray or plane-striped member with a fraction of
     # its load): two entries of one group on one link are two connections sharing it,
@@ -51,7 +54,7 @@ def self_shared_links(schedule, routing, alive=None, by_phase: bool = False) -> 
     return int(np.count_nonzero(count > 1))
 
 
-def phase_drift(phases, ranks, routing, alive=None) -> tuple[float, int]:
+def phase_drift(phases, ranks, routing, alive=None, memo=None) -> tuple[float, int]:
     """Where phases of ring streams (collectives.streams.composed_phases) are not the full form
     even though no two connections of one phase share a link: ``(drift, links)``, the relative
     difference between the stream's makespan and the full form's, both without contention,
@@ -78,12 +81,8 @@ def phase_drift(phases, ranks, routing, alive=None) -> tuple[float, int]:
     in order either changes the makespan or, where it does not, lets two phases overlap, and
     with no link shared by phases running at once there is no contention and the replay is
     the run. O(steps x connections) in arrays, about the full schedule's transfers."""
-    from netcore.schedule import connection_keys
-
     ranks = np.asarray(ranks, dtype=np.int64)
     n = len(ranks)
-    topo = routing.topology
-    bw = np.asarray(topo.dlink_bw, dtype=np.float64)
     ready = np.zeros(n)  # full form, per local rank: its last receive (data for the next phase)
     sent = np.zeros(n)  # its last send
     done = np.zeros(n)  # stream form: the end of the last ring the rank is in
@@ -93,19 +92,10 @@ def phase_drift(phases, ranks, routing, alive=None) -> tuple[float, int]:
         R, m = ph.src.shape
         if m < 2:
             continue
-        s, d = ranks[ph.src].ravel(), ranks[ph.dst].ravel()
-        paths = routing.paths(s, d, flow_id=connection_keys(s, d), alive=alive)
-        per = np.diff(paths.ptr)
-        owner = np.repeat(np.arange(R * m), per)
-        rate = np.full(R * m, np.inf)
-        np.minimum.at(rate, owner, bw[paths.link] / paths.weight)
-        lat = np.broadcast_to(np.asarray(ph.step_s, dtype=np.float64), (R,))[:, None]
-        move = (ph.nbytes / ph.steps)[:, None] / rate.reshape(R, m) + \
-            paths.latency.reshape(R, m)
-        T = lat + np.maximum(move, (ph.min_s / ph.steps)[:, None])  # (R, m) per step
+        paths, owner, lat, T = _step_times(ph, ranks, routing, alive, memo)
         # the full form, step by step as collectives._ring.ring_phases orders it
         rdy, last = ready[ph.src], sent[ph.src]
-        first = recv = None
+        first = recv = end = None
         for on, reduce in ((ph.rs, True), (ph.ag, False)):
             if not on:
                 continue
@@ -157,6 +147,50 @@ def phase_drift(phases, ranks, routing, alive=None) -> tuple[float, int]:
         overlapped.update(np.unique(ev_link[order][open_ > 1]).tolist())
     return stream_end / full_end - 1.0, len(overlapped)
 
+
+def _step_times(ph, ranks, routing, alive, memo=None):
+    """Phase ``ph``'s connections routed, with each one's time per step alone on its path:
+    (paths, owner of each path entry, ring step latency (R, 1), step time (R, m)). ``memo``
+    answers the paths the stream's own check routed (the same connections, keyed alike):
+    routing 102,400 GPUs' connections again cost 7 s."""
+    from netcore.schedule import connection_keys
+
+    R, m = ph.src.shape
+    s, d = ranks[ph.src].ravel(), ranks[ph.dst].ravel()
+    if memo is not None and alive is None:
+        paths = memo.paths(s, d)
+    else:
+        paths = routing.paths(s, d, flow_id=connection_keys(s, d), alive=alive)
+    owner = np.repeat(np.arange(R * m), np.diff(paths.ptr))
+    rate = np.full(R * m, np.inf)
+    bw = np.asarray(routing.topology.dlink_bw, dtype=np.float64)
+    np.minimum.at(rate, owner, bw[paths.link] / paths.weight)
+    lat = np.broadcast_to(np.asarray(ph.step_s, dtype=np.float64), (R,))[:, None]
+    move = (ph.nbytes / ph.steps)[:, None] / rate.reshape(R, m) + paths.latency.reshape(R, m)
+    return paths, owner, lat, lat + np.maximum(move, (ph.min_s / ph.steps)[:, None])
+
+
+def phases_in_step(phases, ranks, routing, rtol: float, alive=None, memo=None) -> bool:
+    """Whether every connection of each phase takes the same time per step alone on its path
+    (within ``rtol``): then every ring of a phase starts and ends at one instant at all its
+    ranks in both forms, by induction from the first phase, and phase_drift has nothing to
+    find. O(connections): it lets fabric-ordered phases skip phase_drift's replay, which costs
+    about the full form's transfers in array steps (seconds past 10^5 GPUs)."""
+    ranks = np.asarray(ranks, dtype=np.int64)
+    for ph in phases:
+        if ph.src.shape[1] < 2:
+            continue
+        T = _step_times(ph, ranks, routing, alive, memo)[3]
+        if float(T.max() - T.min()) > rtol * float(T.max()):
+            return False
+    return True
+
+
+# Step times (phases_in_step) this close keep the rings of a phase within about as much of
+# one another, and the stream within that of the full form: the bar the stream's own byte
+# rounding sets (docs/scale.md 1b, shards a byte apart: 4e-6), met by shards a byte apart
+# (1e-6 apart in step time) without the replay
+STEP_RTOL = 1e-5
 
 # The relative makespan difference (phase_drift, both forms replayed alike) past which the
 # order alone makes a phased stream inexact: the replays sum the same step times in other

@@ -520,20 +520,25 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
 
     shared = 0
     if stream is not None:
-        from netcosim.stream_sharing import PHASE_DRIFT, phase_drift, self_shared_links
+        from netcosim.stream_sharing import (PHASE_DRIFT, STEP_RTOL, phase_drift,
+                                             phases_in_step, self_shared_links)
+
+        from netcore.flow.member_routing import MemberPathMemo
 
         routing = routing if routing is not None else scenario_routing()
+        memo = MemberPathMemo(routing) if routing is not None else None  # routed once
         # the rings of a hierarchical or torus phase are checked together, a ring stream
         # (or a rail's ring) on its own
-        shared = self_shared_links(stream, routing, by_phase=phases is not None)
+        shared = self_shared_links(stream, routing, by_phase=phases is not None, memo=memo)
         if not shared and phases is not None and routing is not None and \
-                sum(full_size()) <= FULL_INSTEAD_MAX_NODES:
-            # phases whose rings end at different instants at different ranks: the full
+                not phases_in_step(phases, r, routing, STEP_RTOL, memo=memo):
+            # phases whose rings may end at different instants at different ranks: the full
             # form starts the next phase rank by rank, the stream ring by ring (ranks out of
-            # fabric order on two_tier: -10.4% to +8.3%; netcosim/stream_sharing.py). It
-            # costs about the full form's transfers in array steps, so only where the full
-            # form may run instead (past that, the stream runs unchecked for this)
-            drift, shared = phase_drift(phases, r, routing)
+            # fabric order on two_tier: -10.4% to +8.3%; netcosim/stream_sharing.py). The
+            # replay costs about the full form's transfers in array steps; only orders whose
+            # connections differ pay it (fabric order is in step), and past the full form's
+            # budget it still runs, so that summary.json can say the stream is off
+            drift, shared = phase_drift(phases, r, routing, memo=memo)
             if abs(drift) > PHASE_DRIFT and not shared:
                 shared = 1  # no link shared, but the order alone changes the time
         if not shared:

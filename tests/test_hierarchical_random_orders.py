@@ -128,3 +128,31 @@ def test_auto_equals_full_over_random_orders(fabric, data, policy, protocol, siz
     full = run_full(fab, "all_reduce", "hierarchical", ranks, size, engine="flow",
                     routing=router, **opts)["time_s"]
     assert auto == pytest.approx(full, rel=1e-5)
+
+
+def test_past_the_full_form_budget_the_stream_says_its_phases_drift(tmp_path, capsys,
+                                                                   monkeypatch):
+    # where the full form may not run instead (too many transfers), the out-of-order stream
+    # runs, and summary.json says it is off; the order alone was not reported before
+    from netcosim import workloads
+
+    monkeypatch.setattr(workloads, "FULL_INSTEAD_MAX_NODES", 0)
+    auto = _summary(tmp_path, capsys, "auto")
+    assert auto["network_detail_used"] == "auto"
+    assert auto["stream_shared_links"] >= 1
+
+
+def test_phases_in_step_lets_fabric_order_skip_the_replay():
+    # fabric order: every connection of a phase alike (shards a byte apart: 1e-6 apart in
+    # step time, within STEP_RTOL); out of order: NVLink and network connections in one phase
+    from netcosim.stream_sharing import STEP_RTOL, phases_in_step
+
+    fab = two_tier(4, 8)
+    ranks = list(range(32))
+    router = Routing(fab, "ecmp")
+    for nbytes in (1 << 24, 1_000_003):
+        assert phases_in_step(_phases(fab, ranks, 8, nbytes=nbytes), ranks, router, STEP_RTOL)
+    small = two_tier(2, 4)
+    order = [7, 0, 5, 4, 2, 3, 1, 6]
+    assert not phases_in_step(_phases(small, order, 4), order, Routing(small, "shortest"),
+                              STEP_RTOL)
