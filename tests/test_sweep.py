@@ -48,6 +48,29 @@ def test_bad_ranges_refused(bad):
         parse_range(bad, "k")
 
 
+BIG = str(int(1.7e308))  # 1.7e308 written out: no exponent, so a number, not a size
+
+
+@pytest.mark.parametrize("text", ["1.." + "1" + "0" * 400, "1.." + "1" + "0" * 400 + ".5 x2",
+                                  "1..2 +1" + "0" * 400, f"-{BIG}..{BIG} +1" + "0" * 300])
+def test_ranges_beyond_the_float_range_are_refused(text):
+    """An end or step beyond 1.8e308, or a span of more values than a sweep holds whose
+    hi - lo overflowed: InputError, where math.floor(inf) or an int quotient too large for a
+    float stopped the CLI with 'internal error: OverflowError' (exit 1)."""
+    with pytest.raises(InputError, match=r"^k = .*(beyond the range of a number|more values)"):
+        parse_range(text, "k")
+
+
+def test_ranges_whose_ratio_or_steps_overflow_are_expanded():
+    """hi / lo, step ** i or i * step beyond the float range, every value within it."""
+    vals = parse_range(f"0.5..{BIG} x2", "k")  # hi / lo = 3.4e308: inf
+    assert len(vals) == 1025 and vals[-1] == float(f"{2.0 ** 1023:.12g}")  # 12 digits
+    tiny = "0." + "0" * 299 + "1"  # 1e-300: 10 ** 608 overflows, 1e-300 * 10 ** 608 does not
+    vals = parse_range(f"{tiny}..{BIG}.0 x10", "k")
+    assert len(vals) == 609 and vals[:2] == [1e-300, 1e-299] and vals[-1] == 1e308
+    assert parse_range(f"-{BIG}.0..{BIG}.0 +{BIG}.0", "k") == [-1.7e308, 0.0, 1.7e308]
+
+
 @given(st.integers(1, 10**6), st.integers(0, 10**9), st.integers(2, 9))
 @settings(max_examples=80, deadline=None)
 def test_geometric_range_invariants(lo, extra, factor):

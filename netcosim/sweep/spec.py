@@ -33,8 +33,9 @@ from collections.abc import Sequence
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 from netcosim import units
 from netcosim.units import is_int, short_repr
@@ -625,8 +626,19 @@ def parse_range(text: str, at: str) -> list:
     if op == "x" and not lo > 0:
         raise InputError(f"{at} = {text!r}: a geometric range must start above 0")
     exact = all(isinstance(v, int) for v in (lo, hi, step))
-    count = (math.floor(math.log(hi / lo, step) + 1e-9) if op == "x"
-             else math.floor((hi - lo) / step + 1e-9)) + 1
+    # ends near the float range: hi / lo or hi - lo overflowed to inf (or an OverflowError of
+    # an int quotient) and math.floor(inf) stopped the CLI with "internal error" (exit 1)
+    try:
+        span = math.log(hi / lo, step) if op == "x" else (hi - lo) / step
+        if not math.isfinite(span):
+            span = ((math.log(hi) - math.log(lo)) / math.log(step) if op == "x"
+                    else hi / step - lo / step)
+    except OverflowError:
+        span = math.inf
+    if not span < MAX_POINTS:
+        raise InputError(f"{at} = {short_repr(text)}: more values than a sweep can hold "
+                         f"({MAX_POINTS})")
+    count = math.floor(span + 1e-9) + 1
     if count > MAX_POINTS:
         raise InputError(f"{at} = {text!r}: {count} values is more than a sweep can hold")
     if exact:
@@ -638,13 +650,24 @@ def parse_range(text: str, at: str) -> list:
             out.append(nxt)
     # Floats: each value computed from the start (no accumulated rounding), then rounded to
     # 12 significant digits so "0.1..0.5 +0.1" gives 0.3, not 0.30000000000000004.
-    vals = [lo * step ** i if op == "x" else lo + i * step for i in range(count)]
+    try:
+        vals = [lo * step ** i if op == "x" else lo + i * step for i in range(count)]
+    except OverflowError:
+        vals = [math.inf]
+    if not all(map(math.isfinite, vals)):  # step ** i or i * step beyond the float range
+        dl, ds = Decimal(lo), Decimal(step)  # while the value is within it
+        with localcontext() as ctx:  # i * step exact (a double has at most 767 digits)
+            ctx.prec = 800 if op == "+" else 40
+            vals = [float(dl * ds ** i if op == "x" else dl + i * ds) for i in range(count)]
     if sized:
         # sizes are whole bytes (docs/sweeps.md): "1MiB..10MiB x1.3" made 1363148.8 and the
         # sweep was refused ("a size must be a whole number of bytes"), "1KiB..8KiB x1.5"
         # gave floats (1536.0); rounding may make neighbours equal ("1B..8B x1.1"): once each
         return list(dict.fromkeys(min(hi, round(v)) for v in vals))
     return [float(f"{v:.12g}") for v in vals]
+
+
+_FLOAT_MAX = Decimal(sys.float_info.max)
 
 
 def _number(t: str, at: str, text: str):
@@ -654,6 +677,10 @@ def _number(t: str, at: str, text: str):
         raise InputError(f"{at} = {text!r}: {t!r} is not a number") from None
     if not d.is_finite():
         raise InputError(f"{at} = {text!r}: {t!r} is not a finite number")
+    if abs(d) > _FLOAT_MAX:  # the count of values is float arithmetic: an end of 1e400
+        # written out stopped the CLI with "internal error: OverflowError" (exit 1)
+        raise InputError(f"{at} = {short_repr(text)}: {short_repr(t, 30)} is beyond the range "
+                         f"of a number (at most about 1.8e308)")
     if d == d.to_integral_value() and re.fullmatch(r"[+-]?[0-9]+", t):
         return int(d)
     return float(d)
