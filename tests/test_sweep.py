@@ -71,6 +71,32 @@ def test_ranges_whose_ratio_or_steps_overflow_are_expanded():
     assert parse_range(f"-{BIG}.0..{BIG}.0 +{BIG}.0", "k") == [-1.7e308, 0.0, 1.7e308]
 
 
+@pytest.mark.parametrize("text, want", [("1..2.9999999999", [1.0, 2.0]),
+                                        ("100..199.99999999999 +50", [100.0, 150.0]),
+                                        ("1..999.9999999 x10", [1.0, 10.0, 100.0]),
+                                        ("0.1..0.5 +0.1", [0.1, 0.2, 0.3, 0.4, 0.5])])
+def test_a_range_never_passes_its_end(text, want):
+    """docs/sweeps.md: the end is included when a step lands on it and never exceeded. The
+    count's 1e-9 slack for rounding took in one value more when the end was just short of a
+    step: "1..2.9999999999" gave [1.0, 2.0, 3.0]."""
+    assert parse_range(text, "k") == want
+
+
+@given(st.integers(-1000, 1000), st.integers(1, 50), st.sampled_from(["1", "0.1", "0.25", "3"]),
+       st.integers(6, 14), st.sampled_from(["+", "x"]))
+@settings(max_examples=80, deadline=None)
+def test_an_end_just_short_of_a_step_is_not_passed(lo, k, step, digits, op):
+    from decimal import Decimal
+
+    d, dl = Decimal(step), Decimal(lo)
+    if op == "x":
+        d, dl = d + 1, abs(dl) + 1  # a factor above 1 from a start above 0
+    last = dl * d ** k if op == "x" else dl + k * d
+    hi = last - last * Decimal(10) ** -digits if op == "x" else last - Decimal(10) ** -digits
+    vals = parse_range(f"{dl}..{hi:f} {op}{d}", "k")
+    assert len(vals) == k and vals[-1] <= float(hi)
+
+
 @given(st.integers(1, 10**6), st.integers(0, 10**9), st.integers(2, 9))
 @settings(max_examples=80, deadline=None)
 def test_geometric_range_invariants(lo, extra, factor):

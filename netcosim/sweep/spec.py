@@ -641,6 +641,17 @@ def parse_range(text: str, at: str) -> list:
     count = math.floor(span + 1e-9) + 1
     if count > MAX_POINTS:
         raise InputError(f"{at} = {text!r}: {count} values is more than a sweep can hold")
+    if not exact and not sized:
+        # the count's 1e-9 slack (for the rounding of hi / lo) also took in a value past an end
+        # just short of a step: "1..2.9999999999" gave 1, 2, 3 (docs/sweeps.md: the end is
+        # never exceeded); the texts are decimals, so the values are checked exactly
+        dl, dh = Decimal(lo_t), Decimal(hi_t)
+        ds = Decimal(step_t) if m.group("op") else Decimal(step)
+        with localcontext() as ctx:
+            ctx.prec = 800
+            while count > 1 and (dl * ds ** (count - 1) if op == "x"
+                                 else dl + (count - 1) * ds) > dh:
+                count -= 1
     if exact:
         out = [lo]
         while True:
