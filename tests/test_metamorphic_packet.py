@@ -34,7 +34,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from netcore.packet import run
@@ -140,23 +140,34 @@ def flows(draw, n_hosts, max_n=6, min_size=0, max_size=400_000):
 @settings(max_examples=75, **FAST)
 @given(flows(16, max_n=8), st.sampled_from(["ideal", "tcp", "dctcp", "dcqcn"]),
        st.sampled_from([1500, 9000]), st.sampled_from(["ecmp", "dmodk", "spray"]))
+@example((np.array([0, 0, 0, 0, 0, 0, 3]), np.array([1, 1, 1, 1, 6, 1, 7]),
+          np.array([0, 0, 0, 0, 88329, 0, 73849])), "tcp", 1500, "spray")
 def test_lossless_runs_deliver_every_byte_exactly_once(w, transport, mtu, policy):
     """No drops, no retransmissions, and every receiver that sends nothing (so that no ACK or
-    CNP comes back to it) takes in exactly its transfers' frames: each byte once."""
+    CNP comes back to it) takes in exactly its transfers' frames: each byte once.
+    TCP over per-packet spraying reorders segments, and 3 duplicate ACKs (or SACK blocks 3
+    segments past a hole) retransmit one that was not lost: there, no drops, every byte at
+    least once (the example: 88,329 B 0 -> 6 alone 0 retransmissions; beside 73,849 B
+    3 -> 7 on the same core links 12 with SACK, 21 without, 0 drops; ecmp and dmodk 0)."""
     src, dst, size = w
     if transport == "dcqcn" and policy == "spray":
         policy = "ecmp"  # (per-packet spraying over PFC: fine, but keeps the example small)
     r = run(FT4, Schedule.from_transfers(src, dst, size), Routing(FT4, policy), NONE,
             transport=transport, mtu=mtu, buffer_packets=BIG, ecn_k=BIG - 1)
     assert r.finished.all() and not r.stranded.any()
-    assert r.info["drops"] == 0 and r.info["retransmissions"] == 0
+    reordered = policy == "spray" and transport in ("tcp", "dctcp")
+    assert r.info["drops"] == 0 and (reordered or r.info["retransmissions"] == 0)
     assert r.info["headroom_violations"] == 0
     for h in set(dst.tolist()) - set(src.tolist()):
         mine = [int(z) for z, d in zip(size, dst) if d == h]
         frames = [w_ for z in mine for w_ in wire_sizes(z, mtu, transport)]
         conns = sum(1 for z in mine if z > 0) if transport in ("tcp", "dctcp") else 0
-        assert r.link_bytes[into(FT4, h)] == sum(frames) + conns * HANDSHAKE, h
-        assert r.link_extra["packets"][into(FT4, h)] == len(frames) + 2 * conns, h
+        got = (r.link_bytes[into(FT4, h)], r.link_extra["packets"][into(FT4, h)])
+        want = (sum(frames) + conns * HANDSHAKE, len(frames) + 2 * conns)
+        if reordered:
+            assert got[0] >= want[0] and got[1] >= want[1], h
+        else:
+            assert got == want, h
 
 
 def _a_used_core_link_down(src, dst, pick, at_ns):
