@@ -490,8 +490,7 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     Routing, default the scenario's: netcosim/stream_sharing.py) is not exact: the full form
     runs instead when it fits, else the stream runs and its meta says so
     (``stream_shared_links``). Neither are phases of streams whose rings end at different
-    instants at different ranks (stream_sharing.phase_drift, checked where the full form
-    may run instead)."""
+    instants at different ranks (stream_sharing.phase_drift): the same two outcomes."""
     from collectives import protocols, rail
     from netcosim.memory_guard import check_transfers, collective_transfers
 
@@ -506,24 +505,11 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
     stream, phases = _stream_form(op, op_c, algo, ranks, nbytes, opts, where, topology,
                                   costs) if detail == "auto" else (None, None)
 
-    def full_size():
-        """The full form's transfers and delays (counted, not built)."""
-        side = rail.side_by_side(topology, op_c, algo, r)  # rings (tree pairs) per rail
-        c = chunks
-        if c is None and op != "all_to_all_v":
-            c = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
-                                     opts.get("group_size"), side)
-        n = collective_transfers(op_c, algo, len(ranks), c, opts.get("dims"),
-                                 opts.get("group_size"), _pairs(opts)) * side
-        # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
-        return n, n * (int(costs.any_latency) + int(costs.rate_cap(r) > 0))
-
     shared = 0
     if stream is not None:
+        from netcore.flow.member_routing import MemberPathMemo
         from netcosim.stream_sharing import (PHASE_DRIFT, STEP_RTOL, phase_drift,
                                              phases_in_step, self_shared_links)
-
-        from netcore.flow.member_routing import MemberPathMemo
 
         routing = routing if routing is not None else scenario_routing()
         memo = MemberPathMemo(routing) if routing is not None else None  # routed once
@@ -543,7 +529,15 @@ def _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, 
                 shared = 1  # no link shared, but the order alone changes the time
         if not shared:
             return stream
-    count, delays = full_size()
+    # the full form's transfers and delays (counted, not built)
+    side = rail.side_by_side(topology, op_c, algo, r)  # rings (tree pairs) per rail
+    if chunks is None and op != "all_to_all_v":
+        chunks = protocols.chunks_for(op_c, algo, nbytes, len(ranks), opts.get("protocol"),
+                                      opts.get("group_size"), side)
+    count = collective_transfers(op_c, algo, len(ranks), chunks, opts.get("dims"),
+                                 opts.get("group_size"), _pairs(opts)) * side
+    # a step-latency delay before every transfer, a throughput-cap delay after it (LL)
+    delays = count * (int(costs.any_latency) + int(costs.rate_cap(r) > 0))
     if stream is not None and count + delays > FULL_INSTEAD_MAX_NODES:
         stream.meta["stream_shared_links"] = shared  # the full form costs too much: say so
         return stream

@@ -635,12 +635,11 @@ def parse_range(text: str, at: str) -> list:
                     else hi / step - lo / step)
     except OverflowError:
         span = math.inf
-    if not span < MAX_POINTS:
+    # floor(span + 1e-9) + 1 values: more than MAX_POINTS exactly when span + 1e-9 reaches it
+    if not span + 1e-9 < MAX_POINTS:
         raise InputError(f"{at} = {short_repr(text)}: more values than a sweep can hold "
                          f"({MAX_POINTS})")
     count = math.floor(span + 1e-9) + 1
-    if count > MAX_POINTS:
-        raise InputError(f"{at} = {text!r}: {count} values is more than a sweep can hold")
     if not exact and not sized:
         # the count's 1e-9 slack (for the rounding of hi / lo) also took in a value past an end
         # just short of a step: "1..2.9999999999" gave 1, 2, 3 (docs/sweeps.md: the end is
