@@ -16,9 +16,11 @@ and none at EP 1; data-parallel gradients are the stage's parameters / TP x grad
 gradient once (S) where the ring sends 2(n-1)/n S. One bucket holding every gradient overlaps
 nothing (overlap on = off), and without overlap the bucket size does not matter.
 Equal steps: granularity op / segment / coarse; symmetry auto / none on two_tier (one-path
-routing); the scenario's equivalent spellings (GPU name, base, inline table; dp given or
-derived; stage_layers written out; algorithms written out; an explicit placement; a balanced
-imbalance: Zipf 0, equal shares, equal per-rank sums); the two_tier nodes of the placement
+routing; with a slowed GPU whenever the healthy replicas run alike unfolded, as they need
+not: folding them is then an approximation, docs/compute.md "Slowed GPUs"); the scenario's
+equivalent spellings (GPU name, base, inline table; dp given or derived; stage_layers written
+out; algorithms written out; an explicit placement; a balanced imbalance: Zipf 0, equal
+shares, equal per-rank sums); the two_tier nodes of the placement
 permuted; a single-expert top-1 MoE is the dense model plus its router kernel; fp16 = bf16 on a
 GPU with equal peaks, fp8 with the bf16 peak = bf16, fp8 at its own peak never slower; an
 in-network all-reduce / reduce-scatter / all-gather on an ideal network (switches reducing a
@@ -259,19 +261,64 @@ def test_granularity_does_not_change_the_step(case):
     assert t["op"] == pytest.approx(t["coarse"], rel=1e-12)
 
 
+def _in_lock_step(s, r, slowed_host=None):
+    """Whether, in the step ``s`` built with every GPU simulated and run as ``r``, the ranks
+    symmetry auto folds onto one representative -- one pipeline stage, EP index, CP rank and
+    TP rank (any TP rank with local TP) across the replica groups without the slowed GPU on
+    ``slowed_host`` -- run the same timeline: chain, gradient-sync and optimizer nodes."""
+    m = s.meta
+    shape = (m["pp"], m["dp"], m["cp"], m["tp"])
+    ep, local = m["ep"], m["tp_comm"] == "local"
+    coords = np.unravel_index(np.arange(np.prod(shape)), shape)
+    bad = set()
+    if slowed_host is not None:
+        bad.add(int(coords[1][m["rank_host"].index(slowed_host)]) // ep)
+    keep = s.kind != TRANSFER
+    if "step_latency" in s.labels:  # a collective's delay node, not a rank's
+        keep &= s.label != s.labels.index("step_latency")
+    rank = s.extra["rank"]
+    runs: dict = {}
+    for q, (p, d, c, t) in enumerate(zip(*coords)):
+        if d // ep not in bad:
+            ids = np.flatnonzero(keep & (rank == q))
+            runs.setdefault((p, d % ep, c, 0 if local else t), []).append(
+                np.concatenate([r.start[ids], r.end[ids]]))
+    return all(len(x) == len(xs[0]) and np.allclose(x, xs[0], rtol=1e-9, atol=1e-15)
+               for xs in runs.values() for x in xs)
+
+
 @settings(max_examples=25, **FAST)
 @given(layouts(fabrics=TWO_TIER), st.one_of(st.none(), st.tuples(
     st.integers(0, 7), st.sampled_from(["slow", "hbm_degrade"]))))
+@example(("two_tier_4x2", MOE, dict(tp=1, pp=2, vp=2, cp=1, dp=4, ep=1, micro_batch=1,
+                                    global_batch=8, dist_opt=False, sp=False, recompute="none"),
+          dict(tp_comm="auto", network_detail="full", granularity="segment")),
+         (0, "hbm_degrade"))
 def test_symmetry_folding_is_exact_on_two_tier(case, fault):
     """Symmetry auto against every GPU simulated, with one path per pair (so hashing cannot
-    break the fabric's symmetry): the same step, with expert imbalance and a slowed GPU (whose
-    replica or expert group is unfolded)."""
+    break the fabric's symmetry): without a fault every replica group runs the same timeline
+    and the folded step is the same step, with expert imbalance too. A slowed GPU's replica
+    (expert group) is unfolded and the first healthy group stands for the others, which is
+    exact whenever the healthy groups still run alike when all are simulated; the slowed
+    group can set them apart, and then folding is an approximation (docs/compute.md, "Slowed
+    GPUs"), not asserted equal. The example (explore profile): MoE, PP 2 x VP 2 x DP 4 on
+    two_tier 4 x 2, GPU 0's HBM at 0.5, 2.0595126 ms folded against 2.0585126 ms. On stage 1
+    the data-parallel ring's transfers wait for both ends; the slowed replica's rank (host 4)
+    is ready 6.8 us after the others, so host 6, its ring partner across the rail, has an idle
+    NIC at 609.5 us and its pipeline send to host 2 ends at 616.8 us, while hosts 5 and 7
+    share theirs with the ring (622.0 us): replica 2 runs up to 7.2 us ahead of replicas 1
+    and 3. Folded onto replica 1, host 6's later sends share host 2's downlink with GPU 0's
+    critical ring transfers differently, and the step ends one link latency (1 us) later."""
     name, model, par, opts = case
     gf = None if fault is None else [{"gpus": [fault[0]], "kind": fault[1], "factor": 0.5}]
     a = step(name, _build(name, model, par, opts, gpu_faults=gf), routing="shortest")
-    b = step(name, _build(name, model, par, opts, gpu_faults=gf, symmetry="none"),
-             routing="shortest")
-    assert a == pytest.approx(b, rel=1e-9)
+    full = _build(name, model, par, opts, gpu_faults=gf, symmetry="none")
+    r = simulate(FABRICS[name], full, "shortest", engine="flow")
+    assert not r.stranded.any()
+    alike = _in_lock_step(full, r, None if fault is None else fault[0])
+    assert alike or fault is not None
+    if alike:
+        assert a == pytest.approx(r.makespan, rel=1e-9)
 
 
 @settings(max_examples=20, **FAST)
