@@ -28,6 +28,7 @@ import os
 
 import numpy as np
 
+from netcore.flow.memory import NODE_STATE_BYTES
 from topo.errors import InputError
 from topo.arrays import unique
 
@@ -55,30 +56,30 @@ BYTES_PER_HOP = 128
 # 0.89 M / 4.1 M nodes) peaked at 0.78 / 2.56 / 11.6 GB: 2.85 KB per node, schedule included
 CHAKRA_BYTES_PER_NODE = 2048
 HOPS_INCLUDED = 6
-# The scalable form of a training step (network_detail = "auto"): what routing its member sets
-# and the flow engine's state add to the built schedule, which is resident when the guard runs
-# (the room it is held to is measured then, so the schedule is already out of it). Llama 3
-# 405B with TP 8, CP 16, PP 16, DP 2 on 4,096 GPUs of two_tier (2.09 M schedule nodes, 7.2 M
-# members): 1.37 GB with its schedule built, 2.82 GB peak for the whole run; with PP 64 on
-# 16,384 GPUs (9.85 M nodes, 41.3 M members): 5.8 GB of schedule, 14.5 GB peak. Solved for
-# the two: about 200 bytes per member and 8 per node, rounded up here. Before session 12 the
-# guard also counted the built schedule (600 bytes a node from the base up) against the room
-# left beside it, twice: the co-design study's 1.8T MoE check point (22.2 M nodes, 20.7 M
-# members, 8.9 GB peak) was refused as 17.1 GiB with 12.6 left
-MEMBER_BYTES = 220
-ROUTED_NODE_BYTES = 50
-# A flow's path in the engine is its members' links folded into link classes, so beyond a few
-# thousand members it stops growing with them: DeepSeek-V3 with EP 64 on 16,384 GPUs (42,480
-# flows, an all-to-all class up to 57,344 members, 240.6 M member connections) peaked at
-# 8.4 GB, where 220 bytes for every member connection said 53 GB and refused it. A transfer
-# node is counted for at most MEMBER_CAP of its members: 10.7 GB there, 5.2 GB against 1.9
-# measured on 2,048 GPUs; sets below the cap (the calibrations above) are counted as before
-MEMBER_CAP = 4096
+# The scalable form of a training step (network_detail = "auto") on the flow engine: what its
+# run adds to the built schedule, which is resident when the guard after the build runs (the
+# room it is held to is measured then). Three parts (measured in session 34):
+# * the engine's state per schedule node (netcore/flow/memory.py, ROUTED_NODE_BYTES), for the
+#   nodes the schedule has and those splitting uneven sets may add (netcore/flow/uneven_split:
+#   pieces within max(flows, MIN_BUDGET), and a join per node split);
+# * the paths of the member connections, routed once per distinct member set (every node naming
+#   a set shares its routing and its folded path), once per plane where planes stripe them:
+#   MEMBER_BYTES each, measured from 170 (DeepSeek-V3 on 16,384 GPUs of two_tier: 1.13 M
+#   members) to 2.2 K (the 1.8T MoE at PP 64 on 32,768 two_tier GPUs: 97,280 members, 2 links
+#   each, routed in chunks of destinations) and 900 a plane (GPT-3 on 16,384 FullFlat GPUs of
+#   8 planes: 65,536 members, link classes built from 1.58 M entries);
+# * routing's distance rows (routing_rows_bytes).
+# Before session 34 every node was counted with all its set's members and a flat 50 bytes: the
+# 1.8T MoE step on 32,768 FullFlat GPUs (4.28 M nodes naming 4,160 sets of 622,592 members)
+# was estimated at 56.7 GiB for 275.8 M member connections and refused, where its run adds
+# 1.9 GB to the 1.9 GB of its schedule (node state, 443 bytes a node, not its members)
+MEMBER_BYTES = 2304
+ROUTED_NODE_BYTES = NODE_STATE_BYTES
 # One node of a built training schedule, from the base up (its arrays, the dependency CSR and
 # the columns the engines add): Mixtral 8x7B on 64 GPUs with 8 / 80 / 400 micro-batches (0.075 /
-# 0.74 / 3.69 M nodes) held 577 bytes a node once built; with the flow engine's routes and
-# state (ROUTED_NODE_BYTES, MEMBER_BYTES) the whole run peaked at 0.89 and 3.46 GB for the
-# last two, against 1.3 and 4.2 GB estimated
+# 0.74 / 3.69 M nodes) held 577 bytes a node once built; the whole run of the last peaked at
+# 3.46 GB, against 8.4 GB estimated with the flow engine's routes and state (routed_bytes: its
+# 2.87 M flows might split as many pieces off uneven sets; none is uneven there)
 SCHEDULE_NODE_BYTES = 640
 # flows whose hop counts are measured to estimate the mean: one breadth-first search each,
 # at most HOP_SAMPLE_WORK node visits in all (16 on a 3,000,000-node chain, about 5 s)
@@ -234,34 +235,79 @@ def check_transfers(n_transfers: int, where: str, what: str, hint: str,
                 f"{where}: {what} is {n_transfers:,} transfers{extra},", hint)
 
 
-def routed_members(members_per_node) -> int:
-    """The member connections the flow engine's routes and state cost, from the members of
-    every transfer node: each node counted for at most MEMBER_CAP."""
-    return int(np.minimum(np.asarray(members_per_node, dtype=np.int64), MEMBER_CAP).sum())
+def routed_members(schedule) -> tuple[int, int]:
+    """``(members, split)`` of a scalable-form ``schedule`` as the flow engine routes it: the
+    member connections of every distinct set its transfers name, each once, plus its single
+    transfers; and the most nodes splitting uneven sets may add (netcore/flow/uneven_split:
+    a piece per outlier member of each node naming the set, within a budget of pieces, and a
+    join per node split)."""
+    from netcore.flow.uneven_split import MIN_BUDGET
+    from netcore.schedule import TRANSFER
+
+    tr = schedule.kind == TRANSFER
+    ms = schedule.mset[tr] if schedule.has_members else np.full(int(tr.sum()), -1)
+    used = unique(ms[ms >= 0])
+    members = int(schedule.sets.sizes[used].sum()) if used.size else 0
+    n_tr = int(tr.sum())
+    # no more pieces than the members the nodes naming sets stand for
+    named = int(schedule.sets.sizes[ms[ms >= 0]].sum()) if used.size else 0
+    split = 2 * min(max(n_tr, MIN_BUDGET), named)
+    return members + int((ms < 0).sum()), split
 
 
-def check_member_routes(n_nodes: int, n_members: int, where: str, what: str,
-                        hint: str, n_routed: int | None = None) -> None:
+def routing_rows_bytes(topology) -> int:
+    """Routing's distance rows at their peak when every host is a destination: a row (4 bytes
+    per node of the fabric) per switch a host hangs on, or per host where hosts forward or hang
+    on other hosts (topo/routing.py, anchored walks). Past the row cache the rows are made in
+    chunks of the cache's size, two of them held at once: at most twice the cache."""
+    from topo.routing import DEFAULT_CACHE_BYTES
+
+    nh = topology.n_hosts
+    if topology.hosts_forward:
+        rows = nh
+    else:
+        src = np.asarray(topology.dlink_src, dtype=np.int64)
+        dst = np.asarray(topology.dlink_dst, dtype=np.int64)
+        out = src < nh
+        on_host = unique(src[out & (dst < nh)])  # hosts hanging on a host: rows of their own
+        rows = unique(dst[out & (dst >= nh)]).size + on_host.size
+    return int(min(2 * DEFAULT_CACHE_BYTES, 2 * rows * topology.n_nodes * 4))
+
+
+def routed_bytes(n_nodes: int, n_routed: int, split: int, topology) -> int:
+    """What the flow engine adds to a built scalable-form schedule of ``n_nodes`` nodes whose
+    sets have ``n_routed`` distinct members and may grow by ``split`` nodes
+    (``routed_members``): its node state, the members' paths (one per plane where a fabric's
+    planes stripe every connection) and routing's rows."""
+    from topo.builders.fullflat import dlink_planes
+
+    planes = dlink_planes(topology)
+    stripes = 1 if planes is None else int(planes.max()) + 1
+    return ((int(n_nodes) + int(split)) * ROUTED_NODE_BYTES
+            + int(n_routed) * stripes * MEMBER_BYTES + routing_rows_bytes(topology))
+
+
+def check_member_routes(n_nodes: int, n_members: int, n_routed: int, split: int, topology,
+                        where: str, what: str, hint: str) -> None:
     """InputError when a built scalable-form schedule (``n_nodes`` nodes whose transfers stand
-    for ``n_members`` member connections, ``n_routed`` of them as ``routed_members`` counts)
-    cannot also hold the flow engine's routes and state: what they add is held to the room
-    left now, beside the schedule."""
-    n_routed = n_members if n_routed is None else n_routed
-    need = int(n_nodes) * ROUTED_NODE_BYTES + int(n_routed) * MEMBER_BYTES
-    check_bytes(need, f"{where}: {what} is {int(n_nodes):,} schedule nodes and "
-                      f"{int(n_members):,} member connections to route,", hint)
+    for ``n_members`` member connections, ``n_routed`` distinct ones, growing by up to ``split``
+    nodes, as ``routed_members`` counts them) cannot also hold the flow engine's routes and
+    state on ``topology``: what they add is held to the room left now, beside the schedule."""
+    check_bytes(routed_bytes(n_nodes, n_routed, split, topology),
+                f"{where}: {what} is {int(n_nodes):,} schedule nodes standing for "
+                f"{int(n_members):,} member connections, {int(n_routed):,} of them distinct "
+                f"to route,", hint)
 
 
 def check_schedule(n_nodes: int, n_members: int, routed: bool, where: str, what: str,
-                   hint: str, n_routed: int | None = None) -> None:
+                   hint: str, n_routed: int = 0, split: int = 0, topology=None) -> None:
     """InputError when a schedule of ``n_nodes`` nodes whose transfers stand for ``n_members``
-    member connections (``n_routed`` as ``routed_members`` counts them) cannot be built and
-    run: the schedule itself, then either the flow engine's routes and state (``routed``) or
-    one transfer per member (an engine that runs every transfer). Checked before the schedule
-    is built, from an estimate of its size."""
+    member connections (``n_routed`` distinct, growing by up to ``split`` nodes, as
+    ``routed_members`` counts them) cannot be built and run: the schedule itself, then either the flow engine's
+    routes and state on ``topology`` (``routed``) or one transfer per member (an engine that
+    runs every transfer). Checked before the schedule is built, from an estimate of its size."""
     n_nodes, n_members = int(n_nodes), int(n_members)
-    n_routed = n_members if n_routed is None else int(n_routed)
-    run = (n_nodes * ROUTED_NODE_BYTES + n_routed * MEMBER_BYTES if routed
+    run = (routed_bytes(n_nodes, n_routed, split, topology) if routed
            else n_members * BYTES_PER_TRANSFER)
     check_bytes(BASE_BYTES + n_nodes * SCHEDULE_NODE_BYTES + run,
                 f"{where}: {what} is about {n_nodes:,} schedule nodes standing for "

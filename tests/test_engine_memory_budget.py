@@ -10,7 +10,7 @@ from cli_helpers import refused, write
 from member_fixtures import member_step
 from netcore.api import simulate
 from netcore.flow import state as flow_state
-from netcore.flow.engine import ENTRY_BYTES
+from netcore.flow.memory import ENTRY_BYTES
 from netcore.schedule import TRANSFER
 from topo.errors import InputError
 

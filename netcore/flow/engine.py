@@ -12,6 +12,7 @@ import numpy as np
 
 from netcore.flow import _kernels as K
 from netcore.flow import limits
+from netcore.flow.memory import ENTRY_BYTES, NODE_STATE_BYTES
 from netcore.flow.options import check_options
 from netcore.flow.state import FlowState
 from netcore.result import Result
@@ -125,14 +126,6 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     return fault_split.fold_back(res, origin, n0, pieces)
 
 
-# Memory of one path entry (a flow's weight on a representative link) from its building to the
-# end of the run, at its peak: the routed paths and their copies while they are assigned, the
-# entry pool and the per-link slots the engine keeps. Measured on DeepSeek-V3 (EP 64) on 2,048 /
-# 16,384 GPUs of two_tier: 17.0 M / 132.3 M entries, the peak 1.24 / 7.14 GB above the memory
-# in use before the run: 73 / 54 bytes an entry; rounded up
-ENTRY_BYTES = 80
-
-
 def _rss_bytes() -> int:
     """Resident memory of this process (Linux /proc/self/statm), 0 where it cannot be read."""
     try:
@@ -143,19 +136,23 @@ def _rss_bytes() -> int:
 
 
 def _check_entries(mr, schedule, budget: float, rss0: int) -> None:
-    """InputError when the path entries of ``schedule`` (member sets, routed by ``mr``), with
-    what splitting and routing it took since the run began, would exceed ``budget`` bytes."""
+    """InputError when the path entries and node state of ``schedule`` (member sets, routed by
+    ``mr``; netcore/flow/memory.py), with what splitting and routing it took since the run
+    began, would exceed ``budget`` bytes."""
     tr = np.flatnonzero(schedule.kind == TRANSFER)
     entries = mr.entry_count(tr)
     grown = max(_rss_bytes() - rss0, 0) if rss0 else 0
-    need = grown + entries * ENTRY_BYTES
+    # the node state counts too: on the 1.8T MoE step on 32,768 FullFlat GPUs (4.28 M nodes,
+    # 38,912 entries) it is 1.9 GB of the run, the entries 3 MB
+    need = grown + entries * ENTRY_BYTES + schedule.n * NODE_STATE_BYTES
     if need > budget:
         gib = lambda b: f"{b / (1 << 30):.1f} GiB"  # noqa: E731
         raise InputError(
-            f"the flow engine's paths for this schedule are {entries:,} entries ({len(tr):,} "
-            f"flows over {mr.n_classes:,} link classes) and need about {gib(need)} of memory, "
-            f"but this run may use {gib(budget)} more (engine.memory_budget); use fewer GPUs, "
-            f"fewer pipeline stages or micro-batches, or a machine with more memory")
+            f"the flow engine's paths and state for this schedule are {entries:,} entries "
+            f"({len(tr):,} flows over {mr.n_classes:,} link classes) and {schedule.n:,} "
+            f"nodes, and need about {gib(need)} of memory, but this run may use {gib(budget)} "
+            f"more (engine.memory_budget); use fewer GPUs, fewer pipeline stages or "
+            f"micro-batches, or a machine with more memory")
 
 
 def _check_faults(topology, faults):

@@ -90,7 +90,7 @@ def check_options(spec: dict, where: str = "workload") -> None:
 PROBE_UNITS = 4
 
 
-def _check_step_size(build_as, par: ParallelConfig, routed: bool, where: str,
+def _check_step_size(build_as, par: ParallelConfig, routed: bool, topology, where: str,
                      what: str) -> None:
     """Refuse (netcosim/memory_guard.py) a step whose schedule, extrapolated from small builds
     in micro-batches, cannot fit in memory. ``par`` is validated (dp resolved)."""
@@ -105,23 +105,24 @@ def _check_step_size(build_as, par: ParallelConfig, routed: bool, where: str,
 
     def size(k):
         s = build_as("auto", replace(par, global_batch=k * par.micro_batch * par.dp))
-        m = s.members_per_node()[s.kind == TRANSFER]
-        return s.n, int(m.sum()), routed_members(m)
+        return (s.n, int(s.members_per_node()[s.kind == TRANSFER].sum())) + routed_members(s)
 
     hint = ("use a smaller parallel.global_batch (a step's time grows by the same amount with "
             "every micro-batch once the pipeline is full: simulate fewer and scale), fewer "
             "GPUs, or a machine with more memory")
     what = f"{what} with {n_micro:,} micro-batches"
     units = n_micro / unit
-    n1, e1, r1 = size(unit)
+    one = size(unit)
     try:
-        check_schedule(n1 * units, e1 * units, routed, where, what, hint, r1 * units)
+        # every count times the units bounds the step's (distinct members and split nodes too)
+        check_schedule(*(x * units for x in one[:2]), routed, where, what, hint,
+                       *(x * units for x in one[2:]), topology=topology)
         return
     except InputError:
         pass  # the bound does not fit: the exact size decides
-    n2, e2, r2 = size(2 * unit)
-    grow = lambda a1, a2: a1 + max(a2 - a1, 0) * (units - 1)  # noqa: E731
-    check_schedule(grow(n1, n2), grow(e1, e2), routed, where, what, hint, grow(r1, r2))
+    two = size(2 * unit)
+    grow = [a1 + max(a2 - a1, 0) * (units - 1) for a1, a2 in zip(one, two)]
+    check_schedule(*grow[:2], routed, where, what, hint, *grow[2:], topology=topology)
 
 
 def build(topology, spec: dict, where: str = "workload", seed: int = 0):
@@ -154,19 +155,19 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
                               gpu_faults=gpu_faults, **located)
 
         routed = detail != "full" and scenario_engine() in (None, "flow")
-        _check_step_size(build_as, validate(m, par, n_gpus), routed, where,
+        _check_step_size(build_as, validate(m, par, n_gpus), routed, topology, where,
                          f"the training step on {n_gpus:,} GPUs")
         sched = build_as("auto")
         if routed:
-            # routing every member of the scalable form can outgrow memory on its own (a
-            # plan-chosen layout with CP 16 and PP 64 on 16,384 GPUs: 41 M members)
+            # the flow engine's state and routes can outgrow memory on their own (4.28 M nodes
+            # of the 1.8T MoE on 32,768 FullFlat GPUs add 1.9 GB of node state)
             from netcosim.memory_guard import check_member_routes, routed_members
 
-            per_node = sched.members_per_node()[sched.kind == TRANSFER]
-            check_member_routes(sched.n, int(per_node.sum()), where,
+            members = int(sched.members_per_node()[sched.kind == TRANSFER].sum())
+            check_member_routes(sched.n, members, *routed_members(sched), topology, where,
                                 f"the training step on {n_gpus:,} GPUs",
                                 "use fewer GPUs, fewer pipeline stages or micro-batches, or a "
-                                "machine with more memory", routed_members(per_node))
+                                "machine with more memory")
         if detail == "full":
             # the scalable form counts the transfers of the full one: refuse before building
             # what cannot fit (netcosim/memory_guard.py)
