@@ -111,6 +111,30 @@ def test_a_look_between_the_last_byte_and_its_ack_keeps_the_clock():
     assert ends[0] == ends[1]
 
 
+@pytest.mark.parametrize("engine", ["packet", "flow"])
+def test_a_look_reports_utilization_over_its_clock(engine):
+    """A look's link figures are closed at now, so its utilization is busy time over now: the
+    packet engine's look divided by the makespan of the transfers done by then (1,000 B done
+    at about 2 us, 1 MB still sending at 40 us: 19 where at most 1 is possible)."""
+    ses = Session(FT4, engine=engine, routing="dmodk",
+                  **({"transport": "ideal"} if engine == "packet" else {}))
+    ses.send(0, 1, 1000)
+    ses.send(2, 6, 1_000_000)
+    ses.run_until(40e-6)
+    r = ses.result()
+    assert np.isfinite(r.end[0]) and np.isnan(r.end[1]) and r.span == pytest.approx(40e-6)
+    u = r.link_utilization()
+    np.testing.assert_allclose(u, r.link_busy / 40e-6, rtol=1e-12)
+    # the 1 MB transfer's links, busy since it started; a packet serialising at now counts
+    # whole (docs/session.md), a frame of at most 128 bytes past the MTU
+    frame = (r.info.get("mtu", 0) + 128) * 8 / 100e9
+    assert 0.9 < u.max() <= 1.0 + frame / 40e-6
+    ses.run()
+    done = ses.result()
+    assert done.span is None
+    np.testing.assert_array_equal(done.link_utilization(), done.link_busy / done.makespan)
+
+
 @pytest.mark.parametrize("transport", ["tcp", "ideal"])
 def test_the_incremental_driver_looks_without_running(transport):
     """PacketIncremental.result() with transfers pending runs nothing (now(), pending() and

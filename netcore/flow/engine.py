@@ -390,6 +390,8 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s,
     running = clock is not None and bool(np.any((state != K.DONE) & ~direct))
     if open_.any() or running:
         makespan = t_close  # the span the busy times above are within
+        if clock is not None:
+            res.span = t_close
     span = makespan if makespan > 0 else 1.0
     res.link_extra["utilization"] = busy / span if makespan > 0 else np.zeros_like(busy)
     # a link of 1e299 Gb/s over a long run: bw * span overflows to inf, the fraction is 0

@@ -293,4 +293,6 @@ def _collect(sim, topology, schedule, opts, wall, route_s, reroutes, upto=-1) ->
         engine="packet", start=start, end=end, stranded=stranded,
         link_bytes=ls["bytes"].astype(np.float64), link_busy=ls["busy_ps"] / PS,
         events=events, wall_s=wall, link_extra=link_extra,
-        node_extra={"retransmissions": sim.node_retx().astype(np.int64)}, info=info)
+        node_extra={"retransmissions": sim.node_retx().astype(np.int64)}, info=info,
+        # a look mid-run: its link figures are closed at now, not at the last transfer done
+        span=upto / PS if upto >= 0 else None)
