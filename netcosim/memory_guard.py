@@ -61,19 +61,21 @@ HOPS_INCLUDED = 6
 # room it is held to is measured then). Three parts (measured in session 34):
 # * the engine's state per schedule node (netcore/flow/memory.py, ROUTED_NODE_BYTES), for the
 #   nodes the schedule has and those splitting uneven sets may add (netcore/flow/uneven_split:
-#   pieces within max(flows, MIN_BUDGET), and a join per node split);
+#   pieces within max(flows, MIN_BUDGET), all but one member of a node's set at most, and a
+#   join per node split);
 # * the paths of the member connections, routed once per distinct member set (every node naming
 #   a set shares its routing and its folded path), once per plane where planes stripe them:
-#   MEMBER_BYTES each, measured from 170 (DeepSeek-V3 on 16,384 GPUs of two_tier: 1.13 M
-#   members) to 2.2 K (the 1.8T MoE at PP 64 on 32,768 two_tier GPUs: 97,280 members, 2 links
-#   each, routed in chunks of destinations) and 900 a plane (GPT-3 on 16,384 FullFlat GPUs of
-#   8 planes: 65,536 members, link classes built from 1.58 M entries);
+#   MEMBER_BYTES each, from the peak of routing and folding them into link classes (GPT-3 on
+#   16,384 FullFlat GPUs of 8 planes: 65,536 members, 1.58 M path entries, about 1.4 K a
+#   member and plane); a single transfer (no set) is its node and a path entry (ENTRY_BYTES):
+#   GPT-3 on 1,024 GPUs with SHARP trees, 6.76 M single transfers, added 2.86 GB in all;
 # * routing's distance rows (routing_rows_bytes).
 # Before session 34 every node was counted with all its set's members and a flat 50 bytes: the
 # 1.8T MoE step on 32,768 FullFlat GPUs (4.28 M nodes naming 4,160 sets of 622,592 members)
 # was estimated at 56.7 GiB for 275.8 M member connections and refused, where its run adds
-# 1.9 GB to the 1.9 GB of its schedule (node state, 443 bytes a node, not its members)
-MEMBER_BYTES = 2304
+# 1.9 GB to the 1.9 GB of its schedule (node state, 443 bytes a node, not its members); the
+# SHARP step above was estimated at 1.8 GB and added 2.86
+MEMBER_BYTES = 1536
 ROUTED_NODE_BYTES = NODE_STATE_BYTES
 # One node of a built training schedule, from the base up (its arrays, the dependency CSR and
 # the columns the engines add): Mixtral 8x7B on 64 GPUs with 8 / 80 / 400 micro-batches (0.075 /
@@ -217,12 +219,18 @@ def estimate_bytes(n_transfers: int) -> int:
     return BASE_BYTES + int(n_transfers) * BYTES_PER_TRANSFER
 
 
+class OverBudget(InputError):
+    """A guard's refusal: the estimate exceeds the budget. An InputError (exit 2) whose type
+    lets a caller that builds a stand-in (a sweep's check of a layout search) tell it from bad
+    input."""
+
+
 def check_bytes(need: int, lead: str, hint: str) -> None:
-    """InputError "<lead> about <need> of memory, but <budget>; <hint>" when ``need`` bytes
+    """OverBudget "<lead> about <need> of memory, but <budget>; <hint>" when ``need`` bytes
     exceed the budget: one line with the estimate, the memory there is and what to change."""
     allowed, have = budget()
     if need > allowed:
-        raise InputError(f"{lead} about {_gb(need)} of memory, but {have}; {hint}")
+        raise OverBudget(f"{lead} about {_gb(need)} of memory, but {have}; {hint}")
 
 
 def check_transfers(n_transfers: int, where: str, what: str, hint: str,
@@ -235,24 +243,22 @@ def check_transfers(n_transfers: int, where: str, what: str, hint: str,
                 f"{where}: {what} is {n_transfers:,} transfers{extra},", hint)
 
 
-def routed_members(schedule) -> tuple[int, int]:
-    """``(members, split)`` of a scalable-form ``schedule`` as the flow engine routes it: the
-    member connections of every distinct set its transfers name, each once, plus its single
-    transfers; and the most nodes splitting uneven sets may add (netcore/flow/uneven_split:
-    a piece per outlier member of each node naming the set, within a budget of pieces, and a
-    join per node split)."""
+def routed_members(schedule) -> tuple[int, int, int]:
+    """``(members, singles, split)`` of a scalable-form ``schedule`` as the flow engine routes
+    it: the member connections of every distinct set its transfers name, each once; its single
+    transfers (one path each, no set); and the most nodes splitting uneven sets may add
+    (netcore/flow/uneven_split: a piece per outlier of each node naming a set, at most all but
+    one of its members, within a budget of pieces, and a join per node split)."""
     from netcore.flow.uneven_split import MIN_BUDGET
     from netcore.schedule import TRANSFER
 
     tr = schedule.kind == TRANSFER
     ms = schedule.mset[tr] if schedule.has_members else np.full(int(tr.sum()), -1)
-    used = unique(ms[ms >= 0])
-    members = int(schedule.sets.sizes[used].sum()) if used.size else 0
-    n_tr = int(tr.sum())
-    # no more pieces than the members the nodes naming sets stand for
-    named = int(schedule.sets.sizes[ms[ms >= 0]].sum()) if used.size else 0
-    split = 2 * min(max(n_tr, MIN_BUDGET), named)
-    return members + int((ms < 0).sum()), split
+    named = ms[ms >= 0]
+    members = int(schedule.sets.sizes[unique(named)].sum()) if named.size else 0
+    outliers = int((schedule.sets.sizes[named] - 1).sum()) if named.size else 0
+    pieces = min(max(int(tr.sum()), MIN_BUDGET), outliers)
+    return members, int((ms < 0).sum()), pieces + min(pieces, int(named.size))
 
 
 def routing_rows_bytes(topology) -> int:
@@ -274,40 +280,43 @@ def routing_rows_bytes(topology) -> int:
     return int(min(2 * DEFAULT_CACHE_BYTES, 2 * rows * topology.n_nodes * 4))
 
 
-def routed_bytes(n_nodes: int, n_routed: int, split: int, topology) -> int:
-    """What the flow engine adds to a built scalable-form schedule of ``n_nodes`` nodes whose
-    sets have ``n_routed`` distinct members and may grow by ``split`` nodes
-    (``routed_members``): its node state, the members' paths (one per plane where a fabric's
-    planes stripe every connection) and routing's rows."""
+def routed_bytes(n_nodes: int, paths: tuple, topology) -> int:
+    """What the flow engine adds to a built scalable-form schedule of ``n_nodes`` nodes with
+    ``paths`` = ``routed_members(schedule)``: its node state (the split's nodes included),
+    the set members' paths and the single transfers' entries (once per plane where a fabric's
+    planes stripe every connection), and routing's rows."""
+    from netcore.flow.memory import ENTRY_BYTES
     from topo.builders.fullflat import dlink_planes
 
+    members, singles, split = (int(x) for x in paths)
     planes = dlink_planes(topology)
     stripes = 1 if planes is None else int(planes.max()) + 1
-    return ((int(n_nodes) + int(split)) * ROUTED_NODE_BYTES
-            + int(n_routed) * stripes * MEMBER_BYTES + routing_rows_bytes(topology))
+    return ((int(n_nodes) + split) * ROUTED_NODE_BYTES
+            + stripes * (members * MEMBER_BYTES + singles * ENTRY_BYTES)
+            + routing_rows_bytes(topology))
 
 
-def check_member_routes(n_nodes: int, n_members: int, n_routed: int, split: int, topology,
-                        where: str, what: str, hint: str) -> None:
+def check_member_routes(n_nodes: int, n_members: int, paths: tuple, topology, where: str,
+                        what: str, hint: str) -> None:
     """InputError when a built scalable-form schedule (``n_nodes`` nodes whose transfers stand
-    for ``n_members`` member connections, ``n_routed`` distinct ones, growing by up to ``split``
-    nodes, as ``routed_members`` counts them) cannot also hold the flow engine's routes and
-    state on ``topology``: what they add is held to the room left now, beside the schedule."""
-    check_bytes(routed_bytes(n_nodes, n_routed, split, topology),
+    for ``n_members`` member connections; ``paths`` = ``routed_members``) cannot also hold the
+    flow engine's routes and state on ``topology``: what they add is held to the room left
+    now, beside the schedule."""
+    check_bytes(routed_bytes(n_nodes, paths, topology),
                 f"{where}: {what} is {int(n_nodes):,} schedule nodes standing for "
-                f"{int(n_members):,} member connections, {int(n_routed):,} of them distinct "
-                f"to route,", hint)
+                f"{int(n_members):,} member connections, {int(paths[0]):,} distinct ones in "
+                f"member sets to route,", hint)
 
 
 def check_schedule(n_nodes: int, n_members: int, routed: bool, where: str, what: str,
-                   hint: str, n_routed: int = 0, split: int = 0, topology=None) -> None:
+                   hint: str, paths: tuple = (0, 0, 0), topology=None) -> None:
     """InputError when a schedule of ``n_nodes`` nodes whose transfers stand for ``n_members``
-    member connections (``n_routed`` distinct, growing by up to ``split`` nodes, as
-    ``routed_members`` counts them) cannot be built and run: the schedule itself, then either the flow engine's
-    routes and state on ``topology`` (``routed``) or one transfer per member (an engine that
-    runs every transfer). Checked before the schedule is built, from an estimate of its size."""
+    member connections (``paths`` as ``routed_members`` counts them) cannot be built and run:
+    the schedule itself, then either the flow engine's routes and state on ``topology``
+    (``routed``) or one transfer per member (an engine that runs every transfer). Checked
+    before the schedule is built, from an estimate of its size."""
     n_nodes, n_members = int(n_nodes), int(n_members)
-    run = (routed_bytes(n_nodes, n_routed, split, topology) if routed
+    run = (routed_bytes(n_nodes, paths, topology) if routed
            else n_members * BYTES_PER_TRANSFER)
     check_bytes(BASE_BYTES + n_nodes * SCHEDULE_NODE_BYTES + run,
                 f"{where}: {what} is about {n_nodes:,} schedule nodes standing for "

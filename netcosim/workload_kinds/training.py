@@ -19,6 +19,7 @@ from compute.parallel import ParallelConfig, validate
 from compute.report import summarize
 from compute.training import build_step, fault_args, parse_gpu_faults
 from netcore.schedule import TRANSFER
+from netcosim.memory_guard import OverBudget
 from netcosim.units import records_with_times
 from topo.errors import InputError
 
@@ -115,14 +116,14 @@ def _check_step_size(build_as, par: ParallelConfig, routed: bool, topology, wher
     one = size(unit)
     try:
         # every count times the units bounds the step's (distinct members and split nodes too)
-        check_schedule(*(x * units for x in one[:2]), routed, where, what, hint,
-                       *(x * units for x in one[2:]), topology=topology)
+        check_schedule(one[0] * units, one[1] * units, routed, where, what, hint,
+                       tuple(x * units for x in one[2:]), topology)
         return
     except InputError:
         pass  # the bound does not fit: the exact size decides
     two = size(2 * unit)
     grow = [a1 + max(a2 - a1, 0) * (units - 1) for a1, a2 in zip(one, two)]
-    check_schedule(*grow[:2], routed, where, what, hint, *grow[2:], topology=topology)
+    check_schedule(grow[0], grow[1], routed, where, what, hint, tuple(grow[2:]), topology)
 
 
 def build(topology, spec: dict, where: str = "workload", seed: int = 0):
@@ -164,7 +165,7 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
             from netcosim.memory_guard import check_member_routes, routed_members
 
             members = int(sched.members_per_node()[sched.kind == TRANSFER].sum())
-            check_member_routes(sched.n, members, *routed_members(sched), topology, where,
+            check_member_routes(sched.n, members, routed_members(sched), topology, where,
                                 f"the training step on {n_gpus:,} GPUs",
                                 "use fewer GPUs, fewer pipeline stages or micro-batches, or a "
                                 "machine with more memory")
@@ -181,8 +182,8 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
             check_transfers(sched.n_member_transfers, where,
                             f"the full training step on {n_gpus:,} GPUs", hint)
             sched = build_as("full")
-    except MemoryInfeasible:
-        raise
+    except (MemoryInfeasible, OverBudget):
+        raise  # their messages name the workload already; sweeps tell them apart by type
     except InputError as e:
         msg = str(e)
         raise InputError(msg if msg.startswith(where) else f"{where}.{msg}") from None
