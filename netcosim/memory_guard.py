@@ -253,11 +253,12 @@ def routed_members(schedule) -> tuple[int, int, int]:
     from netcore.schedule import TRANSFER
 
     tr = schedule.kind == TRANSFER
-    ms = schedule.mset[tr] if schedule.has_members else np.full(int(tr.sum()), -1)
+    n_tr = int(tr.sum())
+    ms = schedule.mset[tr] if schedule.has_members else np.full(n_tr, -1)
     named = ms[ms >= 0]
     members = int(schedule.sets.sizes[unique(named)].sum()) if named.size else 0
     outliers = int((schedule.sets.sizes[named] - 1).sum()) if named.size else 0
-    pieces = min(max(int(tr.sum()), MIN_BUDGET), outliers)
+    pieces = min(max(n_tr, MIN_BUDGET), outliers)
     return members, int((ms < 0).sum()), pieces + min(pieces, int(named.size))
 
 
@@ -309,7 +310,7 @@ def check_member_routes(n_nodes: int, n_members: int, paths: tuple, topology, wh
 
 
 def check_schedule(n_nodes: int, n_members: int, routed: bool, where: str, what: str,
-                   hint: str, paths: tuple = (0, 0, 0), topology=None) -> None:
+                   hint: str, paths: tuple, topology) -> None:
     """InputError when a schedule of ``n_nodes`` nodes whose transfers stand for ``n_members``
     member connections (``paths`` as ``routed_members`` counts them) cannot be built and run:
     the schedule itself, then either the flow engine's routes and state on ``topology``
