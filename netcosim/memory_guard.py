@@ -59,10 +59,11 @@ HOPS_INCLUDED = 6
 # The scalable form of a training step (network_detail = "auto") on the flow engine: what its
 # run adds to the built schedule, which is resident when the guard after the build runs (the
 # room it is held to is measured then). Three parts (measured in session 34):
-# * the engine's state per schedule node (netcore/flow/memory.py, ROUTED_NODE_BYTES), for the
-#   nodes the schedule has and those splitting uneven sets may add (netcore/flow/uneven_split:
-#   pieces within max(flows, MIN_BUDGET), all but one member of a node's set at most, and a
-#   join per node split);
+# * the engine's state per schedule node (netcore/flow/memory.py, ROUTED_NODE_BYTES); the
+#   nodes splitting uneven sets adds (netcore/flow/uneven_split) are left to the engine, which
+#   checks them exactly before it splits: this guard counted all but one member of every node's
+#   set, up to as many pieces as flows, and refused SHARP steps of the co-design study whose
+#   millions of single transfers made that allowance up to 22 GB where none split;
 # * the paths of the member connections, routed once per distinct member set (every node naming
 #   a set shares its routing and its folded path), once per plane where planes stripe them:
 #   MEMBER_BYTES each, from the peak of routing and folding them into link classes (GPT-3 on
@@ -80,8 +81,8 @@ ROUTED_NODE_BYTES = NODE_STATE_BYTES
 # One node of a built training schedule, from the base up (its arrays, the dependency CSR and
 # the columns the engines add): Mixtral 8x7B on 64 GPUs with 8 / 80 / 400 micro-batches (0.075 /
 # 0.74 / 3.69 M nodes) held 577 bytes a node once built; the whole run of the last peaked at
-# 3.46 GB, against 8.4 GB estimated with the flow engine's routes and state (routed_bytes: its
-# 2.87 M flows might split as many pieces off uneven sets; none is uneven there)
+# 3.46 GB, against 8.4 GB estimated with the flow engine's routes and state (routed_bytes, with
+# the split allowance it had until session 35)
 SCHEDULE_NODE_BYTES = 640
 # flows whose hop counts are measured to estimate the mean: one breadth-first search each,
 # at most HOP_SAMPLE_WORK node visits in all (16 on a 3,000,000-node chain, about 5 s)
@@ -243,23 +244,19 @@ def check_transfers(n_transfers: int, where: str, what: str, hint: str,
                 f"{where}: {what} is {n_transfers:,} transfers{extra},", hint)
 
 
-def routed_members(schedule) -> tuple[int, int, int]:
-    """``(members, singles, split)`` of a scalable-form ``schedule`` as the flow engine routes
-    it: the member connections of every distinct set its transfers name, each once; its single
-    transfers (one path each, no set); and the most nodes splitting uneven sets may add
-    (netcore/flow/uneven_split: a piece per outlier of each node naming a set, at most all but
-    one of its members, within a budget of pieces, and a join per node split)."""
-    from netcore.flow.uneven_split import MIN_BUDGET
+def routed_members(schedule) -> tuple[int, int]:
+    """``(members, singles)`` of a scalable-form ``schedule`` as the flow engine routes it: the
+    member connections of every distinct set its transfers name, each once, and its single
+    transfers (one path each, no set). The nodes splitting uneven sets may add are not counted:
+    only routing tells which sets are uneven, and the engine checks the split exactly before
+    making it (netcore/flow/engine.py, ``_check_split``)."""
     from netcore.schedule import TRANSFER
 
     tr = schedule.kind == TRANSFER
-    n_tr = int(tr.sum())
-    ms = schedule.mset[tr] if schedule.has_members else np.full(n_tr, -1)
+    ms = schedule.mset[tr] if schedule.has_members else np.full(int(tr.sum()), -1)
     named = ms[ms >= 0]
     members = int(schedule.sets.sizes[unique(named)].sum()) if named.size else 0
-    outliers = int((schedule.sets.sizes[named] - 1).sum()) if named.size else 0
-    pieces = min(max(n_tr, MIN_BUDGET), outliers)
-    return members, int((ms < 0).sum()), pieces + min(pieces, int(named.size))
+    return members, int((ms < 0).sum())
 
 
 def routing_rows_bytes(topology) -> int:
@@ -283,16 +280,16 @@ def routing_rows_bytes(topology) -> int:
 
 def routed_bytes(n_nodes: int, paths: tuple, topology) -> int:
     """What the flow engine adds to a built scalable-form schedule of ``n_nodes`` nodes with
-    ``paths`` = ``routed_members(schedule)``: its node state (the split's nodes included),
-    the set members' paths and the single transfers' entries (once per plane where a fabric's
-    planes stripe every connection), and routing's rows."""
+    ``paths`` = ``routed_members(schedule)``: its node state, the set members' paths and the
+    single transfers' entries (once per plane where a fabric's planes stripe every
+    connection), and routing's rows."""
     from netcore.flow.memory import ENTRY_BYTES
     from topo.builders.fullflat import dlink_planes
 
-    members, singles, split = (int(x) for x in paths)
+    members, singles = (int(x) for x in paths)
     planes = dlink_planes(topology)
     stripes = 1 if planes is None else int(planes.max()) + 1
-    return ((int(n_nodes) + split) * ROUTED_NODE_BYTES
+    return (int(n_nodes) * ROUTED_NODE_BYTES
             + stripes * (members * MEMBER_BYTES + singles * ENTRY_BYTES)
             + routing_rows_bytes(topology))
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from netcore.flow import _kernels as K
 from netcore.flow import limits
-from netcore.flow.memory import ENTRY_BYTES, NODE_STATE_BYTES
+from netcore.flow.memory import ENTRY_BYTES, NODE_STATE_BYTES, schedule_bytes
 from netcore.flow.options import check_options
 from netcore.flow.state import FlowState
 from netcore.result import Result
@@ -115,6 +115,8 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     if uneven is not None:
         affected = uneven if affected is None else affected | uneven
     if affected is not None:
+        if opts["memory_budget"] is not None:
+            _check_split(schedule, affected, opts["memory_budget"], rss0)
         schedule, origin = fault_split.split(schedule, affected)
     mr = MemberRouting(topology, routing, schedule, faults, memo)
     if opts["memory_budget"] is not None:
@@ -153,6 +155,32 @@ def _check_entries(mr, schedule, budget: float, rss0: int) -> None:
             f"nodes, and need about {gib(need)} of memory, but this run may use {gib(budget)} "
             f"more (engine.memory_budget); use fewer GPUs, fewer pipeline stages or "
             f"micro-batches, or a machine with more memory")
+
+
+def _check_split(schedule, affected, budget: float, rss0: int) -> None:
+    """InputError when splitting the ``affected`` members off their sets (fault_split.split)
+    would exceed ``budget`` bytes: the pieces (one per node naming a set and member it leaves
+    alone; at most every affected member of the set) and a join per node split, each with its
+    node state and a path entry, and the split's copy of the schedule, which the caller's
+    schedule is held beside. Checked before the copy is made: the training guard leaves the
+    split out (only routing tells which sets are uneven; netcosim/memory_guard.py)."""
+    owner = np.repeat(np.arange(schedule.sets.n_sets), schedule.sets.sizes)
+    n_bad = np.bincount(owner[affected], minlength=schedule.sets.n_sets)
+    t = (schedule.kind == TRANSFER) & (schedule.mset >= 0)
+    per_node = n_bad[schedule.mset[t]]
+    new = int(per_node.sum()) + int(np.count_nonzero(per_node))
+    grown = max(_rss_bytes() - rss0, 0) if rss0 else 0
+    n = schedule.n
+    copy = schedule_bytes(schedule) * (n + new) // max(n, 1)
+    need = grown + (n + new) * NODE_STATE_BYTES + new * ENTRY_BYTES + copy
+    if need > budget:
+        gib = lambda b: f"{b / (1 << 30):.1f} GiB"  # noqa: E731
+        raise InputError(
+            f"the flow engine would split {new:,} nodes off the member sets routing leaves "
+            f"uneven or faults touch (beside the schedule's {n:,}), and needs about "
+            f"{gib(need)} of memory for the copy and the state, but this run may use "
+            f"{gib(budget)} more (engine.memory_budget); use fewer GPUs, fewer pipeline stages "
+            f"or micro-batches, or a machine with more memory")
 
 
 def _check_faults(topology, faults):

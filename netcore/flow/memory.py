@@ -1,8 +1,10 @@
 """What the flow engine's state costs in memory, for the guards that refuse a run too large.
 
-The engine checks its own run once the schedule's member sets are routed (engine.py,
-``memory_budget``), and the training workload checks a step before the engine sees it
-(netcosim/memory_guard.py): both price the same state with these figures.
+The engine checks its own run where it knows it exactly (engine.py, ``memory_budget``): before
+it splits members off their sets (the pieces and the schedule's copy) and once the schedule's
+member sets are routed. The training workload checks a step before the engine sees it
+(netcosim/memory_guard.py), without the split, which only routing can tell: both price the same
+state with these figures.
 
 Measured (session 34) as the peak above the memory in use once the paths were routed, with the
 path entries taken out, per schedule node after splitting: 443 bytes on the 1.8T MoE step on
@@ -22,3 +24,15 @@ NODE_STATE_BYTES = 600
 # 16,384 GPUs of two_tier: 17.0 M / 132.3 M entries, the peak 1.24 / 7.14 GB above the memory
 # in use before the run: 73 / 54 bytes an entry; rounded up
 ENTRY_BYTES = 80
+
+
+def schedule_bytes(schedule) -> int:
+    """Bytes of ``schedule``'s arrays: its columns, dependency CSR, extra columns and member
+    sets (what a copy of it, such as the split's, allocates)."""
+    import numpy as np
+
+    arrays = [v for v in vars(schedule).values() if isinstance(v, np.ndarray)]
+    arrays += [v for v in schedule.extra.values() if isinstance(v, np.ndarray)]
+    if schedule.sets is not None:
+        arrays += [v for v in vars(schedule.sets).values() if isinstance(v, np.ndarray)]
+    return int(sum(a.nbytes for a in arrays))

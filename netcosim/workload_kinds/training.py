@@ -115,7 +115,7 @@ def _check_step_size(build_as, par: ParallelConfig, routed: bool, topology, wher
     units = n_micro / unit
     one = size(unit)
     try:
-        # every count times the units bounds the step's (distinct members and split nodes too)
+        # every count times the units bounds the step's (its distinct members too)
         check_schedule(one[0] * units, one[1] * units, routed, where, what, hint,
                        tuple(x * units for x in one[2:]), topology)
         return
