@@ -31,7 +31,9 @@ what-if GPU with those peaks; on an ideal network one GPU at factor f slows the 
 1/f and never speeds it; every GPU at f with no launch cost scales the compute critical path by
 exactly 1/f; with local TP one slowed member is its whole TP group slowed; a TP group whose
 members are slowed differently (one's FLOP/s, another's HBM) has, with TP free and one pipeline
-stage, the same compute critical path with local and network TP; a later at_us never gives a
+stage, the same compute critical path with local and network TP (except where an expert
+imbalance puts the group on a lighter EP rank than a busier peer of an all-to-all: local is
+then never longer, docs/compute.md); a later at_us never gives a
 longer step, and one from the end of the step on changes nothing. Recomputation
 none <= selective <= full.
 The scalable form (network_detail auto) loads every link with exactly the full form's bytes,
