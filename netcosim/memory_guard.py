@@ -29,7 +29,7 @@ import os
 import numpy as np
 
 from netcore.flow.memory import NODE_STATE_BYTES
-from topo.errors import InputError
+from topo.errors import OverBudget
 from topo.arrays import unique
 
 BYTES_PER_TRANSFER = 1000
@@ -218,12 +218,6 @@ def budget() -> tuple[int, str]:
 
 def estimate_bytes(n_transfers: int) -> int:
     return BASE_BYTES + int(n_transfers) * BYTES_PER_TRANSFER
-
-
-class OverBudget(InputError):
-    """A guard's refusal: the estimate exceeds the budget. An InputError (exit 2) whose type
-    lets a caller that builds a stand-in (a sweep's check of a layout search) tell it from bad
-    input."""
 
 
 def check_bytes(need: int, lead: str, hint: str) -> None:

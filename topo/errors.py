@@ -8,6 +8,14 @@ class InputError(ValueError):
     """Bad input; the message names the field and the value."""
 
 
+class OverBudget(InputError):
+    """A memory guard's refusal: the run's estimate exceeds the memory it may use (exit 2 like
+    any InputError). Its own type lets a caller tell it from bad input: a sweep's check of a
+    layout search ignores it for a stand-in layout, and a sweep point whose search had a
+    layout refused is not given the best of the rest (the answer would depend on the memory
+    left beside the other workers)."""
+
+
 def to_float(x) -> float:
     """x as a float, inf beyond the float range (float(10**400) raises OverflowError, and
     np.isfinite refuses an int above 2**64)."""

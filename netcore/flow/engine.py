@@ -17,7 +17,7 @@ from netcore.flow.options import check_options
 from netcore.flow.state import FlowState
 from netcore.result import Result
 from netcore.schedule import TRANSFER
-from topo.errors import InputError
+from topo.errors import InputError, OverBudget
 from topo.faults import DOWN
 from topo.arrays import union1d, unique
 from topo.routing import spans
@@ -149,7 +149,7 @@ def _check_entries(mr, schedule, budget: float, rss0: int) -> None:
     need = grown + entries * ENTRY_BYTES + schedule.n * NODE_STATE_BYTES
     if need > budget:
         gib = lambda b: f"{b / (1 << 30):.1f} GiB"  # noqa: E731
-        raise InputError(
+        raise OverBudget(
             f"the flow engine's paths and state for this schedule are {entries:,} entries "
             f"({len(tr):,} flows over {mr.n_classes:,} link classes) and {schedule.n:,} "
             f"nodes, and need about {gib(need)} of memory, but this run may use {gib(budget)} "
@@ -175,7 +175,7 @@ def _check_split(schedule, affected, budget: float, rss0: int) -> None:
     need = grown + (n + new) * NODE_STATE_BYTES + new * ENTRY_BYTES + copy
     if need > budget:
         gib = lambda b: f"{b / (1 << 30):.1f} GiB"  # noqa: E731
-        raise InputError(
+        raise OverBudget(
             f"the flow engine would split {new:,} nodes off the member sets routing leaves "
             f"uneven or faults touch (beside the schedule's {n:,}), and needs about "
             f"{gib(need)} of memory for the copy and the state, but this run may use "
