@@ -77,13 +77,20 @@ def test_study_sweep_file_passes_the_dry_run(tmp_path, capsys):
 
 
 def test_committed_results_hold_what_the_write_up_says():
-    """docs/codesign_study.md reads its tables from the committed sweep.csv: every point ran,
-    and FullFlat leads two-tier NVL8 at every model and GPU count of section 1."""
+    """docs/codesign_study.md reads its tables from the committed sweep.csv: every point ran
+    but the two it names as refused for memory on a 24 GB machine (the 1.8T MoE with SHARP and
+    no distributed optimizer on NVL64 and FullFlat, "Re-run (session 35)"), and FullFlat leads
+    two-tier NVL8 at every model and GPU count of section 1."""
     import csv
 
     path = STUDY.parents[2] / "docs" / "studies" / "fullflat_codesign_at_scale" / "sweep.csv"
     rows = list(csv.DictReader(path.open()))
-    assert len(rows) == 114 and all(r["status"] == "ok" for r in rows)
+    assert len(rows) == 114
+    failed = [r for r in rows if r["status"] != "ok"]
+    assert sorted((r["model"], r["fabric"], r["setting"]) for r in failed) == [
+        ("1.8T MoE", "FullFlat", "no dist. opt., SHARP"),
+        ("1.8T MoE", "two-tier NVL64", "no dist. opt., SHARP")]
+    assert all("of memory, but" in r["error"] for r in failed)
     mfu = {(r["model"], r["fabric"], r["gpus"]): float(r["mfu"])
            for r in rows if r["study"] == "scale"}
     for (model, fabric, gpus), v in mfu.items():
