@@ -138,27 +138,21 @@ def _rss_bytes() -> int:
 
 
 def _check_entries(mr, schedule, budget: float, rss0: int) -> None:
-    """InputError when the path entries and node state of ``schedule`` (member sets, routed by
+    """OverBudget when the path entries and node state of ``schedule`` (member sets, routed by
     ``mr``; netcore/flow/memory.py), with what splitting and routing it took since the run
     began, would exceed ``budget`` bytes."""
     tr = np.flatnonzero(schedule.kind == TRANSFER)
     entries = mr.entry_count(tr)
-    grown = max(_rss_bytes() - rss0, 0) if rss0 else 0
     # the node state counts too: on the 1.8T MoE step on 32,768 FullFlat GPUs (4.28 M nodes,
     # 38,912 entries) it is 1.9 GB of the run, the entries 3 MB
-    need = grown + entries * ENTRY_BYTES + schedule.n * NODE_STATE_BYTES
-    if need > budget:
-        gib = lambda b: f"{b / (1 << 30):.1f} GiB"  # noqa: E731
-        raise OverBudget(
+    _refuse(_grown(rss0) + entries * ENTRY_BYTES + schedule.n * NODE_STATE_BYTES, budget,
             f"the flow engine's paths and state for this schedule are {entries:,} entries "
             f"({len(tr):,} flows over {mr.n_classes:,} link classes) and {schedule.n:,} "
-            f"nodes, and need about {gib(need)} of memory, but this run may use {gib(budget)} "
-            f"more (engine.memory_budget); use fewer GPUs, fewer pipeline stages or "
-            f"micro-batches, or a machine with more memory")
+            f"nodes, and")
 
 
 def _check_split(schedule, affected, budget: float, rss0: int) -> None:
-    """InputError when splitting the ``affected`` members off their sets (fault_split.split)
+    """OverBudget when splitting the ``affected`` members off their sets (fault_split.split)
     would exceed ``budget`` bytes: the pieces (one per node naming a set and member it leaves
     alone; at most every affected member of the set) and a join per node split, each with its
     node state and a path entry, and the split's copy of the schedule, which the caller's
@@ -169,18 +163,27 @@ def _check_split(schedule, affected, budget: float, rss0: int) -> None:
     t = (schedule.kind == TRANSFER) & (schedule.mset >= 0)
     per_node = n_bad[schedule.mset[t]]
     new = int(per_node.sum()) + int(np.count_nonzero(per_node))
-    grown = max(_rss_bytes() - rss0, 0) if rss0 else 0
     n = schedule.n
     copy = schedule_bytes(schedule) * (n + new) // max(n, 1)
-    need = grown + (n + new) * NODE_STATE_BYTES + new * ENTRY_BYTES + copy
+    _refuse(_grown(rss0) + (n + new) * NODE_STATE_BYTES + new * ENTRY_BYTES + copy, budget,
+            f"splitting {new:,} nodes off the member sets routing leaves uneven or faults touch "
+            f"(beside the schedule's {n:,}), with the flow engine's copy of the schedule and "
+            f"their state, would")
+
+
+def _grown(rss0: int) -> int:
+    """Memory this process took since ``rss0`` (0 where it cannot be read)."""
+    return max(_rss_bytes() - rss0, 0) if rss0 else 0
+
+
+def _refuse(need: int, budget: float, lead: str) -> None:
+    """OverBudget "<lead> need about <need> of memory, but ..." when ``need`` > ``budget``."""
     if need > budget:
         gib = lambda b: f"{b / (1 << 30):.1f} GiB"  # noqa: E731
         raise OverBudget(
-            f"the flow engine would split {new:,} nodes off the member sets routing leaves "
-            f"uneven or faults touch (beside the schedule's {n:,}), and needs about "
-            f"{gib(need)} of memory for the copy and the state, but this run may use "
-            f"{gib(budget)} more (engine.memory_budget); use fewer GPUs, fewer pipeline stages "
-            f"or micro-batches, or a machine with more memory")
+            f"{lead} need about {gib(need)} of memory, but this run may use {gib(budget)} more "
+            f"(engine.memory_budget); use fewer GPUs, fewer pipeline stages or micro-batches, "
+            f"or a machine with more memory")
 
 
 def _check_faults(topology, faults):
