@@ -59,7 +59,7 @@ HOPS_INCLUDED = 6
 # The scalable form of a training step (network_detail = "auto") on the flow engine: what its
 # run adds to the built schedule, which is resident when the guard after the build runs (the
 # room it is held to is measured then). Three parts (measured in session 34):
-# * the engine's state per schedule node (netcore/flow/memory.py, ROUTED_NODE_BYTES); the
+# * the engine's state per schedule node (netcore/flow/memory.py, NODE_STATE_BYTES); the
 #   nodes splitting uneven sets adds (netcore/flow/uneven_split) are left to the engine, which
 #   checks them exactly before it splits: this guard counted all but one member of every node's
 #   set, up to as many pieces as flows, and refused SHARP steps of the co-design study whose
@@ -77,7 +77,6 @@ HOPS_INCLUDED = 6
 # 1.9 GB to the 1.9 GB of its schedule (node state, 443 bytes a node, not its members); the
 # SHARP step above was estimated at 1.8 GB and added 2.86
 MEMBER_BYTES = 1536
-ROUTED_NODE_BYTES = NODE_STATE_BYTES
 # One node of a built training schedule, from the base up (its arrays, the dependency CSR and
 # the columns the engines add): Mixtral 8x7B on 64 GPUs with 8 / 80 / 400 micro-batches (0.075 /
 # 0.74 / 3.69 M nodes) held 577 bytes a node once built; the whole run of the last peaked at
@@ -283,7 +282,7 @@ def routed_bytes(n_nodes: int, paths: tuple, topology) -> int:
     members, singles = (int(x) for x in paths)
     planes = dlink_planes(topology)
     stripes = 1 if planes is None else int(planes.max()) + 1
-    return (int(n_nodes) * ROUTED_NODE_BYTES
+    return (int(n_nodes) * NODE_STATE_BYTES
             + stripes * (members * MEMBER_BYTES + singles * ENTRY_BYTES)
             + routing_rows_bytes(topology))
 

@@ -129,5 +129,6 @@ def test_the_split_is_checked_before_it_is_made(monkeypatch):
     owner = np.repeat(np.arange(2), np.diff(ptr))
     per_node = np.bincount(owner[affected], minlength=2)[s.mset]
     assert int(per_node.sum() + np.count_nonzero(per_node)) >= made[0]
+    assert fault_split.added_nodes(s, affected) == int(per_node.sum() + np.count_nonzero(per_node))
     with pytest.raises(InputError, match=r"splitting 4 nodes .*engine\.memory_budget"):
         simulate(fab, s, "shortest", engine="flow", memory_budget=1000)

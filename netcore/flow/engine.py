@@ -153,16 +153,13 @@ def _check_entries(mr, schedule, budget: float, rss0: int) -> None:
 
 def _check_split(schedule, affected, budget: float, rss0: int) -> None:
     """OverBudget when splitting the ``affected`` members off their sets (fault_split.split)
-    would exceed ``budget`` bytes: the pieces (one per node naming a set and member it leaves
-    alone; at most every affected member of the set) and a join per node split, each with its
+    would exceed ``budget`` bytes: the nodes it adds (fault_split.added_nodes), each with its
     node state and a path entry, and the split's copy of the schedule, which the caller's
     schedule is held beside. Checked before the copy is made: the training guard leaves the
     split out (only routing tells which sets are uneven; netcosim/memory_guard.py)."""
-    owner = np.repeat(np.arange(schedule.sets.n_sets), schedule.sets.sizes)
-    n_bad = np.bincount(owner[affected], minlength=schedule.sets.n_sets)
-    t = (schedule.kind == TRANSFER) & (schedule.mset >= 0)
-    per_node = n_bad[schedule.mset[t]]
-    new = int(per_node.sum()) + int(np.count_nonzero(per_node))
+    from netcore.flow.fault_split import added_nodes
+
+    new = added_nodes(schedule, affected)
     n = schedule.n
     copy = schedule_bytes(schedule) * (n + new) // max(n, 1)
     _refuse(_grown(rss0) + (n + new) * NODE_STATE_BYTES + new * ENTRY_BYTES + copy, budget,

@@ -40,15 +40,35 @@ def affected_members(schedule: Schedule, routing, faults, memo=None) -> np.ndarr
     return out if out.any() else None
 
 
+def _alone(ms: MemberSets, affected: np.ndarray):
+    """``(owner, n_bad, alone)``: each member's set, the affected members of each set, and the
+    members a node naming their set leaves alone: every affected one, except that where every
+    member of a set is affected its first stays on the node."""
+    owner = np.repeat(np.arange(ms.n_sets), ms.sizes)
+    n_bad = np.bincount(owner[affected], minlength=ms.n_sets)
+    alone = affected.copy()
+    alone[ms.ptr[:-1][n_bad == ms.sizes]] = False
+    return owner, n_bad, alone
+
+
+def added_nodes(schedule: Schedule, affected: np.ndarray) -> int:
+    """At most how many nodes ``split`` adds: a piece per node and member it leaves alone, and
+    a join per node split (only those with children get one)."""
+    ms = schedule.sets
+    owner, n_bad, alone = _alone(ms, affected)
+    n_alone = np.bincount(owner[alone], minlength=ms.n_sets)
+    named = schedule.mset[(schedule.kind == TRANSFER) & (schedule.mset >= 0)]
+    return int(n_alone[named].sum()) + int(np.count_nonzero(n_bad[named]))
+
+
 def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarray]:
     """The schedule with affected members split off (module docstring), and ``origin``: for
     every node of the new schedule, the original node it is (a piece or the join of)."""
     ms = schedule.sets
-    owner = np.repeat(np.arange(ms.n_sets), ms.sizes)
+    owner, n_bad, alone = _alone(ms, affected)
     hit_sets = unique(owner[affected])
     # per hit set: the unaffected members as a new set (or none), the affected ones listed;
     # vectorised over sets and nodes (a MoE step splits hundreds of thousands of pieces)
-    n_bad = np.bincount(owner[affected], minlength=ms.n_sets)
     n_good = ms.sizes - n_bad
     keep_set = np.arange(ms.n_sets, dtype=np.int64)  # the set a node of set s keeps
     first_alone = np.full(ms.n_sets, -1, dtype=np.int64)  # s empties: the node takes member
@@ -64,8 +84,6 @@ def split(schedule: Schedule, affected: np.ndarray) -> tuple[Schedule, np.ndarra
                       np.concatenate([ms.dst, ms.dst[good_pos]]))
     # the members each hit set's nodes leave alone, in set order (an emptied set's first
     # member stays on the node itself)
-    alone = affected.copy()
-    alone[first_alone[emptied]] = False
     alone_pos = np.flatnonzero(alone)
     n_alone = np.bincount(owner[alone_pos], minlength=ms.n_sets)
     alone_ptr = np.concatenate([[0], np.cumsum(n_alone)])

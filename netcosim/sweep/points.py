@@ -15,10 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netcosim.memory_guard import OverBudget
 from netcosim.scenario import Scenario, apply_override
 from netcosim.sweep.spec import MAX_POINTS, Block, SweepSpec
-from topo.errors import InputError
+from topo.errors import InputError, OverBudget
 from topo.arrays import unique
 
 

@@ -19,9 +19,8 @@ from compute.parallel import ParallelConfig, validate
 from compute.report import summarize
 from compute.training import build_step, fault_args, parse_gpu_faults
 from netcore.schedule import TRANSFER
-from netcosim.memory_guard import OverBudget
 from netcosim.units import records_with_times
-from topo.errors import InputError
+from topo.errors import InputError, OverBudget
 
 KEYS = ("model", "gpu", "parallel", "placement", "tp_comm", "symmetry", "granularity",
         "algorithm", "check_memory", "network_detail", "plan", "gpu_faults")
