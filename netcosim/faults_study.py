@@ -503,15 +503,16 @@ def mode_baselines(scenario, base: dict, modes_used) -> dict:
 
 
 def tcp_timers(scenario) -> dict | None:
-    """The TCP timers a study runs with (packet engine, tcp or dctcp), else None: with loss,
-    the recovery timers rather than the fabric can decide the slowdown, so a study says which
-    ones it used (engine.tcp_timers and the values)."""
-    if scenario.engine_kind != "packet":
-        return None
-    from netcore.packet.options import TIMER_KEYS
-
+    """The TCP timers a study runs with (packet engine, tcp or dctcp; flow engine, tcp), else
+    None: with loss, or a link cut off with nothing else to take, the retransmission timers
+    rather than the fabric can decide the slowdown, so a study says which ones it used
+    (engine.tcp_timers and the values the engine uses)."""
     opts = scenario.engine_options()
-    if opts["transport"] not in ("tcp", "dctcp"):
+    if scenario.engine_kind == "packet" and opts["transport"] in ("tcp", "dctcp"):
+        from netcore.packet.options import TIMER_KEYS
+    elif scenario.engine_kind == "flow" and opts["transport"] == "tcp":
+        from netcore.flow.options import TIMER_KEYS
+    else:
         return None
     return {"preset": opts["tcp_timers"], **{k: opts[k] for k in TIMER_KEYS}}
 

@@ -165,7 +165,11 @@ def test_a_packet_tcp_study_records_and_prints_its_timers(tmp_path):
                                 "min_rto_s": 0.01})
     t = tcp_timers(Scenario.from_dict(packet))
     assert t["preset"] == "linux" and t["min_rto_s"] == 0.01 and t["conn_timeout_s"] == 1.0
-    assert tcp_timers(Scenario.from_dict(dict(BASE))) is None  # flow engine: no timers
+    assert tcp_timers(Scenario.from_dict(dict(BASE))) is None  # fluid flow engine: no timers
+    flow = tcp_timers(Scenario.from_dict(dict(BASE, engine={"kind": "flow", "transport": "tcp",
+                                                            "tcp_timers": "datacenter"})))
+    assert flow == {"preset": "datacenter", "min_rto_s": 5e-3, "max_rto_s": 120.0,
+                    "clock_granularity_s": 1e-6}  # the flow engine's tcp: no SYN timers
     f = tmp_path / "s.json"
     f.write_text(json.dumps(packet))
     r = subprocess.run([sys.executable, "-m", "netcosim", "faults", str(f), "--fraction",

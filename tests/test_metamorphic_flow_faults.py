@@ -12,8 +12,10 @@ Closed forms:
 * a single flow on a chain of 1-4 links, with any sequence of down / degrade / up events on
   them, drains when the integral of its rate min_l bw_l x factor_l(t) reaches its size and
   ends the path latency later; a `down` stops it, it is re-routed `reroute_delay_us` later
-  with what it has left (stranded if a link of the chain is still down then); a transfer
-  that starts while a link is down is stranded. Factors are absolute (capacity = nominal x
+  with what it has left; if a link of the chain is still down then, it waits, and is
+  re-routed the delay after each later instant a down link comes back, until the chain is
+  whole (stranded once no down link is due back); a transfer that starts while a link is
+  down is stranded. Factors are absolute (capacity = nominal x
   factor, docs/flow_engine.md), so a degrade of a down link brings it back degraded, an up
   of a link never down and a degrade to the rate in force change nothing; records of one
   instant apply in the order written. Named edges: an event at the flow's start, a down or a
@@ -153,6 +155,13 @@ def piecewise_end(bws, lats, size, t0, events, delay):
                 f[hop] = fa
         return min(b * x for b, x in zip(bws, f))
 
+    def restores(x):  # does an event at x bring back a link that was down before x
+        f = [1.0] * len(bws)
+        for te, hop, fa in events:
+            if te < x:
+                f[hop] = fa
+        return any(fa > 0 and f[hop] == 0 for te, hop, fa in events if te == x)
+
     if cap(t0) == 0:
         return math.nan  # started without a path
     t, rem = t0, float(size)
@@ -167,8 +176,12 @@ def piecewise_end(bws, lats, size, t0, events, delay):
             # unless the path comes back first (or then): it resumes on it at that instant
             back = [x for x in times if t < x <= t + delay and cap(x) > 0]
             t = back[0] if back else t + delay
-            if cap(t) == 0:
-                return math.nan
+            while cap(t) == 0:  # no path: it waits for a dead link to come back and is
+                # re-routed the delay after that; stranded once none is due back
+                ups = [x for x in times if x > t and restores(x)]
+                if not ups:
+                    return math.nan
+                t = ups[0] + delay
 
 
 def run_chain(bws, lats, size, t0, events, delay_us, **opts):
@@ -238,6 +251,15 @@ EDGES = [
      1.5 * T1 + 6 * T1 + LAT, 0),
     ("an up during the wait", 0.0, [(T1, 0.0), (2 * T1, 1.0)], 4 * T1, 2 * T1 + 3 * T1 + LAT,
      0),
+    # stalled at T1 with 3/4 left and no other path: it waits past its re-route (2 T1) for
+    # the up at 3 T1 and continues the delay after it (until session 36: stranded at 2 T1)
+    ("no path at the re-route, up later", 0.0, [(T1, 0.0), (3 * T1, 1.0)], T1,
+     4 * T1 + 3 * T1 + LAT, 2),
+    # the up at 3 T1 brings the link back degraded to 1/2 and a second down at 3.5 T1 (during
+    # the delay) makes that re-route fail; the up at 5 T1 makes the next one (6 T1) succeed
+    ("no path, back, down again during the delay, back", 0.0,
+     [(T1, 0.0), (3 * T1, 0.5), (3.5 * T1, 0.0), (5 * T1, 1.0)], T1,
+     6 * T1 + 3 * T1 + LAT, 3),
     ("down then degrade at one instant: degraded", 0.0, [(T1, 0.0), (T1, 0.5)], 0.0,
      T1 + 6 * T1 + LAT, 0),
     ("degrade then down at one instant: down", 0.0, [(T1, 0.5), (T1, 0.0)], 0.0, math.nan, 1),

@@ -14,6 +14,7 @@ from netcore.flow import _kernels as K
 from netcore.flow import limits
 from netcore.flow.memory import ENTRY_BYTES, NODE_STATE_BYTES, schedule_bytes
 from netcore.flow.options import check_options
+from netcore.flow.recovery import Recovery
 from netcore.flow.state import FlowState
 from netcore.result import Result
 from netcore.schedule import TRANSFER
@@ -229,16 +230,14 @@ def _run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> R
         st.LF[K.CAP] = st.bw * st.eff
     setup_s = time.perf_counter() - wall0
 
-    delay = opts["reroute_delay_us"] * 1e-6
+    rec = Recovery(faults, opts)
     ftime = np.asarray(faults.time, dtype=np.float64)
-    reroute_at: dict[float, list[np.ndarray]] = {}
     fi = 0
     loop0 = time.perf_counter()
     started = False
     while True:
         t_fault = ftime[fi] if fi < len(ftime) else np.inf
-        t_rr = min(reroute_at) if reroute_at else np.inf
-        t_next = min(t_fault, t_rr)
+        t_next = min(t_fault, rec.next_time())
         if not started and t_next > 0.0:
             st.start_roots(0.0)
             started = True
@@ -247,12 +246,13 @@ def _run(topology, schedule, routing, faults, opts, compile_s: float = 0.0) -> R
                 st.grow_series()
         if t_next == np.inf:
             break
-        fi = _fault_instant(st, topology, routing, faults, fi, t_next, delay, reroute_at)
+        fi = _fault_instant(st, topology, routing, faults, fi, t_next, rec)
         if not started:
             # faults at time 0 are in place before anything starts
             st.start_roots(0.0)
             started = True
     loop_s = time.perf_counter() - loop0
+    st.gave_up = rec.gave_up
     folded = getattr(routing, "rep", None)
     if folded is not None:
         opts = dict(opts, record_paths=False)  # paths over representative links mean nothing
@@ -283,7 +283,7 @@ def _unfold_links(res: Result, mr) -> None:
                     member_sets=int(len(mr.used_sets)))
 
 
-def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> int:
+def _fault_instant(st, topology, routing, faults, fi, t, rec: Recovery) -> int:
     """Apply every fault event and due re-route at instant t. Returns the next fault index."""
     was_alive = st.factor > 0
     touched = []
@@ -310,7 +310,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
             hit = hit[~st.draining_at(hit, t)]
             if len(hit):
                 st.stop(hit, t)
-                reroute_at.setdefault(t + delay, []).append(hit)
+                rec.schedule(t + rec.delay, hit)
         # transfers not started yet: route them around dead links now; after an `up`, give
         # the ones routed around earlier faults a fresh decision with the current links
         wait = st.waiting_hitting(~alive)
@@ -324,7 +324,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
             _assign(routing, st, wait, alive)
             st.moved[wait] = True
             st.fit_slots()
-    if any_up and reroute_at:
+    if any_up and rec.reroute_at:
         # a flow stopped by a down whose whole path is alive again (the link came back within
         # reroute_delay_us) resumes now on that path, as the packet engine's connections do:
         # it waited for the re-route although its path was back (chain, down at 244 us, up
@@ -335,19 +335,27 @@ def _fault_instant(st, topology, routing, faults, fi, t, delay, reroute_at) -> i
             st.old_segments = [(fl[keep], of[keep], ln[keep]) for fl, of, ln in st.old_segments
                                for keep in [~(np.isin(fl, back) & (of == st.NI[fl, K.POFF]))]]
             st.resume(back, t)
-            for k in reroute_at:  # their pending re-route no longer applies
-                reroute_at[k] = [np.setdiff1d(a, back) for a in reroute_at[k]]
-    due = reroute_at.pop(t, None)
-    if due:
-        flows = unique(np.concatenate(due))
-        flows = flows[st.NI[flows, K.STATE] == K.STALLED]
+            rec.cancel(back)  # their pending re-route no longer applies
+    if any_up:
+        rec.link_back(t)
+    due = rec.pop_due(t)
+    if due is not None:
+        flows = due[st.NI[due, K.STATE] == K.STALLED]
+        first, timed = rec.split_due(flows)
+        timed = rec.timeouts(st, timed)  # tcp: past data_retries they give up
+        flows = union1d(first, timed)
         if len(flows):
+            rtt = st.NF[flows, K.RTT].copy()  # the old path's: the estimator's RTT
             st.reroutes[flows] += 1
             lost = _assign(routing, st, flows, alive)
             ok = np.setdiff1d(flows, lost)
-            st.NI[lost, K.STATE] = K.STRANDED
             st.fit_slots()
+            again = np.intersect1d(ok, timed)
+            if len(again):  # back after a timeout: one segment, slow start again
+                st.restart_slow_start(again, t)
+            rec.resumed(ok)
             st.resume(ok, t)
+            rec.no_path(st, lost, rtt[np.searchsorted(flows, lost)], t, fi)
     st.mark_pending(t)
     return fi
 
@@ -356,7 +364,9 @@ def _stalled_on_live_paths(st, alive) -> np.ndarray:
     """Flows stopped by a down (waiting for their re-route) whose current path has every link
     alive."""
     NI = st.NI[: st.n]
-    f = np.flatnonzero((NI[:, K.KIND] == TRANSFER) & (NI[:, K.STATE] == K.STALLED))
+    # (flows left without a path, waiting for one, have none to check: netcore/flow/recovery)
+    f = np.flatnonzero((NI[:, K.KIND] == TRANSFER) & (NI[:, K.STATE] == K.STALLED) &
+                       (NI[:, K.PLEN] > 0))
     if not len(f):
         return f
     off, ln = NI[f, K.POFF], NI[f, K.PLEN]
@@ -365,7 +375,7 @@ def _stalled_on_live_paths(st, alive) -> np.ndarray:
     dead = ~alive[st.EI[edges, K.ELINK]]
     bad = np.zeros(len(f), dtype=bool)
     bad[owner[dead]] = True
-    return f[~bad & (ln > 0)]
+    return f[~bad]
 
 
 def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s,
@@ -445,7 +455,8 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s,
                     cap_events=int(st.isc[K.CAPEVENTS]),
                     slot_layouts=st.slot_layouts, slots=int(st.LI[K.LCAP].sum()),
                     events_per_s=events / loop_s if loop_s > 0 else 0.0,
-                    stranded=int(stranded.sum()), stranded_no_path=int(direct.sum()))
+                    stranded=int(stranded.sum()), stranded_no_path=int(direct.sum()),
+                    gave_up_no_path=st.gave_up)
     return res
 
 

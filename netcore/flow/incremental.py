@@ -26,6 +26,7 @@ import numpy as np
 from netcore.flow import _kernels as K
 from netcore.flow.engine import _check_faults, _collect, _fault_instant, warm
 from netcore.flow.options import check_options
+from netcore.flow.recovery import Recovery
 from netcore.flow.state import FlowState
 from netcore.schedule import Schedule
 from netcore.incremental_input import check_new_transfers
@@ -60,10 +61,9 @@ class FlowIncremental:
         st.dst = np.zeros(0, dtype=np.int64)
         st.flow_key = np.zeros(0, dtype=np.int64)
         self._st = st  # its slot pool grows as transfers start (FlowState.grow_slots)
-        self._delay = o["reroute_delay_us"] * 1e-6
+        self._rec = Recovery(self.faults, o)
         self._ftime = np.asarray(self.faults.time, dtype=np.float64)
         self._fi = 0
-        self._reroute_at: dict[float, list[np.ndarray]] = {}
         self._now = 0.0
         self._done = 0
         # pending() without scanning every transfer added (a session calling it once per step
@@ -85,7 +85,7 @@ class FlowIncremental:
     def _fault_instant(self, t: float):
         st = self._st
         self._fi = _fault_instant(st, self.topology, self.routing, self.faults, self._fi, t,
-                                  self._delay, self._reroute_at)
+                                  self._rec)
         # it may strand any transfer, or leave it without a path: count them again (a fault
         # instant scans every transfer already, in engine._fault_instant)
         state = st.NI[: st.n, K.STATE]
@@ -164,8 +164,7 @@ class FlowIncremental:
         try:
             while True:
                 t_f = self._ftime[self._fi] if self._fi < len(self._ftime) else math.inf
-                if self._reroute_at:
-                    t_f = min(t_f, min(self._reroute_at))
+                t_f = min(t_f, self._rec.next_time())
                 if lim < t_f:
                     rc = st.advance(lim, K.M_STOPC | K.M_INCL)
                 else:
@@ -196,5 +195,6 @@ class FlowIncremental:
         ``run_out`` is the drivers' common interface (the packet engine's last ACKs): nothing
         of the flow engine is in flight once a transfer's last byte has arrived."""
         st = self._st
+        st.gave_up = self._rec.gave_up
         return _collect(st, self.topology, None, self.opts, self._compile_s, self._setup,
                         self._wall, self._wall + self._setup, clock=self._now)

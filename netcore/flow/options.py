@@ -3,7 +3,14 @@ from __future__ import annotations
 
 import math
 
+from netcore.tcp_timers import DATA_RETRIES, TIMER_PRESETS
 from topo.errors import InputError, is_finite
+
+# the timers the tcp transport uses: only for a connection a fault leaves without a path,
+# whose retransmission timeouts decide when it finds the path again (docs/flow_engine.md,
+# "Faults in time"); SYN timers do not apply (handshakes are never lost here)
+TIMER_KEYS = ("min_rto_s", "max_rto_s", "clock_granularity_s")
+TCP_ONLY = ("tcp_timers", *TIMER_KEYS, "data_retries")
 
 DEFAULTS = {
     # bytes of one packet; when set, a transfer's end includes one store-and-forward
@@ -23,6 +30,11 @@ DEFAULTS = {
     "init_cwnd": 10,
     # tcp: SYN / SYN-ACK / ACK before the data, as each ns-3 BulkSendApplication connection
     "handshake": True,
+    # tcp: named set of retransmission timers (netcore/tcp_timers.py; a key below given
+    # explicitly wins), and the timeouts in a row after which a connection gives up
+    "tcp_timers": "ns3",
+    **{k: TIMER_PRESETS["ns3"][k] for k in TIMER_KEYS},
+    "data_retries": DATA_RETRIES,
     # many-to-many contention (docs/flow_engine.md "The contention model"): "fluid" gives
     # every link its full bandwidth (max-min, the classic model); "tcp" / "dcqcn" lower the
     # capacity of every link crossed by several transfers to the efficiency that packet
@@ -90,6 +102,7 @@ def check_options(opts: dict) -> dict:
         elif out["mtu"] <= TCP_HEADER:
             raise InputError(f"engine.mtu = {out['mtu']!r}: must exceed the {TCP_HEADER}-byte "
                              f"IPv4 + TCP header when transport = 'tcp'")
+    _check_timers(opts or {}, out)
     c = out["contention"]
     from netcore.flow.contention import MODELS
 
@@ -107,3 +120,33 @@ def check_options(opts: dict) -> dict:
         if not isinstance(out[key], bool):
             raise InputError(f"engine.{key} = {out[key]!r}: expected true or false")
     return out
+
+
+def _check_timers(given: dict, out: dict) -> None:
+    """Fill the tcp timers from their preset and check them; refuse them with the fluid
+    transport, which has no timers (a sweep over them would change nothing)."""
+    if out["transport"] != "tcp":
+        for key in TCP_ONLY:  # (defaults pass: checked options are checked again)
+            if key in given and given[key] != DEFAULTS[key]:
+                raise InputError(f"engine.{key} = {given[key]!r}: only transport = 'tcp' has "
+                                 f"retransmission timers (engine.transport = "
+                                 f"{out['transport']!r})")
+    preset = out["tcp_timers"]
+    if not isinstance(preset, str) or preset not in TIMER_PRESETS:
+        raise InputError(f"engine.tcp_timers = {preset!r}: expected one of "
+                         f"{', '.join(TIMER_PRESETS)}")
+    for key in TIMER_KEYS:
+        if key not in given:
+            out[key] = TIMER_PRESETS[preset][key]
+        v = out[key]
+        low_ok = v >= 0 if key == "clock_granularity_s" else v > 0
+        if not _is_number(v) or not is_finite(v) or not low_ok:
+            raise InputError(f"engine.{key} = {v!r}: expected a number "
+                             f"{'>= 0' if key == 'clock_granularity_s' else '> 0'} (seconds)")
+        out[key] = float(v)
+    if out["min_rto_s"] > out["max_rto_s"]:
+        raise InputError(f"engine.min_rto_s = {out['min_rto_s']!r}: above engine.max_rto_s = "
+                         f"{out['max_rto_s']!r}")
+    r = out["data_retries"]
+    if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+        raise InputError(f"engine.data_retries = {r!r}: expected an integer >= 0")

@@ -92,6 +92,7 @@ class FlowState:
         self.old_segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.reroutes = np.zeros(n, dtype=np.int64)
         self.moved = np.zeros(n, dtype=bool)  # WAIT transfers routed around a fault
+        self.gave_up = 0  # tcp connections that gave up waiting for a path (recovery.py)
         self.flow_key = None  # routing hash key per node (incremental runs); None: node ids
         self.slot_layouts = 0  # times the slot pool was laid out (first fit and growths)
         self._tables: dict = {}  # shared paths written: key -> (first row, ptr, link, weight)
@@ -398,6 +399,20 @@ class FlowState:
         K.resume_flows(np.ascontiguousarray(flows, dtype=np.int64), t, self.NF, self.NI,
                        self.EI, self.ew, self.SI, self.SD, self.LF, self.LI, self.isc)
         self._flush_pending(t)
+
+    def restart_slow_start(self, flows: np.ndarray, t: float):
+        """tcp, after a retransmission timeout: the window is one segment (RFC 5681 section
+        3.1; ns-3 ReTxTimeout), so the slow-start rounds start again at t from one full packet
+        per RTT of the flow's (new) path, doubling each round. ssthresh (half the flight at the
+        timeout) is not modelled: the window doubles until the path's rate binds."""
+        from netcore.flow import options as O
+
+        rate = (self.mtu + O.PPP_HEADER) / self.NF[flows, K.RTT]
+        self.NF[flows, K.TDATA] = t
+        self.NF[flows, K.CAPF] = rate
+        self.NF[flows, K.CAP0] = rate
+        self.NI[flows, K.CAPEV] = -1  # the cap events queued on the old round clock
+        self.NI[flows, K.CAPB] = 0
 
     def draining_at(self, flows: np.ndarray, t: float) -> np.ndarray:
         """Which of the active ``flows`` send their last byte at t (drain heap key <= t)."""

@@ -8,7 +8,8 @@ compares against exactly these.
 """
 from __future__ import annotations
 
-
+# TCP timer presets (`engine.tcp_timers`), shared with the flow engine's tcp transport
+from netcore.tcp_timers import DATA_RETRIES, TIMER_KEYS, TIMER_PRESETS
 from topo.errors import InputError, is_finite
 
 TRANSPORTS = ("ideal", "tcp", "dctcp", "dcqcn")
@@ -20,30 +21,6 @@ L3L4_HEADER = {
     "ideal": 52,  # same framing as tcp so ideal and tcp runs are comparable
     "dcqcn": 44,  # RoCEv2: IPv4 20 + UDP 8 + InfiniBand BTH 12 + ICRC 4
 }
-
-# Named sets of TCP timers (`engine.tcp_timers`). A timer key given explicitly wins over its
-# preset. ns-3's defaults stay the cross-validation reference, but they measure timers rather
-# than the fabric in a failure study of an AI cluster (a 1 s minimum RTO against RTTs of
-# microseconds), hence a Linux set and a data-centre-tuned set (docs/packet_engine.md, "TCP
-# timers", gives the sources).
-TIMER_KEYS = ("min_rto_s", "init_rto_s", "max_rto_s", "clock_granularity_s", "conn_timeout_s")
-TIMER_PRESETS = {
-    # ns-3.44: TcpSocketBase::MinRto 1 s, RttEstimator::InitialEstimation 1 s, 60 s cap,
-    # ClockGranularity 1 ms, TcpSocket::ConnTimeout 3 s
-    "ns3": {"min_rto_s": 1.0, "init_rto_s": 1.0, "max_rto_s": 60.0,
-            "clock_granularity_s": 1e-3, "conn_timeout_s": 3.0},
-    # Linux (include/net/tcp.h): TCP_RTO_MIN = HZ/5 = 200 ms, TCP_TIMEOUT_INIT = 1 s (RFC 6298,
-    # also the first SYN timeout), TCP_RTO_MAX = 120 s; 1 ms timer granularity (HZ = 1000)
-    "linux": {"min_rto_s": 0.2, "init_rto_s": 1.0, "max_rto_s": 120.0,
-              "clock_granularity_s": 1e-3, "conn_timeout_s": 1.0},
-    # data-centre-tuned Linux: the minimum RTO lowered to 5 ms per route (`ip route ... rto_min
-    # 5ms`, or net.ipv4.tcp_rto_min_us), between DCTCP's 10 ms (Alizadeh et al., SIGCOMM 2010)
-    # and the 200 us of fine-grained timers (Vasudevan et al., SIGCOMM 2009); microsecond
-    # timer granularity (hrtimers); SYNs keep Linux's 1 s
-    "datacenter": {"min_rto_s": 5e-3, "init_rto_s": 1.0, "max_rto_s": 120.0,
-                   "clock_granularity_s": 1e-6, "conn_timeout_s": 1.0},
-}
-
 
 DEFAULTS = {
     "transport": "tcp",
@@ -59,7 +36,7 @@ DEFAULTS = {
     **TIMER_PRESETS["ns3"],       # min_rto_s, init_rto_s, max_rto_s, clock_granularity_s,
                                   # conn_timeout_s (SYN retransmission)
     "syn_retries": 6,             # TcpSocket::ConnCount = 6
-    "data_retries": 6,            # TcpSocket::DataRetries = 6 (then the connection gives up)
+    "data_retries": DATA_RETRIES,  # TcpSocket::DataRetries = 6 (then the connection gives up)
     "dupack_threshold": 3,        # TcpSocketBase::ReTxThreshold = 3
     "limited_transmit": True,     # TcpSocketBase::LimitedTransmit = true (RFC 3042)
     "sack": True,                 # TcpSocketBase::Sack = true: SACK blocks and RFC 6675 recovery

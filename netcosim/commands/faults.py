@@ -92,9 +92,11 @@ def _print(res, name) -> None:
               f"step priced so, {us:.6g} us (baseline_tp_modes.json)")
     t = res.get("tcp_timers")
     if t:
-        print(f"TCP timers '{t['preset']}': minimum RTO {t['min_rto_s'] * 1e3:.6g} ms, initial "
-              f"RTO {t['init_rto_s'] * 1e3:.6g} ms, SYN timeout {t['conn_timeout_s'] * 1e3:.6g} "
-              f"ms (engine.tcp_timers; the recovery timers can decide a lossy run's time)")
+        syn = (f", initial RTO {t['init_rto_s'] * 1e3:.6g} ms, SYN timeout "
+               f"{t['conn_timeout_s'] * 1e3:.6g} ms" if "init_rto_s" in t else "")
+        print(f"TCP timers '{t['preset']}': minimum RTO {t['min_rto_s'] * 1e3:.6g} ms{syn} "
+              f"(engine.tcp_timers; the recovery timers can decide a lossy or cut-off run's "
+              f"time)")
     gpu = any("failed_gpus" in r for r in res["summary"])
     print(f"{'fraction':>9} {'gpus' if gpu else 'links':>6} {'runs':>5} {'stranded':>8} "
           f"{'median':>8} {'p90':>8} {'p99':>8} {'worst':>8}")
