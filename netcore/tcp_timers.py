@@ -28,5 +28,7 @@ TIMER_PRESETS = {
 }
 
 # timeouts in a row without progress before a connection gives up (ns-3.44
-# TcpSocket::DataRetries = 6)
+# TcpSocket::DataRetries = 6), and SYN retransmissions before a connection attempt does
+# (TcpSocket::ConnCount = 6)
 DATA_RETRIES = 6
+SYN_RETRIES = 6

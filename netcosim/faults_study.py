@@ -249,9 +249,11 @@ class _TrialPoint:
 
 def study_points(scenario, topology, fractions, fkind: FaultKind, layer: str, trials: int,
                  at_us: float, single: bool = True, max_single: int = 256,
-                 single_samples: int = 64, gpu_hosts=None) -> StudyPoints:
+                 single_samples: int = 64, gpu_hosts=None,
+                 recover_after_us: float | None = None) -> StudyPoints:
     """Sweep points of the random trials and of the single-link (or single-GPU) failures,
-    made on demand (StudyPoints); bad options are refused here."""
+    made on demand (StudyPoints); bad options are refused here. ``recover_after_us``: the
+    failed links come back (``up``) that long after they strike (a flap); None: they stay."""
     from topo.faults import random_failures
 
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
@@ -278,14 +280,14 @@ def study_points(scenario, topology, fractions, fkind: FaultKind, layer: str, tr
             # (--at-us 0.1 struck at 0.09999999999999999 us), a random trial struck an
             # instant before the single-link run of the same link and what meta says
             rec["at_us"] = at_us
-        return records
+        return records + _recoveries(records, at_us, recover_after_us)
 
     def one(li) -> list:
         u, v = int(topology.dlink_src[2 * li]), int(topology.dlink_dst[2 * li])
         rec = {"link": [u, v], "kind": fkind.kind, "at_us": at_us}
         if fkind.kind == "degrade":
             rec["factor"] = fkind.factor
-        return [rec]
+        return [rec] + _recoveries([rec], at_us, recover_after_us)
 
     def build(records):
         return lambda: _with_faults(scenario, records())
@@ -306,6 +308,18 @@ def study_points(scenario, topology, fractions, fkind: FaultKind, layer: str, tr
                    build(lambda li=li: one(li)))
 
     return StudyPoints(len(fractions) * trials + len(links), recipes)
+
+
+def _recoveries(records: list, at_us: float, after_us: float | None) -> list:
+    """An ``up`` of every failed link ``after_us`` after it struck (none when None)."""
+    if after_us is None:
+        return []
+    back = []
+    for rec in records:
+        up = {k: v for k, v in rec.items() if k != "factor"}
+        up.update(kind="up", at_us=at_us + after_us)
+        back.append(up)
+    return back
 
 
 def _with_faults(scenario, records: list) -> dict:
@@ -374,7 +388,8 @@ def _candidates(topology, layer: str, at: str | None = None) -> np.ndarray:
 # =========================================================================== the study
 def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", trials=100,
                     at_us=None, at_fraction=None, single=True, max_single=256,
-                    single_samples=64, backend=None, resume=False, title=None) -> dict:
+                    single_samples=64, backend=None, resume=False, title=None,
+                    recover_after_us=None) -> dict:
     """Run the study, write its tables into ``out_dir``; returns {"baseline": summary,
     "summary": per-fraction rows, "costliest": ranked links, "outcome": sweep Outcome}."""
     from netcosim.runner import simulate_scenario
@@ -383,6 +398,13 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
 
     fkind = kind if isinstance(kind, FaultKind) else FaultKind.parse(kind)
     fractions = parse_fractions(fractions)
+    if recover_after_us is not None:
+        if fkind.gpu:
+            raise InputError(f"--recover-after-us {recover_after_us!r}: links come back, GPUs "
+                             f"do not (--kind {fkind.kind})")
+        if not _is_num(recover_after_us) or recover_after_us <= 0:
+            raise InputError(f"--recover-after-us {recover_after_us!r}: expected a duration "
+                             f"> 0 (microseconds)")
     if at_us is not None and at_fraction is not None:
         raise InputError("--at-us and --at-fraction: give one of them, not both")
     prepared, result, base = simulate_scenario(scenario)  # also loads the engine's kernels
@@ -403,13 +425,15 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
         at = 0.0
     points = study_points(scenario, prepared.topology, fractions, fkind, layer, trials, at,
                           single, max_single, single_samples,
-                          gpu_hosts=prepared.schedule.meta.get("gpu_hosts"))
+                          gpu_hosts=prepared.schedule.meta.get("gpu_hosts"),
+                          recover_after_us=recover_after_us)
     params = GPU_PARAMS if fkind.gpu else PARAMS
     timers = tcp_timers(scenario)
     meta = {"kind": "faults", "scenario": title or scenario.name, "baseline_makespan_us": base_us,
             "fault_kind": fkind.kind, "factor": fkind.factor,
             "layer": "gpus" if fkind.gpu else layer,
-            "at_us": at, "fractions": fractions, "trials": trials, "tcp_timers": timers}
+            "at_us": at, "recover_after_us": recover_after_us, "fractions": fractions,
+            "trials": trials, "tcp_timers": timers}
     outcome = run_points(points, out_dir, backend, resume, params=params, meta=meta,
                          desc="faults")
     # the rows are passed over (read back from the journal each time), never held: a
@@ -455,7 +479,8 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
     for name in stale:
         (out / name).unlink(missing_ok=True)
     return {"baseline": base, "summary": summ, "costliest": costly, "outcome": outcome,
-            "at_us": at, "tcp_timers": timers, "tp_baselines": other, "tp_rows": tp_rows}
+            "at_us": at, "recover_after_us": recover_after_us, "tcp_timers": timers,
+            "tp_baselines": other, "tp_rows": tp_rows}
 
 
 class _SlowdownRows:
@@ -604,20 +629,20 @@ def _check_drawable(prepared, fkind: FaultKind, layer: str, case: str, named: di
 
 
 # =========================================================================== study files
-STUDY_KEYS = ("fraction", "kind", "layer", "trials", "at_us", "at_fraction", "single",
-              "max_single", "single_samples", "case")
+STUDY_KEYS = ("fraction", "kind", "layer", "trials", "at_us", "at_fraction",
+              "recover_after_us", "single", "max_single", "single_samples", "case")
 DEFAULTS = {"fraction": "0.001..0.05", "kind": "down", "layer": "any", "trials": 100,
-            "at_us": None, "at_fraction": None, "single": True, "max_single": 256,
-            "single_samples": 64}
+            "at_us": None, "at_fraction": None, "recover_after_us": None, "single": True,
+            "max_single": 256, "single_samples": 64}
 CASES_NAME = "study_summary.csv"
 
 
 def split_study(data: dict, source=None):
     """A scenario table with an optional ``[faults_study]`` table -> (scenario table, options,
     cases). Options are the CLI's (fraction, kind -- a string or a list --, layer, trials,
-    at_us, at_fraction, single, max_single, single_samples); ``[[faults_study.case]]`` tables
-    are a ``label`` plus dotted scenario settings (a table value replaces the whole table),
-    each run as its own study."""
+    at_us, at_fraction, recover_after_us, single, max_single, single_samples);
+    ``[[faults_study.case]]`` tables are a ``label`` plus dotted scenario settings (a table
+    value replaces the whole table), each run as its own study."""
     from netcosim.sweep.spec import _bundle
 
     raw = data.get("faults_study", {})
@@ -652,6 +677,8 @@ _OPTION_CHECKS = {
     "at_us": ("--at-us", lambda v: v is None or (_is_num(v) and v >= 0), "a time >= 0"),
     "at_fraction": ("--at-fraction", lambda v: v is None or (_is_num(v) and 0 <= v < 1),
                     "a fraction of the fault-free makespan in [0, 1)"),
+    "recover_after_us": ("--recover-after-us", lambda v: v is None or (_is_num(v) and v > 0),
+                         "a duration > 0 (microseconds)"),
 }
 
 
@@ -734,7 +761,8 @@ def run_study(data: dict, options: dict, out_dir, backend=None, resume=False, so
     for label, k, sc, sub in jobs:
         res = run_fault_study(sc, sub, opts["fraction"], kind=k, layer=opts["layer"],
                               trials=opts["trials"], at_us=opts["at_us"],
-                              at_fraction=opts["at_fraction"], single=opts["single"],
+                              at_fraction=opts["at_fraction"],
+                              recover_after_us=opts["recover_after_us"], single=opts["single"],
                               max_single=opts["max_single"],
                               single_samples=opts["single_samples"], backend=backend,
                               resume=resume, title=f"{sc.name}, {label}" if label else None)

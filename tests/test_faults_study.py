@@ -128,6 +128,64 @@ def test_cut_off_hosts_count_as_stranded(tmp_path):
     assert s["stranded_runs"] == 3 and s["finished"] == 0 and "median" not in s
 
 
+@pytest.mark.parametrize("transport", ["fluid", "tcp"])
+def test_links_that_come_back_slow_the_run_down_instead_of_stranding_it(tmp_path, transport):
+    """--recover-after-us: the failed links come back (a flap), so the cut-off hosts finish
+    (flow engine: they wait for the link, docs/flow_engine.md "Faults in time"): fluid,
+    from the instant it is back; tcp (datacenter timers), the transfers under way at the
+    first timeout after it (5 ms, then 10 ms later) and the ones that became ready during
+    the outage at their first SYN timeout (1 s), which decides."""
+    import json
+
+    from netcosim.faults_study import run_fault_study
+    from netcosim.sweep import Backend
+
+    data = dict(BASE, engine={"kind": "flow", "transport": transport, **(
+        {"tcp_timers": "datacenter"} if transport == "tcp" else {})})
+    sc = Scenario.from_dict(data)
+    at, back = 10.0, 2000.0
+    res = run_fault_study(sc, tmp_path, "0.05", layer="edge", trials=3, at_us=at,
+                          recover_after_us=back, single=False,
+                          backend=Backend(jobs=1, progress=False))
+    (s,) = res["summary"]
+    assert s["stranded_runs"] == 0 and s["finished"] == 3
+    base = res["baseline"]["makespan_us"]
+    resumed = at + back if transport == "fluid" else 1e6
+    assert resumed / base < s["median"] <= s["worst"] < (resumed + 2 * base) / base
+    meta = json.loads((tmp_path / "sweep_meta.json").read_text())
+    assert meta["recover_after_us"] == back
+    # every failed link's `up` is in the trial's scenario, so the trial re-runs alone
+    from netcosim.sweep.table import read_table
+
+    _, rows = read_table(tmp_path / "sweep.csv")
+    faults = json.loads(rows[0]["scenario"])["faults"]
+    downs = [f for f in faults if f["kind"] == "down"]
+    ups = [f for f in faults if f["kind"] == "up"]
+    assert [f["link"] for f in ups] == [f["link"] for f in downs]
+    assert all(f["at_us"] == at + back for f in ups)
+
+
+def test_recover_after_us_is_checked(tmp_path):
+    import json
+
+    from netcosim.cli import main
+    from netcosim.faults_study import run_fault_study
+    from netcosim.sweep import Backend
+
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(BASE))
+    for bad in ("0", "-5", "nan"):
+        assert main(["faults", str(f), "--recover-after-us", bad, "--out",
+                     str(tmp_path / "o")]) == 2
+    f.write_text(json.dumps(dict(BASE, faults_study={"recover_after_us": "1ms"})))
+    assert main(["faults", str(f), "--out", str(tmp_path / "o2")]) == 2
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()
+    training = Scenario.from_dict(dict(BASE))
+    with pytest.raises(InputError, match="--recover-after-us"):
+        run_fault_study(training, tmp_path / "g", "0.1", kind="gpu_slow:0.5",
+                        recover_after_us=100.0, backend=Backend(jobs=1, progress=False))
+
+
 def test_cli_faults_refuses_bad_fraction(tmp_path):
     import json
 
@@ -169,7 +227,7 @@ def test_a_packet_tcp_study_records_and_prints_its_timers(tmp_path):
     flow = tcp_timers(Scenario.from_dict(dict(BASE, engine={"kind": "flow", "transport": "tcp",
                                                             "tcp_timers": "datacenter"})))
     assert flow == {"preset": "datacenter", "min_rto_s": 5e-3, "max_rto_s": 120.0,
-                    "clock_granularity_s": 1e-6}  # the flow engine's tcp: no SYN timers
+                    "clock_granularity_s": 1e-6, "conn_timeout_s": 1.0}  # no initial RTO
     f = tmp_path / "s.json"
     f.write_text(json.dumps(packet))
     r = subprocess.run([sys.executable, "-m", "netcosim", "faults", str(f), "--fraction",

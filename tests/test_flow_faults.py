@@ -103,10 +103,17 @@ def test_transfers_starting_after_a_fault_avoid_the_dead_link():
 def test_unroutable_at_time_zero_then_up_before_start():
     links, lat = path(0, 15, 0)
     up = int(links[0])
-    sched = Schedule.from_transfers([0, 0], [15, 15], [S, S], start=[0.0, 1e-3])
+    sched = Schedule.from_transfers([0, 0], [15, 15], [S, S], start=[0.0, 2e-3])
     r = simulate(FT4, sched, "ecmp", faults((0.0, up, DOWN, 0.0), (0.5e-3, up, UP, 1.0)))
-    assert r.stranded.tolist() == [True, False]
-    assert r.end[1] == pytest.approx(1e-3 + S / GB + lat, rel=1e-12)
+    # the first has no path when it becomes ready: it waits for the link (until session 36:
+    # stranded) and starts as it comes back
+    assert r.finished.all()
+    assert r.start[0] == 0.5e-3
+    assert r.end[0] == pytest.approx(0.5e-3 + S / GB + lat, rel=1e-12)
+    assert r.end[1] == pytest.approx(2e-3 + S / GB + lat, rel=1e-12)
+    # with no up it is stranded at once
+    r = simulate(FT4, sched, "ecmp", faults((0.0, up, DOWN, 0.0)))
+    assert r.stranded.all() and r.node_extra["stranded_no_path"].all()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -1,6 +1,6 @@
-"""The flow engine's transfers cut off by a link failure with no other path: they wait for a
-path (fluid: re-routed after each link that comes back; tcp: at their retransmission
-timeouts, ns-3's rules) instead of being stranded at once (netcore/flow/recovery.py,
+"""The flow engine's transfers cut off by a link failure with no other path, or ready while
+they have none: they wait for a path (fluid: re-routed after each link that comes back; tcp:
+at their retransmission or SYN timeouts, ns-3's rules) instead of being stranded at once (netcore/flow/recovery.py,
 docs/flow_engine.md "Faults in time"). The fluid closed forms of single flows are in
 tests/test_metamorphic_flow_faults.py."""
 import numpy as np
@@ -112,6 +112,27 @@ def test_tcp_gives_up_after_data_retries_timeouts():
     assert ok.finished.all() and ok.info["gave_up_no_path"] == 0
 
 
+@pytest.mark.parametrize("preset, wait", [("ns3", 3.0), ("datacenter", 1.0)])
+def test_tcp_ready_without_a_path_starts_at_its_first_syn_timeout_after_the_link(preset, wait):
+    """A transfer that becomes ready while its only link is down sends its SYN into the void:
+    it starts (handshake, then data) at the SYN timeout that finds the link back (ns-3
+    ConnTimeout 3 s; Linux 1 s), or gives up after syn_retries."""
+    link = last_hop(0, 1)
+    t0 = 0.2e-3
+    sched = Schedule.from_transfers([0], [1], [S], start=[t0])
+    f = cut(link, 0.1e-3, 12e-3)
+    r = simulate(FT4, sched, "ecmp", f, engine="flow", transport="tcp", tcp_timers=preset)
+    assert r.finished.all() and r.start[0] == pytest.approx(t0 + wait, rel=1e-12)
+    assert r.end[0] > t0 + wait + S / GB
+    # the link back after the first SYN timeout: found by the second, 2 x later
+    late = cut(link, 0.1e-3, t0 + 1.5 * wait)
+    r = simulate(FT4, sched, "ecmp", late, engine="flow", transport="tcp", tcp_timers=preset)
+    assert r.start[0] == pytest.approx(t0 + 3 * wait, rel=1e-12)
+    r = simulate(FT4, sched, "ecmp", late, engine="flow", transport="tcp", tcp_timers=preset,
+                 syn_retries=1)
+    assert r.stranded.all() and r.info["gave_up_no_path"] == 1
+
+
 @pytest.mark.parametrize("transport", ["fluid", "tcp"])
 def test_no_link_due_back_strands_at_once(transport):
     link = last_hop(0, 1)
@@ -148,7 +169,9 @@ def test_timer_options_are_checked():
            ({"transport": "tcp", "clock_granularity_s": -1e-3}, "engine.clock_granularity_s"),
            ({"transport": "tcp", "data_retries": 1.5}, "engine.data_retries"),
            ({"tcp_timers": "linux"}, "engine.tcp_timers"),  # fluid has no timers
-           ({"data_retries": 3}, "engine.data_retries")]
+           ({"data_retries": 3}, "engine.data_retries"),
+           ({"transport": "tcp", "syn_retries": -1}, "engine.syn_retries"),
+           ({"transport": "tcp", "conn_timeout_s": 0.0}, "engine.conn_timeout_s")]
     for opts, field in bad:
         with pytest.raises(InputError, match=field):
             check_options(opts)

@@ -14,8 +14,8 @@ Closed forms:
   ends the path latency later; a `down` stops it, it is re-routed `reroute_delay_us` later
   with what it has left; if a link of the chain is still down then, it waits, and is
   re-routed the delay after each later instant a down link comes back, until the chain is
-  whole (stranded once no down link is due back); a transfer that starts while a link is
-  down is stranded. Factors are absolute (capacity = nominal x
+  whole (stranded once no down link is due back); a transfer that becomes ready while a
+  link is down waits likewise and starts the delay after it comes back. Factors are absolute (capacity = nominal x
   factor, docs/flow_engine.md), so a degrade of a down link brings it back degraded, an up
   of a link never down and a degrade to the rate in force change nothing; records of one
   instant apply in the order written. Named edges: an event at the flow's start, a down or a
@@ -162,8 +162,14 @@ def piecewise_end(bws, lats, size, t0, events, delay):
                 f[hop] = fa
         return any(fa > 0 and f[hop] == 0 for te, hop, fa in events if te == x)
 
-    if cap(t0) == 0:
-        return math.nan  # started without a path
+    t = t0
+    while cap(t) == 0:  # ready without a path: it waits for a dead link to come back and
+        # tries the delay after that; stranded once none is due back
+        ups = [x for x in times if x > t and restores(x)]
+        if not ups:
+            return math.nan
+        t = ups[0] + delay
+    t0 = t
     t, rem = t0, float(size)
     while True:
         rate = cap(t)
@@ -236,8 +242,12 @@ EDGES = [
     ("down as the last byte leaves, with a delay", 0.0, [(MS, 0.0)], T1, MS + LAT, 0),
     ("degrade as the last byte leaves", 0.0, [(MS, 0.5)], 0.0, MS + LAT, 0),
     ("degrade at the start instant", T1, [(T1, 0.5)], 0.0, T1 + 2 * MS + LAT, 0),
-    ("down at the start instant, up later: stranded", T1, [(T1, 0.0), (2 * T1, 1.0)], 0.0,
-     math.nan, 0),
+    # no path when it becomes ready: it starts when the link is back (until session 36:
+    # stranded)
+    ("down at the start instant, up later", T1, [(T1, 0.0), (2 * T1, 1.0)], 0.0,
+     2 * T1 + MS + LAT, 0),
+    ("down at the start instant, up later, with a delay", T1, [(T1, 0.0), (2 * T1, 1.0)], T1,
+     3 * T1 + MS + LAT, 0),
     ("down before the start, up at it", T1, [(0.0, 0.0), (T1, 1.0)], 0.0, T1 + MS + LAT, 0),
     # 1/4 at B, then 1/4 at B/2 (2 T1), then 1/8 at B/4 (2 T1), then 3/8 at B/2 (3 T1)
     ("repeated degrades", 0.0, [(T1, 0.5), (3 * T1, 0.25), (5 * T1, 0.5)], 0.0,

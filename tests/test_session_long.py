@@ -159,12 +159,17 @@ def _partition_session(engine, opts, ticks: int = 60, every_us: float = 4.0):
 @pytest.mark.parametrize("engine,opts", ENGINES + [
     pytest.param("packet", {"transport": "dcqcn"}, id="packet-dcqcn")])
 def test_pending_counts_live_transfers_through_a_partition(engine, opts):
-    """Rate-based (dcqcn) connections cut by the partition are stranded when re-routed; tcp
-    ones retry; sends into the partition are stranded when they become ready."""
+    """Packet engine: rate-based (dcqcn) connections cut by the partition are stranded when
+    re-routed; tcp ones retry; sends into the partition are stranded when they become ready.
+    Flow engine: both wait for the link, which comes back (docs/flow_engine.md, "Faults in
+    time"; until session 36 they were stranded too)."""
     _skip_unavailable(engine)
     ses, sent, completed = _partition_session(engine, opts)
     res = ses.result()
-    assert res.n_stranded > 0  # the partition stranded transfers
+    if engine == "flow":
+        assert res.n_stranded == 0 and completed == sent
+    else:
+        assert res.n_stranded > 0  # the partition stranded transfers
     assert completed + res.n_stranded == sent
     assert ses.pending() == 0
 

@@ -97,7 +97,11 @@ ACT_ENT = 25
 # Python to grow the slot pool or the arena (its batch resumes, its completions so far kept:
 # NDONE and the batch's first NDONE0); the arena's free rows [ARENA_TOP, ARENA_END)
 PACT_N, SLOTWAIT, NDONE0, ARENA_TOP, ARENA_END = 26, 27, 28, 29, 30
-N_ISC = 31
+# 1 while a dead link is due to come back (set by Python at every fault instant): a transfer
+# that starts without a path then waits for one (NOPATH, netcore/flow/recovery.py) instead of
+# being stranded
+WAITOK = 31
+N_ISC = 32
 # relative slack of rate comparisons: rates that are equal in exact arithmetic can differ in
 # the last bits when different solves produced them (a sum of rates rounds differently), so
 # a tie must not be read as "slower" (the removal threshold, the local repair's checks)
@@ -117,7 +121,7 @@ N_FSC = 3
 # node kinds (same numbers as netcore.schedule)
 TRANSFER, COMPUTE, DELAY = 0, 1, 2
 # node states
-WAIT, ACTIVE, FLIGHT, DONE, STALLED, STRANDED, HSHAKE = 0, 1, 2, 3, 4, 5, 6
+WAIT, ACTIVE, FLIGHT, DONE, STALLED, STRANDED, HSHAKE, NOPATH = 0, 1, 2, 3, 4, 5, 6, 7
 # timed-event codes: node * 4 + type (the order among END/START codes is that of node * 2 +
 # type, so adding types did not change the order of any existing tie)
 EV_END, EV_START, EV_DATA, EV_CAP = 0, 1, 2, 3
@@ -892,7 +896,7 @@ def _begin_data(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
     NI[c, CAPB] = 0
     NI[c, CAPEV] = -1
     if NI[c, PLEN] < 0:  # re-routed during its handshake and left without a path
-        NI[c, STATE] = STRANDED
+        NI[c, STATE] = NOPATH if isc[WAITOK] == 1 else STRANDED
     elif NF[c, SIZE] <= 0.0:
         NI[c, STATE] = FLIGHT
         isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, TAIL], c * 4 + EV_END)
@@ -914,7 +918,7 @@ def _start_node(c, t, NF, NI, EI, ew, SI, SD, LF, LI, isc, tk, ti):
     k = NI[c, KIND]
     if k == TRANSFER:
         if NI[c, PLEN] < 0:  # no path to the destination when it was last routed
-            NI[c, STATE] = STRANDED
+            NI[c, STATE] = NOPATH if isc[WAITOK] == 1 else STRANDED
         elif NF[c, HS] > 0.0:  # tcp: SYN, SYN-ACK, then data behind the third packet
             NI[c, STATE] = HSHAKE
             isc[TH_N] = _tpush(tk, ti, isc[TH_N], t + NF[c, HS], c * 4 + EV_DATA)

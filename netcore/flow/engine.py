@@ -338,8 +338,10 @@ def _fault_instant(st, topology, routing, faults, fi, t, rec: Recovery) -> int:
             rec.cancel(back)  # their pending re-route no longer applies
     if any_up:
         rec.link_back(t)
+    rec.waiting_starters(st, t, fi, any_up)
     due = rec.pop_due(t)
     if due is not None:
+        _start_waiting(st, routing, rec, due[st.NI[due, K.STATE] == K.NOPATH], alive, t, fi)
         flows = due[st.NI[due, K.STATE] == K.STALLED]
         first, timed = rec.split_due(flows)
         timed = rec.timeouts(st, timed)  # tcp: past data_retries they give up
@@ -356,8 +358,24 @@ def _fault_instant(st, topology, routing, faults, fi, t, rec: Recovery) -> int:
             rec.resumed(ok)
             st.resume(ok, t)
             rec.no_path(st, lost, rtt[np.searchsorted(flows, lost)], t, fi)
+    st.isc[K.WAITOK] = rec.due_back(st, fi)
     st.mark_pending(t)
     return fi
+
+
+def _start_waiting(st, routing, rec, flows, alive, t, fi) -> None:
+    """Transfers that became ready without a path try again at t: those with one start now
+    (handshake, then data), the rest wait on (netcore/flow/recovery.py)."""
+    flows = rec.starters_due(st, flows)
+    if not len(flows):
+        return
+    lost = _assign(routing, st, flows, alive)
+    ok = np.setdiff1d(flows, lost)
+    st.fit_slots()
+    rec.started(ok)
+    st.NI[ok, K.STATE] = K.WAIT
+    st.start_nodes(ok, t)
+    rec.starters_no_path(st, lost, t, fi)
 
 
 def _stalled_on_live_paths(st, alive) -> np.ndarray:
@@ -389,7 +407,7 @@ def _collect(st, topology, schedule, opts, compile_s, setup_s, loop_s, wall_s,
     end = np.where(done, NF[:, K.TEND], np.nan)
     start = NF[:, K.TSTART].copy()
     stranded = ~done
-    direct = state == K.STRANDED
+    direct = (state == K.STRANDED) | (state == K.NOPATH)  # (NOPATH: a session not at its end)
     LF, LI = st.LF, st.LI
     busy = LF[K.BUSY].copy()
     link_bytes = LF[K.BYTES].copy()

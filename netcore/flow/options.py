@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import math
 
-from netcore.tcp_timers import DATA_RETRIES, TIMER_PRESETS
+from netcore.tcp_timers import DATA_RETRIES, SYN_RETRIES, TIMER_PRESETS
 from topo.errors import InputError, is_finite
 
 # the timers the tcp transport uses: only for a connection a fault leaves without a path,
-# whose retransmission timeouts decide when it finds the path again (docs/flow_engine.md,
-# "Faults in time"); SYN timers do not apply (handshakes are never lost here)
-TIMER_KEYS = ("min_rto_s", "max_rto_s", "clock_granularity_s")
-TCP_ONLY = ("tcp_timers", *TIMER_KEYS, "data_retries")
+# whose retransmission timeouts (SYN timeouts for one that starts without a path) decide when
+# it finds the path again (docs/flow_engine.md, "Faults in time")
+TIMER_KEYS = ("min_rto_s", "max_rto_s", "clock_granularity_s", "conn_timeout_s")
+TCP_ONLY = ("tcp_timers", *TIMER_KEYS, "data_retries", "syn_retries")
 
 DEFAULTS = {
     # bytes of one packet; when set, a transfer's end includes one store-and-forward
@@ -35,6 +35,7 @@ DEFAULTS = {
     "tcp_timers": "ns3",
     **{k: TIMER_PRESETS["ns3"][k] for k in TIMER_KEYS},
     "data_retries": DATA_RETRIES,
+    "syn_retries": SYN_RETRIES,
     # many-to-many contention (docs/flow_engine.md "The contention model"): "fluid" gives
     # every link its full bandwidth (max-min, the classic model); "tcp" / "dcqcn" lower the
     # capacity of every link crossed by several transfers to the efficiency that packet
@@ -147,6 +148,7 @@ def _check_timers(given: dict, out: dict) -> None:
     if out["min_rto_s"] > out["max_rto_s"]:
         raise InputError(f"engine.min_rto_s = {out['min_rto_s']!r}: above engine.max_rto_s = "
                          f"{out['max_rto_s']!r}")
-    r = out["data_retries"]
-    if not isinstance(r, int) or isinstance(r, bool) or r < 0:
-        raise InputError(f"engine.data_retries = {r!r}: expected an integer >= 0")
+    for key in ("data_retries", "syn_retries"):
+        r = out[key]
+        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+            raise InputError(f"engine.{key} = {r!r}: expected an integer >= 0")

@@ -14,6 +14,12 @@ back:
   window of one segment (slow start, ``FlowState.restart_slow_start``); after ``data_retries``
   timeouts it gives up (stranded).
 
+A transfer that becomes ready while it has no path (state NOPATH, set by the event loop while
+``isc[WAITOK]`` says a dead link is due back) waits likewise: fluid, until the re-route after
+a dead link comes back; tcp, for its SYN retransmissions (``conn_timeout_s`` after it became
+ready, then doubling; ``syn_retries`` of them), starting (handshake, then data) at the first
+that finds a path.
+
 Either way it is stranded as soon as no dead link is due to come back (then nothing could
 give it a path), so a run, or an incremental session's ``pending()``, always ends.
 """
@@ -38,12 +44,19 @@ class Recovery:
             self.min_rto, self.max_rto = opts["min_rto_s"], opts["max_rto_s"]
             self.granularity = opts["clock_granularity_s"]
             self.retries = opts["data_retries"]
+            self.conn_timeout, self.syn_retries = opts["conn_timeout_s"], opts["syn_retries"]
         self.parked = NONE  # fluid: flows waiting for a dead link to come back
         # tcp: flows waiting on their timer (sorted ids), timeouts so far, current RTO (s)
         self.timer_ids = NONE
         self.timer_tries = NONE
         self.timer_rto = np.zeros(0)
         self.gave_up = 0  # tcp: connections stranded after data_retries timeouts
+        # tcp: transfers that became ready without a path, waiting on their SYN timer (sorted
+        # ids), SYN retransmissions so far
+        self.syn_ids = NONE
+        self.syn_tries = NONE
+        # fluid: transfers that became ready without a path and have a try scheduled
+        self.start_pending = NONE
 
     def next_time(self) -> float:
         return min(self.reroute_at) if self.reroute_at else np.inf
@@ -139,6 +152,87 @@ class Recovery:
         for when in np.unique(at):
             self.schedule(float(when), flows[at == when])
 
+    # ------------------------------------------------------------------ never started
+    def waiting_starters(self, st, t: float, fi: int, link_back: bool) -> None:
+        """At fault instant t: the transfers that became ready without a path (NOPATH) wait
+        for their next try (fluid: the re-route after a dead link came back at t; tcp: their
+        next SYN timeout), or are stranded when no dead link is due back."""
+        ids = np.flatnonzero(st.NI[: st.n, K.STATE] == K.NOPATH)
+        if not len(ids):
+            return
+        if not self.tcp and link_back:  # they try once the routing converged (unless a try
+            # is due already, as a cut flow waits for the re-route it has)
+            ids = np.setdiff1d(ids, self.start_pending)
+            self.schedule(t + self.delay, ids)
+            self.start_pending = unique_ids([self.start_pending, ids])
+            return
+        # the ones not seen yet (the others wait for a try already due)
+        new = np.setdiff1d(ids, self.syn_ids if self.tcp else self.start_pending)
+        if not len(new):
+            return
+        if not link_back and not self._link_due_back(st, fi):
+            self._strand(st, new)  # the links they found no path over stay as they are
+            return
+        if not self.tcp:
+            return  # they try after the next link that comes back
+        # SYN timeouts at ready + c (2^j - 1): the ones before t found the same dead links
+        ready = st.NF[new, K.TSTART]
+        j = np.ones(len(new), dtype=np.int64)
+        at = ready + self.conn_timeout
+        late = at < t
+        while late.any():  # (at doubles: a few rounds)
+            j[late] += 1
+            at[late] = ready[late] + self.conn_timeout * (2.0 ** j[late] - 1)
+            late = at < t
+        gone = j > self.syn_retries
+        if gone.any():
+            self.gave_up += int(gone.sum())
+            self._strand(st, new[gone])
+            new, j, at = new[~gone], j[~gone], at[~gone]
+        ids = np.concatenate([self.syn_ids, new])
+        order = np.argsort(ids, kind="stable")
+        self.syn_ids = ids[order]
+        self.syn_tries = np.concatenate([self.syn_tries, j - 1])[order]
+        self.schedule_each(at, new)
+
+    def starters_due(self, st, flows: np.ndarray) -> np.ndarray:
+        """tcp: count the SYN timeout of each of ``flows`` (NOPATH), strand those past
+        ``syn_retries``; returns the ones that try now."""
+        if not self.tcp:
+            self.start_pending = np.setdiff1d(self.start_pending, flows)
+            return flows
+        if not len(flows):
+            return flows
+        flows = flows[np.isin(flows, self.syn_ids)]
+        pos = np.searchsorted(self.syn_ids, flows)
+        self.syn_tries[pos] += 1
+        over = self.syn_tries[pos] > self.syn_retries
+        if over.any():
+            self.gave_up += int(over.sum())
+            self._strand(st, flows[over])
+        return flows[~over]
+
+    def starters_no_path(self, st, flows: np.ndarray, t: float, fi: int) -> None:
+        """``flows`` (NOPATH) tried at t and found no path: the next SYN timeout (tcp), the
+        next link back (fluid), or stranded when no dead link is due back."""
+        if not len(flows):
+            return
+        if not self._link_due_back(st, fi):
+            self._strand(st, flows)
+            return
+        if self.tcp:
+            pos = np.searchsorted(self.syn_ids, flows)
+            j = self.syn_tries[pos] + 1
+            self.schedule_each(st.NF[flows, K.TSTART] + self.conn_timeout * (2.0 ** j - 1),
+                               flows)
+
+    def started(self, flows: np.ndarray) -> None:
+        if self.tcp and len(self.syn_ids) and len(flows):
+            keep = ~np.isin(self.syn_ids, flows)
+            self.syn_ids, self.syn_tries = self.syn_ids[keep], self.syn_tries[keep]
+        if not self.tcp and len(self.start_pending) and len(flows):
+            self.start_pending = np.setdiff1d(self.start_pending, flows)
+
     # ------------------------------------------------------------------ helpers
     def _link_due_back(self, st, fi: int) -> bool:
         """Does a link dead now come back (up, or degraded from down) after fault index fi?"""
@@ -147,9 +241,14 @@ class Recovery:
             return False
         return bool(np.any((f.factor[fi:] > 0) & (st.factor[f.dlink[fi:]] <= 0)))
 
+    def due_back(self, st, fi: int) -> int:
+        """1 if a dead link is due to come back after fault index fi (isc[WAITOK])."""
+        return 1 if self._link_due_back(st, fi) else 0
+
     def _strand(self, st, flows: np.ndarray) -> None:
         st.NI[flows, K.STATE] = K.STRANDED
         self._drop_timers(flows)
+        self.started(flows)
 
     def _drop_timers(self, flows: np.ndarray) -> None:
         if self.tcp and len(self.timer_ids) and len(flows):

@@ -9,7 +9,7 @@ compares against exactly these.
 from __future__ import annotations
 
 # TCP timer presets (`engine.tcp_timers`), shared with the flow engine's tcp transport
-from netcore.tcp_timers import DATA_RETRIES, TIMER_KEYS, TIMER_PRESETS
+from netcore.tcp_timers import DATA_RETRIES, SYN_RETRIES, TIMER_KEYS, TIMER_PRESETS
 from topo.errors import InputError, is_finite
 
 TRANSPORTS = ("ideal", "tcp", "dctcp", "dcqcn")
@@ -35,7 +35,7 @@ DEFAULTS = {
     "init_cwnd": 10,              # TcpSocket::InitialCwnd = 10 segments
     **TIMER_PRESETS["ns3"],       # min_rto_s, init_rto_s, max_rto_s, clock_granularity_s,
                                   # conn_timeout_s (SYN retransmission)
-    "syn_retries": 6,             # TcpSocket::ConnCount = 6
+    "syn_retries": SYN_RETRIES,   # TcpSocket::ConnCount = 6
     "data_retries": DATA_RETRIES,  # TcpSocket::DataRetries = 6 (then the connection gives up)
     "dupack_threshold": 3,        # TcpSocketBase::ReTxThreshold = 3
     "limited_transmit": True,     # TcpSocketBase::LimitedTransmit = true (RFC 3042)

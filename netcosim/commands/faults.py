@@ -35,6 +35,9 @@ def register(sub) -> None:
                       help="faults strike at T microseconds (default: from the start)")
     when.add_argument("--at-fraction", type=float, default=None, metavar="F",
                       help="faults strike at F times the fault-free makespan")
+    p.add_argument("--recover-after-us", type=float, default=None, metavar="D",
+                   help="the failed links come back D microseconds after they strike (a "
+                        "flap); default: they stay down")
     p.add_argument("--no-single", action="store_true",
                    help="skip the single-link ranking")
     p.add_argument("--max-single", type=int, default=None, metavar="N",
@@ -60,6 +63,7 @@ def run(args) -> int:
     out = outputs.command_out_dir(args.out, name, "-faults")
     opts = {"fraction": args.fraction, "kind": args.kind, "layer": args.layer,
             "trials": args.trials, "at_us": args.at_us, "at_fraction": args.at_fraction,
+            "recover_after_us": args.recover_after_us,
             "single": False if args.no_single else None, "max_single": args.max_single,
             "single_samples": args.single_samples}
     from netcosim import outpaths
@@ -84,8 +88,10 @@ def run(args) -> int:
 def _print(res, name) -> None:
     base = res["baseline"]["makespan_us"]
     case = f" [{res['case']}]" if res["case"] else ""
+    back = res.get("recover_after_us")
+    back = f", back {back:.6g} us later" if back is not None else ""
     print(f"{name}{case}: fault-free makespan {base:.6g} us; {res['kind']} faults at "
-          f"{res['at_us']:.6g} us")
+          f"{res['at_us']:.6g} us{back}")
     for mode, us in res.get("tp_baselines", {}).items():
         print(f"{res['tp_rows'][mode]} runs priced tensor parallelism '{mode}' (a scale-up "
               f"link of a GPU of the job faulted): their slowdown is against the fault-free "
