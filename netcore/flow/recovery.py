@@ -37,6 +37,11 @@ class Recovery:
 
     def __init__(self, faults, opts: dict):
         self.faults = faults
+        # per directed link, the index of its last event that leaves it up (factor > 0), -1
+        # for none: a link dead now comes back later iff that index is past the instant's
+        up = np.flatnonzero(np.asarray(faults.factor) > 0)
+        self.last_up = np.full(int(np.max(faults.dlink, initial=-1)) + 1, -1, dtype=np.int64)
+        np.maximum.at(self.last_up, np.asarray(faults.dlink)[up], up)
         self.delay = opts["reroute_delay_us"] * 1e-6
         self.reroute_at: dict[float, list[np.ndarray]] = {}
         self.tcp = opts["transport"] == "tcp"
@@ -235,11 +240,12 @@ class Recovery:
 
     # ------------------------------------------------------------------ helpers
     def _link_due_back(self, st, fi: int) -> bool:
-        """Does a link dead now come back (up, or degraded from down) after fault index fi?"""
-        f = self.faults
-        if fi >= len(f.time):
+        """Does a link dead now come back (up, or degraded from down) at fault index fi or
+        later? (Its last event leaving it up is there.)"""
+        if fi >= len(self.faults.time):
             return False
-        return bool(np.any((f.factor[fi:] > 0) & (st.factor[f.dlink[fi:]] <= 0)))
+        dead = np.flatnonzero(st.factor[: len(self.last_up)] <= 0)
+        return bool(np.any(self.last_up[dead] >= fi))
 
     def due_back(self, st, fi: int) -> int:
         """1 if a dead link is due to come back after fault index fi (isc[WAITOK])."""
