@@ -9,6 +9,8 @@ set (docs/packet_engine.md, "TCP timers", gives the sources).
 """
 from __future__ import annotations
 
+from topo.errors import InputError
+
 TIMER_KEYS = ("min_rto_s", "init_rto_s", "max_rto_s", "clock_granularity_s", "conn_timeout_s")
 TIMER_PRESETS = {
     # ns-3.44: TcpSocketBase::MinRto 1 s, RttEstimator::InitialEstimation 1 s, 60 s cap,
@@ -32,3 +34,15 @@ TIMER_PRESETS = {
 # (TcpSocket::ConnCount = 6)
 DATA_RETRIES = 6
 SYN_RETRIES = 6
+
+
+def fill_from_preset(given: dict, out: dict, keys) -> None:
+    """Check ``out["tcp_timers"]`` and give each timer of ``keys`` that ``given`` (the
+    options as written) does not set its preset's value, in ``out``."""
+    preset = out["tcp_timers"]
+    if not isinstance(preset, str) or preset not in TIMER_PRESETS:
+        raise InputError(f"engine.tcp_timers = {preset!r}: expected one of "
+                         f"{', '.join(TIMER_PRESETS)}")
+    for key in keys:
+        if key not in given:
+            out[key] = TIMER_PRESETS[preset][key]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from netcore.tcp_timers import DATA_RETRIES, SYN_RETRIES, TIMER_PRESETS
+from netcore.tcp_timers import DATA_RETRIES, SYN_RETRIES, TIMER_PRESETS, fill_from_preset
 from topo.errors import InputError, is_finite
 
 # the timers the tcp transport uses: only for a connection a fault leaves without a path,
@@ -132,13 +132,8 @@ def _check_timers(given: dict, out: dict) -> None:
                 raise InputError(f"engine.{key} = {given[key]!r}: only transport = 'tcp' has "
                                  f"retransmission timers (engine.transport = "
                                  f"{out['transport']!r})")
-    preset = out["tcp_timers"]
-    if not isinstance(preset, str) or preset not in TIMER_PRESETS:
-        raise InputError(f"engine.tcp_timers = {preset!r}: expected one of "
-                         f"{', '.join(TIMER_PRESETS)}")
+    fill_from_preset(given, out, TIMER_KEYS)
     for key in TIMER_KEYS:
-        if key not in given:
-            out[key] = TIMER_PRESETS[preset][key]
         v = out[key]
         low_ok = v >= 0 if key == "clock_granularity_s" else v > 0
         if not _is_number(v) or not is_finite(v) or not low_ok:

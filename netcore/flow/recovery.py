@@ -32,6 +32,37 @@ from netcore.flow import _kernels as K
 NONE = np.zeros(0, dtype=np.int64)
 
 
+class _Waiting:
+    """Flows waiting for a try: sorted ids, and per flow the ``columns`` given (name ->
+    dtype)."""
+
+    def __init__(self, **columns):
+        self.ids = NONE
+        self.col = {k: np.zeros(0, dtype=d) for k, d in columns.items()}
+
+    def has(self, flows: np.ndarray) -> np.ndarray:
+        return np.isin(flows, self.ids)
+
+    def at(self, flows: np.ndarray) -> np.ndarray:
+        """Positions of ``flows`` (all present) in the columns."""
+        return np.searchsorted(self.ids, flows)
+
+    def add(self, flows: np.ndarray, **values) -> None:
+        """``flows`` (none present yet) with their column ``values``."""
+        ids = np.concatenate([self.ids, flows])
+        order = np.argsort(ids, kind="stable")
+        self.ids = ids[order]
+        for k, v in values.items():
+            self.col[k] = np.concatenate([self.col[k], v])[order]
+
+    def drop(self, flows: np.ndarray) -> None:
+        if len(self.ids) and len(flows):
+            keep = ~np.isin(self.ids, flows)
+            self.ids = self.ids[keep]
+            for k in self.col:
+                self.col[k] = self.col[k][keep]
+
+
 class Recovery:
     """The re-routes due (time -> flow ids) and the flows waiting for a path."""
 
@@ -51,17 +82,12 @@ class Recovery:
             self.retries = opts["data_retries"]
             self.conn_timeout, self.syn_retries = opts["conn_timeout_s"], opts["syn_retries"]
         self.parked = NONE  # fluid: flows waiting for a dead link to come back
-        # tcp: flows waiting on their timer (sorted ids), timeouts so far, current RTO (s)
-        self.timer_ids = NONE
-        self.timer_tries = NONE
-        self.timer_rto = np.zeros(0)
-        self.gave_up = 0  # tcp: connections stranded after data_retries timeouts
-        # tcp: transfers that became ready without a path, waiting on their SYN timer (sorted
-        # ids), SYN retransmissions so far
-        self.syn_ids = NONE
-        self.syn_tries = NONE
-        # fluid: transfers that became ready without a path and have a try scheduled
-        self.start_pending = NONE
+        # tcp: cut flows waiting on their retransmission timer: timeouts so far, current RTO
+        self.timed = _Waiting(tries=np.int64, rto=np.float64)
+        # transfers that became ready without a path with a try due: tcp, on their SYN timer
+        # (SYN retransmissions so far); fluid, the re-route after a link came back
+        self.starters = _Waiting(tries=np.int64)
+        self.gave_up = 0  # tcp: connections stranded after data_retries / syn_retries
 
     def next_time(self) -> float:
         return min(self.reroute_at) if self.reroute_at else np.inf
@@ -77,7 +103,7 @@ class Recovery:
         """Flows that resumed on their own path (it came back): nothing is due for them."""
         for k in self.reroute_at:
             self.reroute_at[k] = [np.setdiff1d(a, flows) for a in self.reroute_at[k]]
-        self._drop_timers(flows)
+        self.timed.drop(flows)
 
     def link_back(self, t: float) -> None:
         """A dead link came back at t: the fluid flows waiting for a path try again once the
@@ -90,9 +116,9 @@ class Recovery:
     def split_due(self, flows: np.ndarray):
         """(first, timed out): flows re-routed for the first time since their cut, and tcp
         flows whose retransmission timer fired."""
-        if not self.tcp or not len(self.timer_ids):
+        if not self.tcp or not len(self.timed.ids):
             return flows, NONE
-        timed = np.isin(flows, self.timer_ids)
+        timed = self.timed.has(flows)
         return flows[~timed], flows[timed]
 
     def timeouts(self, st, timed: np.ndarray) -> np.ndarray:
@@ -100,13 +126,12 @@ class Recovery:
         return the rest (which retransmit now, with the timer doubled)."""
         if not len(timed):
             return timed
-        pos = np.searchsorted(self.timer_ids, timed)
-        self.timer_tries[pos] += 1
-        self.timer_rto[pos] = np.minimum(self.max_rto, 2.0 * self.timer_rto[pos])
-        over = self.timer_tries[pos] > self.retries
-        if over.any():
-            self.gave_up += int(over.sum())
-            self._strand(st, timed[over])
+        pos = self.timed.at(timed)
+        tries, rto = self.timed.col["tries"], self.timed.col["rto"]
+        tries[pos] += 1
+        rto[pos] = np.minimum(self.max_rto, 2.0 * rto[pos])
+        over = tries[pos] > self.retries
+        self._give_up(st, timed[over])
         return timed[~over]
 
     def no_path(self, st, flows: np.ndarray, rtt: np.ndarray, t: float, fi: int) -> None:
@@ -120,11 +145,10 @@ class Recovery:
         if not self.tcp:
             self.parked = unique_ids([self.parked, flows])
             return
-        known = np.isin(flows, self.timer_ids)
+        known = self.timed.has(flows)
         old = flows[known]
         if len(old):  # timed out again: the next timeout after the doubled RTO
-            pos = np.searchsorted(self.timer_ids, old)
-            self.schedule_each(t + self.timer_rto[pos], old)
+            self.schedule_each(t + self.timed.col["rto"][self.timed.at(old)], old)
         new = flows[~known]
         if len(new):  # cut: the first timeout one RTO after the cut, RTO from the RTT
             rto = np.clip(rtt[~known] + self.granularity, self.min_rto, self.max_rto)
@@ -138,20 +162,14 @@ class Recovery:
                 at[late] += rto[late]
                 late = at <= t
             gone = tries > self.retries
-            if gone.any():
-                self.gave_up += int(gone.sum())
-                self._strand(st, new[gone])
-                new, rto, at, tries = new[~gone], rto[~gone], at[~gone], tries[~gone]
-            ids = np.concatenate([self.timer_ids, new])
-            order = np.argsort(ids, kind="stable")
-            self.timer_ids = ids[order]
-            self.timer_tries = np.concatenate([self.timer_tries, tries])[order]
-            self.timer_rto = np.concatenate([self.timer_rto, rto])[order]
+            self._give_up(st, new[gone])
+            new, rto, at, tries = new[~gone], rto[~gone], at[~gone], tries[~gone]
+            self.timed.add(new, tries=tries, rto=rto)
             self.schedule_each(at, new)
 
     def resumed(self, flows: np.ndarray) -> None:
         """``flows`` found a path: no timer is running for them any more."""
-        self._drop_timers(flows)
+        self.timed.drop(flows)
 
     def schedule_each(self, at: np.ndarray, flows: np.ndarray) -> None:
         for when in np.unique(at):
@@ -165,14 +183,13 @@ class Recovery:
         ids = np.flatnonzero(st.NI[: st.n, K.STATE] == K.NOPATH)
         if not len(ids):
             return
-        if not self.tcp and link_back:  # they try once the routing converged (unless a try
-            # is due already, as a cut flow waits for the re-route it has)
-            ids = np.setdiff1d(ids, self.start_pending)
-            self.schedule(t + self.delay, ids)
-            self.start_pending = unique_ids([self.start_pending, ids])
+        # the ones not seen yet (the others wait for a try already due, as a cut flow waits
+        # for the re-route it has)
+        new = np.setdiff1d(ids, self.starters.ids)
+        if not self.tcp and link_back:  # they try once the routing converged
+            self.schedule(t + self.delay, new)
+            self.starters.add(new, tries=np.zeros(len(new), dtype=np.int64))
             return
-        # the ones not seen yet (the others wait for a try already due)
-        new = np.setdiff1d(ids, self.syn_ids if self.tcp else self.start_pending)
         if not len(new):
             return
         if not link_back and not self._link_due_back(st, fi):
@@ -190,31 +207,25 @@ class Recovery:
             at[late] = ready[late] + self.conn_timeout * (2.0 ** j[late] - 1)
             late = at < t
         gone = j > self.syn_retries
-        if gone.any():
-            self.gave_up += int(gone.sum())
-            self._strand(st, new[gone])
-            new, j, at = new[~gone], j[~gone], at[~gone]
-        ids = np.concatenate([self.syn_ids, new])
-        order = np.argsort(ids, kind="stable")
-        self.syn_ids = ids[order]
-        self.syn_tries = np.concatenate([self.syn_tries, j - 1])[order]
+        self._give_up(st, new[gone])
+        new, j, at = new[~gone], j[~gone], at[~gone]
+        self.starters.add(new, tries=j - 1)
         self.schedule_each(at, new)
 
     def starters_due(self, st, flows: np.ndarray) -> np.ndarray:
         """tcp: count the SYN timeout of each of ``flows`` (NOPATH), strand those past
         ``syn_retries``; returns the ones that try now."""
         if not self.tcp:
-            self.start_pending = np.setdiff1d(self.start_pending, flows)
+            self.starters.drop(flows)  # a fluid one tries once per link back
             return flows
         if not len(flows):
             return flows
-        flows = flows[np.isin(flows, self.syn_ids)]
-        pos = np.searchsorted(self.syn_ids, flows)
-        self.syn_tries[pos] += 1
-        over = self.syn_tries[pos] > self.syn_retries
-        if over.any():
-            self.gave_up += int(over.sum())
-            self._strand(st, flows[over])
+        flows = flows[self.starters.has(flows)]
+        pos = self.starters.at(flows)
+        tries = self.starters.col["tries"]
+        tries[pos] += 1
+        over = tries[pos] > self.syn_retries
+        self._give_up(st, flows[over])
         return flows[~over]
 
     def starters_no_path(self, st, flows: np.ndarray, t: float, fi: int) -> None:
@@ -226,17 +237,12 @@ class Recovery:
             self._strand(st, flows)
             return
         if self.tcp:
-            pos = np.searchsorted(self.syn_ids, flows)
-            j = self.syn_tries[pos] + 1
+            j = self.starters.col["tries"][self.starters.at(flows)] + 1
             self.schedule_each(st.NF[flows, K.TSTART] + self.conn_timeout * (2.0 ** j - 1),
                                flows)
 
     def started(self, flows: np.ndarray) -> None:
-        if self.tcp and len(self.syn_ids) and len(flows):
-            keep = ~np.isin(self.syn_ids, flows)
-            self.syn_ids, self.syn_tries = self.syn_ids[keep], self.syn_tries[keep]
-        if not self.tcp and len(self.start_pending) and len(flows):
-            self.start_pending = np.setdiff1d(self.start_pending, flows)
+        self.starters.drop(flows)
 
     # ------------------------------------------------------------------ helpers
     def _link_due_back(self, st, fi: int) -> bool:
@@ -251,17 +257,15 @@ class Recovery:
         """1 if a dead link is due to come back after fault index fi (isc[WAITOK])."""
         return 1 if self._link_due_back(st, fi) else 0
 
+    def _give_up(self, st, flows: np.ndarray) -> None:
+        """tcp: ``flows`` ran out of retries."""
+        self.gave_up += len(flows)
+        self._strand(st, flows)
+
     def _strand(self, st, flows: np.ndarray) -> None:
         st.NI[flows, K.STATE] = K.STRANDED
-        self._drop_timers(flows)
-        self.started(flows)
-
-    def _drop_timers(self, flows: np.ndarray) -> None:
-        if self.tcp and len(self.timer_ids) and len(flows):
-            keep = ~np.isin(self.timer_ids, flows)
-            self.timer_ids = self.timer_ids[keep]
-            self.timer_tries = self.timer_tries[keep]
-            self.timer_rto = self.timer_rto[keep]
+        self.timed.drop(flows)
+        self.starters.drop(flows)
 
 
 def unique_ids(parts) -> np.ndarray:

@@ -9,7 +9,8 @@ compares against exactly these.
 from __future__ import annotations
 
 # TCP timer presets (`engine.tcp_timers`), shared with the flow engine's tcp transport
-from netcore.tcp_timers import DATA_RETRIES, SYN_RETRIES, TIMER_KEYS, TIMER_PRESETS
+from netcore.tcp_timers import (DATA_RETRIES, SYN_RETRIES, TIMER_KEYS, TIMER_PRESETS,
+                                fill_from_preset)
 from topo.errors import InputError, is_finite
 
 TRANSPORTS = ("ideal", "tcp", "dctcp", "dcqcn")
@@ -109,12 +110,7 @@ def check_options(opts: dict) -> dict:
             raise InputError(f"engine.{key}: unknown option of the packet engine (known: "
                              f"{', '.join(sorted(DEFAULTS))})")
         out[key] = val
-    preset = out["tcp_timers"]
-    _need(isinstance(preset, str) and preset in TIMER_PRESETS, "tcp_timers", preset,
-          f"expected one of {', '.join(TIMER_PRESETS)}")
-    for key in TIMER_KEYS:  # the preset fills the timers the scenario does not set
-        if key not in (opts or {}):
-            out[key] = TIMER_PRESETS[preset][key]
+    fill_from_preset(opts or {}, out, TIMER_KEYS)  # the timers the scenario does not set
     t = out["transport"]
     _need(t in TRANSPORTS, "transport", t, f"expected one of {', '.join(TRANSPORTS)}")
     hdr = L3L4_HEADER[t]
