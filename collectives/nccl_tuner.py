@@ -10,8 +10,8 @@ NICs that prediction is far from what the algorithms measure at mid sizes (its
 something NCCL does not. `choose` therefore picks the algorithm here, by NCCL's formula, and
 the engines price what was picked (docs/collectives.md, "NCCL's choice on two_tier").
 
-What is evaluated (NCCL 2.24-2.26, the versions of the published tables of
-validation/nccl_tests_data; Hopper rows; Intel hosts; InfiniBand, whose plugin reports no
+What is evaluated (NCCL 2.24-2.27: the published tables of validation/nccl_tests_data ran
+2.24.3 and 2.26.2 where they say, the others date from before 2.28; Hopper rows; Intel hosts; InfiniBand, whose plugin reports no
 extra network latency):
 
 * Ring, Tree (NCCL's double binary trees: ``double_binary_tree``, laid as rail trees) and,
@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 from topo.errors import InputError
 
-# NCCL 2.24-2.26, src/graph/tuning.cc (Hopper, Intel hosts), latencies in us, GB/s.
+# NCCL 2.24-2.27, src/graph/tuning.cc (Hopper, Intel hosts), latencies in us, GB/s; the
+# engines price steps with the same figures (protocols.FAMILY_LATENCY).
 PROTOS = ("ll", "ll128", "simple")
 BASE_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls_tree": (0.0, 0.0, 0.0)}
 NVLINK_US = {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "nvls_tree": (0.0, 0.0, 25.0)}

@@ -17,6 +17,23 @@ def _view(nodes, **kw):
     return nt.view(t, ordered_ranks(t))
 
 
+def test_engines_price_steps_with_the_tuners_latencies():
+    """The pick (this module) and the price (protocols.FAMILY_LATENCY) are one NCCL version:
+    NVLSTree's network step was 20.9 us in the engines against the tuner's 14 until session
+    37, so the engines ran NCCL 2.24-2.27's pick at a newer NCCL's cost."""
+    from collectives.protocols import FAMILY_LATENCY
+    spread = {"ring": 1, "tree": 1, "nvls_tree": 4}  # NVLSTree's 25 us over its 4 NVLink steps
+    for fam, n in spread.items():
+        for i, proto in enumerate(nt.PROTOS):
+            if proto not in FAMILY_LATENCY[fam]:
+                assert fam == "nvls_tree" and nt.NET_US[fam][i] == 0.0
+                continue
+            intra, net, base = FAMILY_LATENCY[fam][proto]
+            assert intra == pytest.approx(nt.NVLINK_US[fam][i] * 1e-6 / n), (fam, proto)
+            assert net == pytest.approx(nt.NET_US[fam][i] * 1e-6), (fam, proto)
+            assert base == pytest.approx(nt.BASE_US[fam][i] * 1e-6), (fam, proto)
+
+
 def test_graphs_follow_nccls_search_rules():
     v = _view(4)
     assert (v.nic_GBps, v.nvlink_GBps, v.nvls) == (50.0, 370.0, True)
