@@ -352,6 +352,16 @@ def _with_switches(hosts, groups, sw):
             np.concatenate([groups, np.full(sw.shape, -1, dtype=groups.dtype)], axis=1))
 
 
+def _whole_runs(rows: np.ndarray, fold: int) -> bool:
+    """Whether ``rows`` (ascending) are whole runs of ``fold`` consecutive rows, each starting
+    at a multiple of ``fold``: the copies of one collective at one time, which a subset of the
+    rows (an in-network collective's groups of one tree shape) keeps together only then."""
+    if fold <= 1 or len(rows) % fold:
+        return False
+    r = np.asarray(rows).reshape(-1, fold)
+    return bool((r[:, 0] % fold == 0).all() and (np.diff(r, axis=1) == 1).all())
+
+
 def _distinct_copies(a: np.ndarray) -> np.ndarray:
     """``a`` (instances, copies, g) of chain node ids, sorted along the copies, with each node
     kept once per instance and rank and its repeats set to -1 (which no edge takes)."""
@@ -771,7 +781,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         if tpl is None and comm.in_network(algos.get(op)):
             for rows, t_, sw_ in comm.innet_templates(op, int(nbytes), algos[op], host[groups],
                                                       topology):
-                stamp(op, nbytes, groups[rows], ready[rows], done[rows], ckind, tag, lab, t_, sw_)
+                stamp(op, nbytes, groups[rows], ready[rows], done[rows], ckind, tag, lab, t_, sw_,
+                      fold if _whole_runs(rows, fold) else 1)
             return
         m = rail_m(op, groups, tpl, sw)
         sts = streams_of(op, nbytes, g, m, tpl, sw)
@@ -788,8 +799,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
                 pair_classes.independent_transfers(tpl):
             stamp_classes(op, tpl, groups, ready, done, ckind, tag, lab, fold)
             return
-        if agg and sw is None and fold > 1 and k % fold == 0:
-            stamp_folded(op, tpl, groups, ready, done, ckind, tag, lab, fold)
+        if agg and fold > 1 and k % fold == 0:
+            stamp_folded(op, tpl, groups, ready, done, ckind, tag, lab, fold, sw)
             return
         hosts, granks = _with_switches(host[groups], groups, sw)
         ids = add_instances(op, tpl, hosts, granks, ckind, tag, lab)
@@ -844,30 +855,37 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             acc.edges(np.repeat(ch[ch >= 0], len(touch)),
                       (ids[i, 0][:, None] + touch[None, :]).ravel())
 
-    def stamp_folded(op, tpl, groups, ready, done, ckind, tag, lab, fold):
-        """``stamp`` of a collective with no stream form (all-to-all) in the scalable form: one
-        instance per run of ``fold`` rows, each template transfer a member set over the run's
-        copies (the expert all-to-alls of every tensor rank at one chain position, on their own
-        rails). The copies move in lock step; a copy that routing leaves slower than the others
-        is split off by the flow engine (netcore/flow/uneven_split.py). An instance waits for
-        the distinct ready nodes of its copies, and their done nodes wait for it."""
+    def stamp_folded(op, tpl, groups, ready, done, ckind, tag, lab, fold, sw=None):
+        """``stamp`` of a collective with no stream form (all-to-all, in-network trees) in the
+        scalable form: one instance per run of ``fold`` rows, each template transfer a member
+        set over the run's copies (the expert all-to-alls of every tensor rank at one chain
+        position, on their own rails; the SHARP all-reduces of a stage's data-parallel groups,
+        each copy through its own switches ``sw``). The copies move in lock step; a copy that
+        routing leaves slower than the others is split off by the flow engine
+        (netcore/flow/uneven_split.py). An instance waits for the distinct ready nodes of its
+        copies, and their done nodes wait for it."""
         k, g = groups.shape
         inst, n = k // fold, tpl.n
-        hosts = host[groups].reshape(inst, fold, g)
-        is_tr = tpl.kind == TRANSFER
-        tsrc, tdst = tpl.src, np.maximum(tpl.dst, 0)
+        ends, granks = _with_switches(host[groups], groups, sw)
+        hosts = ends.reshape(inst, fold, ends.shape[1])
+        # a member set depends only on its template endpoints: one per distinct (src, dst) pair
+        # (an in-network template repeats its pairs once per chunk, 256 chunks at most)
+        tr = np.flatnonzero(tpl.kind == TRANSFER)
+        W = hosts.shape[2]
+        pair, inv = np.unique(tpl.src[tr] * W + np.maximum(tpl.dst[tr], 0), return_inverse=True)
 
-        def sets_of(h):  # (fold, g) hosts of one run -> member set id per template node
+        def sets_of(h):  # (fold, endpoints) of one run -> member set id per template node
             ids = np.full(n, -1, dtype=np.int64)
-            for j in np.flatnonzero(is_tr):
-                ids[j] = acc.sets.add(h[:, tsrc[j]], h[:, tdst[j]])
+            per = np.array([acc.sets.add(h[:, p // W], h[:, p % W]) for p in pair.tolist()],
+                           dtype=np.int64)
+            ids[tr] = per[inv.ravel()]
             return ids
 
         same = (hosts == hosts[:1]).all()  # every chain position runs on the same groups
         mset = np.tile(sets_of(hosts[0]), inst) if same else \
             np.concatenate([sets_of(hosts[i]) for i in range(inst)])
         # each instance is named by its first copy
-        ids = add_instances(op, tpl, hosts[:, 0], groups.reshape(inst, fold, g)[:, 0], ckind,
+        ids = add_instances(op, tpl, hosts[:, 0], granks.reshape(inst, fold, -1)[:, 0], ckind,
                             tag, lab, mset)
         wire(tpl, ids, ready.reshape(inst, fold, g), done.reshape(inst, fold, g))
 
@@ -1088,8 +1106,12 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             rix = np.full(par.n_gpus, -1, np.int64)
             rix[ranks] = np.arange(len(ranks))
             op = "reduce_scatter" if par.dist_opt else "all_reduce"
+            # the groups of a stage run at once; an in-network collective, which has no stream
+            # form, runs them as one instance whose transfers are member sets over the groups
+            # (rings keep a stream per group, see streams_of)
             stamp(op, int(nbytes), groups, ready[rix[rep[groups]]], done[rix[rep[groups]]],
-                  CKIND["dp"], tag=bi, lab="comm:dp:" + op)
+                  CKIND["dp"], tag=bi, lab="comm:dp:" + op,
+                  fold=len(groups) if comm.in_network(algo(op)) else 1)
             prev_done = done
         # optimizer on the local (possibly sharded) parameters
         opt_s = np.array([chain_of(s, cls_of(r))[1] for r in ranks.tolist()])
@@ -1108,7 +1130,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             rix[ranks] = np.arange(len(ranks))
             pbytes = int(opt_params(s) * D * lm.dt)
             stamp("all_gather", pbytes, groups, opt[rix[rep[groups]]], done[rix[rep[groups]]],
-                  CKIND["dp_ag"], lab="comm:dp_ag:all_gather")
+                  CKIND["dp_ag"], lab="comm:dp_ag:all_gather",
+                  fold=len(groups) if comm.in_network(algo("all_gather")) else 1)
             end = done
         step_end[s] = end
 
