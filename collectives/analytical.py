@@ -295,7 +295,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     instead of the protocol's."""
     import collectives as co
     from collectives import protocols
-    from collectives._plan import (check_chunks, check_int, check_latency, check_ranks,
+    from collectives._plan import (check_chunks, check_latency, check_ranks,
                                    check_root)
 
     op, algorithm = co.resolve(op, algorithm)

@@ -111,7 +111,6 @@ class LayerModel:
         t, cp, b = p.tp, p.cp, p.micro_batch
         h, T, Tsp = m.hidden, self.T, self.Tsp
         heads, kvh = m.heads // t, max(m.g // t, 1)
-        d = m.head_dim
         g = ops.gemm
         items: list[Item] = []
         norm = self._mem("layernorm", 2 * Tsp * h * dt)

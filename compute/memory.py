@@ -31,7 +31,7 @@ import numpy as np
 from compute import pipeline
 from compute.hardware import GPUSpec, get_gpu
 from compute.model import TransformerConfig, get_model
-from compute.parallel import ParallelConfig, layer_split, stage_layer_counts, validate
+from compute.parallel import ParallelConfig, layer_split, validate
 
 
 @dataclass(frozen=True)

@@ -324,7 +324,7 @@ def resolve_best(data: dict) -> tuple[dict, dict]:
     res = search(plan_spec(sc), sc, backend=None, prune=True)
     if res.best is None:
         first = res.simulated[0] if res.simulated else None
-        raise InputError(f"workload: every simulated layout failed"
+        raise InputError("workload: every simulated layout failed"
                          + (f" (first: {first.error})" if first else ""))
     refused = [r for r in res.rows if r.status == "over_budget"]
     if refused:
