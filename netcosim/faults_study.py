@@ -402,9 +402,9 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
         if fkind.gpu:
             raise InputError(f"--recover-after-us {recover_after_us!r}: links come back, GPUs "
                              f"do not (--kind {fkind.kind})")
-        if not _is_num(recover_after_us) or recover_after_us <= 0:
-            raise InputError(f"--recover-after-us {recover_after_us!r}: expected a duration "
-                             f"> 0 (microseconds)")
+        flag, ok, what = _OPTION_CHECKS["recover_after_us"]  # (a caller of this function)
+        if not ok(recover_after_us):
+            raise InputError(f"{flag} {recover_after_us!r}: expected {what}")
     if at_us is not None and at_fraction is not None:
         raise InputError("--at-us and --at-fraction: give one of them, not both")
     prepared, result, base = simulate_scenario(scenario)  # also loads the engine's kernels

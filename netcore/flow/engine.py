@@ -358,7 +358,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, rec: Recovery) -> int:
             rec.resumed(ok)
             st.resume(ok, t)
             rec.no_path(st, lost, rtt[np.searchsorted(flows, lost)], t, fi)
-    st.isc[K.WAITOK] = rec.due_back(st, fi)
+    st.isc[K.WAITOK] = rec.link_due_back(st, fi)  # (isc[WAITOK]: 1 or 0)
     st.mark_pending(t)
     return fi
 

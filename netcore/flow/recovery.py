@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from netcore.flow import _kernels as K
+from topo.arrays import unique
 
 NONE = np.zeros(0, dtype=np.int64)
 
@@ -139,7 +140,7 @@ class Recovery:
         They wait, or are stranded when no dead link is due to come back."""
         if not len(flows):
             return
-        if not self._link_due_back(st, fi):
+        if not self.link_due_back(st, fi):
             self._strand(st, flows)
             return
         if not self.tcp:
@@ -172,7 +173,7 @@ class Recovery:
         self.timed.drop(flows)
 
     def schedule_each(self, at: np.ndarray, flows: np.ndarray) -> None:
-        for when in np.unique(at):
+        for when in unique(at):
             self.schedule(float(when), flows[at == when])
 
     # ------------------------------------------------------------------ never started
@@ -192,7 +193,7 @@ class Recovery:
             return
         if not len(new):
             return
-        if not link_back and not self._link_due_back(st, fi):
+        if not link_back and not self.link_due_back(st, fi):
             self._strand(st, new)  # the links they found no path over stay as they are
             return
         if not self.tcp:
@@ -233,7 +234,7 @@ class Recovery:
         next link back (fluid), or stranded when no dead link is due back."""
         if not len(flows):
             return
-        if not self._link_due_back(st, fi):
+        if not self.link_due_back(st, fi):
             self._strand(st, flows)
             return
         if self.tcp:
@@ -245,17 +246,13 @@ class Recovery:
         self.starters.drop(flows)
 
     # ------------------------------------------------------------------ helpers
-    def _link_due_back(self, st, fi: int) -> bool:
+    def link_due_back(self, st, fi: int) -> bool:
         """Does a link dead now come back (up, or degraded from down) at fault index fi or
         later? (Its last event leaving it up is there.)"""
         if fi >= len(self.faults.time):
             return False
         dead = np.flatnonzero(st.factor[: len(self.last_up)] <= 0)
         return bool(np.any(self.last_up[dead] >= fi))
-
-    def due_back(self, st, fi: int) -> int:
-        """1 if a dead link is due to come back after fault index fi (isc[WAITOK])."""
-        return 1 if self._link_due_back(st, fi) else 0
 
     def _give_up(self, st, flows: np.ndarray) -> None:
         """tcp: ``flows`` ran out of retries."""
@@ -269,4 +266,4 @@ class Recovery:
 
 
 def unique_ids(parts) -> np.ndarray:
-    return np.unique(np.concatenate(parts).astype(np.int64)) if len(parts) else NONE
+    return unique(np.concatenate(parts).astype(np.int64)) if len(parts) else NONE
