@@ -156,8 +156,8 @@ def test_ns3_ties_change_only_the_order_of_ties(transport):
     s = Schedule.from_transfers(list(range(1, n)), [0] * (n - 1), [300_000 + 977 * i for i in range(n - 1)])
     r = Routing(t, "shortest")
     o = {"transport": transport, "buffer_packets": 12, "ecn_k": 6}
-    a = run(t, s, r, NONE, **o)
-    b = run(t, s, r, NONE, **o, ns3_ties=True)
+    a = run(t, s, r, NONE, **o, ns3_ties=False)
+    b = run(t, s, r, NONE, **o)  # the default: ns-3's order
     assert a.info["drops"] > 0  # losses and recoveries: a tie broken differently would show
     np.testing.assert_array_equal(a.end, b.end)
     np.testing.assert_array_equal(a.link_bytes, b.link_bytes)
@@ -266,8 +266,11 @@ def test_dctcp_holds_the_bottleneck_queue_near_k():
     assert res.link_extra["queue_max_packets"][link] < 4 * k
     # and the link stays busy: within 5% of line rate for the 80 MB
     assert res.makespan <= 1.05 * 80e6 * (1500 + 2) / (1500 - 52) / gbps(100) + 1e-4
+    # plain TCP fills the buffer to the brim and drops (in ns-3's order, the default, one of
+    # the four symmetric senders then loses its tail and waits 1 s for its RTO, as in ns-3, so
+    # the mean over the run says little: its maximum is the test)
     tcp = run(t, s, Routing(t, "shortest"), NONE, transport="tcp", buffer_packets=200, mtu=1500)
-    assert tcp.link_extra["queue_mean_packets"][link] > 2 * mean  # plain TCP fills the buffer
+    assert tcp.link_extra["queue_max_packets"][link] == 200 and tcp.info["drops"] > 0
 
 
 def test_dcqcn_with_pfc_never_drops_in_a_two_level_incast():

@@ -130,6 +130,9 @@ PYBIND11_MODULE(_packet, m) {
         .def("alive", [](const Sim& s) { return out(s.alive()); })
         .def_readonly("now", &Sim::now)
         .def_readonly("events", &Sim::events)
+        // the event numbers taken (what the 2^40 limit counts: with ns3_ties a start takes
+        // two, its end of serialisation's and its arrival's, though only queued ends are run)
+        .def_property_readonly("event_numbers", &Sim::event_numbers)
         .def_readonly("headroom_violations", &Sim::headroom_violations)
         .def_readonly("deadlock_at", &Sim::deadlock_at)
         .def_readonly("deadlock_ports", &Sim::deadlock_ports)

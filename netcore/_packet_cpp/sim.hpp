@@ -220,6 +220,7 @@ public:
     uint64_t events = 0;
     std::vector<uint64_t> events_by_type = std::vector<uint64_t>(16, 0);
     size_t heap_max = 0;
+    uint64_t event_numbers() const { return eq.next_seq(); }  // what the 2^40 limit counts
     ps_t now = 0;
     uint64_t cur_seq = 0;  // sequence number of the event being handled (ns3_ties)
     ps_t last_activity = 0;  // last packet or node event: the end of the run's useful work

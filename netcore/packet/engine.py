@@ -265,6 +265,7 @@ def _collect(sim, topology, schedule, opts, wall, route_s, reroutes, upto=-1) ->
         "mss": opts["mtu"] - L3L4_HEADER[opts["transport"]],
         "events": events,
         "events_per_s": events / wall if wall > 0 else 0.0,
+        "event_numbers": int(sim.event_numbers),
         "reroutes": reroutes,
         "reroute_wall_s": route_s,
         "drops": int(ls["drops"].sum()),

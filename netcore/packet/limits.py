@@ -210,7 +210,8 @@ def check_segments(topology, src, dst, size, t, opts: dict) -> None:
 
 def check_events(topology, src, dst, size, segs, mss: int, opts: dict) -> None:
     """The run's events against the 2^40 the core numbers. The core spends one on every packet
-    at every link it crosses (its arrival there): each data segment crosses at least the
+    at every link it crosses (its arrival there; two with engine.ns3_ties, which numbers the
+    end of its serialisation too): each data segment crosses at least the
     links of a shortest path, and with tcp/dctcp the receiver sends an ACK back over as many
     per data packet (per engine.delack_count with engine.delayed_ack); an ACK lost to a full
     queue crosses fewer, a few percent of the count in congested runs, and retransmissions
@@ -222,10 +223,11 @@ def check_events(topology, src, dst, size, segs, mss: int, opts: dict) -> None:
     if opts.get("max_time_s") is not None:
         return
     per_ack = _acks_per_segment(opts)
+    per_hop = _numbers_per_crossing(opts)
     n_segs = float(segs.sum())
     # below the limit even if every packet crossed every node (a path visits each at most
     # once): no hop counts needed, the usual case
-    if n_segs * (1.0 + per_ack) * max(topology.n_nodes - 1, 1) <= MAX_EVENTS:
+    if n_segs * (1.0 + per_ack) * per_hop * max(topology.n_nodes - 1, 1) <= MAX_EVENTS:
         return
     crossings, events = link_events(topology, src, dst, segs, opts)
     if events > MAX_EVENTS:
@@ -235,9 +237,19 @@ def check_events(topology, src, dst, size, segs, mss: int, opts: dict) -> None:
                else ", and so does its ACK")
         raise PacketLimit(f"the workload's {int(size.sum())} bytes are {int(n_segs)} segments "
                           f"of {mss} bytes; each crosses {crossings / n_segs:.3g} links on "
-                          f"average{ack}: {events:.3g} events at one per packet and link; "
+                          f"average{ack}: {events:.3g} events at {_PER_HOP_WORDS[per_hop]} "
+                          f"per packet and link; "
                           f"the packet engine numbers at most 2^40 ({MAX_EVENTS}) events per "
                           f"run (the flow engine has no such limit)", what="events")
+
+
+# ns-3's tie order (engine.ns3_ties) numbers the end of every serialisation as well as the
+# arrival it leads to, as ns-3 schedules both when a frame starts
+_PER_HOP_WORDS = {1.0: "one", 2.0: "two (ns-3's tie order numbers each end of serialisation)"}
+
+
+def _numbers_per_crossing(opts: dict) -> float:
+    return 2.0 if opts.get("ns3_ties") else 1.0
 
 
 def _acks_per_segment(opts: dict) -> float:
@@ -256,7 +268,7 @@ def link_events(topology, src, dst, segs, opts: dict) -> tuple[float, float]:
     hops = pair_hops(topology, pairs // topology.n_nodes, pairs % topology.n_nodes)
     hops = np.maximum(hops, 0)[inv].astype(np.float64)  # unreachable: stranded, no events
     crossings = float(np.dot(np.asarray(segs, dtype=np.float64), hops))
-    return crossings, crossings * (1.0 + _acks_per_segment(opts))
+    return crossings, crossings * (1.0 + _acks_per_segment(opts)) * _numbers_per_crossing(opts)
 
 
 def from_core(e: Exception) -> PacketLimit | None:

@@ -46,10 +46,14 @@ DEFAULTS = {
     "delack_timeout_s": 0.2,      # TcpSocket::DelAckTimeout = 200 ms
     "handshake": True,            # SYN / SYN-ACK / ACK before data, as ns-3's BulkSendApplication
     "warm_connections": False,    # one connection per host pair, kept across transfers
-    # tcp/dctcp: ns-3's tie order at equal picoseconds (an end-of-serialisation event per
-    # queued packet, numbered when the previous serialisation started, as ns-3's
-    # TransmitComplete) instead of the faster eager ports (docs/packet_engine.md)
-    "ns3_ties": False,
+    # ns-3's order of events at equal picoseconds (an end-of-serialisation event per queued
+    # packet, numbered when the previous serialisation started, as ns-3's TransmitComplete).
+    # None: on for tcp and dctcp, the transports ns-3 cross-validates (since session 38: on
+    # symmetric fabrics ties move results by a few percent, and the engine should then be
+    # ns-3's), off for ideal and dcqcn, which ns-3 has no model of. false: tcp/dctcp ports are
+    # eager, 1.4-1.7x faster, the same results wherever nothing ties (docs/packet_engine.md,
+    # "Tie order at equal times")
+    "ns3_ties": None,
     # --- DCTCP (Alizadeh et al., SIGCOMM 2010; ns-3 TcpDctcp) ---
     "ecn_k": None,                # marking threshold, packets; default 65 (DCTCP paper: K = 65
                                   # at 10 Gbps), below buffer_packets when the buffer is smaller
@@ -90,6 +94,9 @@ def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+NS3_TIE_TRANSPORTS = ("tcp", "dctcp")  # ns3_ties on unless the scenario says otherwise
+
+
 def _need(cond: bool, key: str, val, what: str) -> None:
     if not cond:
         raise InputError(f"engine.{key} = {val!r}: {what}")
@@ -113,6 +120,8 @@ def check_options(opts: dict) -> dict:
     fill_from_preset(opts or {}, out, TIMER_KEYS)  # the timers the scenario does not set
     t = out["transport"]
     _need(t in TRANSPORTS, "transport", t, f"expected one of {', '.join(TRANSPORTS)}")
+    if out["ns3_ties"] is None:
+        out["ns3_ties"] = t in NS3_TIE_TRANSPORTS
     hdr = L3L4_HEADER[t]
     mtu = out["mtu"]
     _need(_int(mtu), "mtu", mtu, "expected an integer number of bytes")
