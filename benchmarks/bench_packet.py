@@ -4,6 +4,10 @@
     python benchmarks/bench_packet.py alltoall   # fat_tree(k=8) all-to-all, tcp
     python benchmarks/bench_packet.py ring       # fat_tree(k=8) ring all-reduce 128 MiB, tcp
     python benchmarks/bench_packet.py incremental  # cost of one add_transfers + advance pair
+    python benchmarks/bench_packet.py ring eager   # the same with eager ports (ns3_ties = false)
+
+tcp runs in ns-3's order of events at equal picoseconds by default (ns3_ties, session 38);
+`eager` gives the faster eager ports that were the default before.
 
 Two counts: packet-hop events (a packet arriving at the far end of a link, i.e. at a node:
 `info["events_by_kind"]["arrive"]`, the issue's metric, comparable across engine versions) and
@@ -27,6 +31,11 @@ from topo.faults import LinkFaults
 from topo.routing import Routing
 
 
+EAGER = "eager" in sys.argv[1:]
+ORDER = {"ns3_ties": False} if EAGER else {}
+ORDER_NAME = " (eager ports)" if EAGER else ""
+
+
 def report(name, res, setup_s, cpu_s):
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     hops = res.info["events_by_kind"]["arrive"]
@@ -42,7 +51,8 @@ def report(name, res, setup_s, cpu_s):
 
 def alltoall(nbytes=None, mtu=9000):
     if nbytes is None:  # `bench_packet.py alltoall 65536` picks the transfer size
-        nbytes = int(sys.argv[2]) if len(sys.argv) > 2 else 256 * 1024
+        sizes = [int(a) for a in sys.argv[2:] if a.isdigit()]
+        nbytes = sizes[0] if sizes else 256 * 1024
     t = fat_tree(8, link_gbps=400, latency_us=0.5)
     h = t.n_hosts
     src, dst = np.meshgrid(np.arange(h), np.arange(h), indexing="ij")
@@ -51,9 +61,9 @@ def alltoall(nbytes=None, mtu=9000):
     t0 = time.perf_counter()
     c0 = time.process_time()
     r = Routing(t, "ecmp", seed=1)
-    res = run(t, s, r, LinkFaults.none(), seed=1, transport="tcp", mtu=mtu)
+    res = run(t, s, r, LinkFaults.none(), seed=1, transport="tcp", mtu=mtu, **ORDER)
     cpu = time.process_time() - c0
-    report(f"fat_tree(k=8) all-to-all {h}x{h - 1} x {nbytes} B, tcp, mtu {mtu}", res,
+    report(f"fat_tree(k=8) all-to-all {h}x{h - 1} x {nbytes} B, tcp{ORDER_NAME}, mtu {mtu}", res,
            time.perf_counter() - t0 - res.wall_s, cpu)
 
 
@@ -63,10 +73,10 @@ def ring(nbytes=128 << 20, mtu=9000):
     t0 = time.perf_counter()
     c0 = time.process_time()
     r = Routing(t, "ecmp", seed=1)
-    res = run(t, s, r, LinkFaults.none(), seed=1, transport="tcp", mtu=mtu)
+    res = run(t, s, r, LinkFaults.none(), seed=1, transport="tcp", mtu=mtu, **ORDER)
     cpu = time.process_time() - c0
     report(f"fat_tree(k=8) ring all-reduce {nbytes >> 20} MiB over {t.n_hosts} ranks "
-           f"({s.n_transfers} transfers), tcp, mtu {mtu}", res,
+           f"({s.n_transfers} transfers), tcp{ORDER_NAME}, mtu {mtu}", res,
            time.perf_counter() - t0 - res.wall_s, cpu)
 
 
@@ -90,6 +100,7 @@ def incremental(steps=2000):
 
 
 if __name__ == "__main__":
-    which = [a for a in sys.argv[1:] if not a.isdigit()] or ["alltoall", "ring", "incremental"]
+    which = ([a for a in sys.argv[1:] if not a.isdigit() and a != "eager"]
+             or ["alltoall", "ring", "incremental"])
     for w in which:
         {"alltoall": alltoall, "ring": ring, "incremental": incremental}[w]()
