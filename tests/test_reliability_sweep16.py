@@ -224,7 +224,7 @@ def test_the_event_bound_keeps_what_the_engine_can_run():
         limits.check(topo, big, None, check_options(dict(eager, delayed_ack=True)))
     # ns-3's tie order (tcp's default) numbers each end of serialisation too: twice as many,
     # so the ideal run that fits in its own order (9.2e11) does not in ns-3's (1.8e12)
-    with pytest.raises(limits.PacketLimit, match="at two .ns-3's tie order"):
+    with pytest.raises(limits.PacketLimit, match=r"at two per packet and link \(ns-3's tie order"):
         limits.check(topo, big, None, check_options({"transport": "ideal", "ns3_ties": True}))
     topo, smaller = _a2a(5 * 10**13)  # 9.2e11 events eagerly, 1.8e12 in ns-3's order
     limits.check(topo, smaller, None, check_options(eager))

@@ -237,15 +237,16 @@ def check_events(topology, src, dst, size, segs, mss: int, opts: dict) -> None:
                else ", and so does its ACK")
         raise PacketLimit(f"the workload's {int(size.sum())} bytes are {int(n_segs)} segments "
                           f"of {mss} bytes; each crosses {crossings / n_segs:.3g} links on "
-                          f"average{ack}: {events:.3g} events at {_PER_HOP_WORDS[per_hop]} "
-                          f"per packet and link; "
+                          f"average{ack}: {events:.3g} events at {_PER_HOP_WORDS[per_hop]}; "
                           f"the packet engine numbers at most 2^40 ({MAX_EVENTS}) events per "
                           f"run (the flow engine has no such limit)", what="events")
 
 
 # ns-3's tie order (engine.ns3_ties) numbers the end of every serialisation as well as the
 # arrival it leads to, as ns-3 schedules both when a frame starts
-_PER_HOP_WORDS = {1.0: "one", 2.0: "two (ns-3's tie order numbers each end of serialisation)"}
+_PER_HOP_WORDS = {1.0: "one per packet and link",
+                  2.0: "two per packet and link (ns-3's tie order, engine.ns3_ties, numbers the "
+                       "end of each serialisation too; engine.ns3_ties = false numbers one)"}
 
 
 def _numbers_per_crossing(opts: dict) -> float:
