@@ -295,6 +295,7 @@ def _fault_instant(st, topology, routing, faults, fi, t, rec: Recovery) -> int:
         touched.append(d)
         fi += 1
     alive = st.factor > 0
+    rec.at_instant(st, fi)
     if touched:
         tl = unique(np.array(touched, dtype=np.int64))
         st.LF[K.CAP, tl] = st.bw[tl] * st.factor[tl] * st.eff[tl]
@@ -338,10 +339,10 @@ def _fault_instant(st, topology, routing, faults, fi, t, rec: Recovery) -> int:
             rec.cancel(back)  # their pending re-route no longer applies
     if any_up:
         rec.link_back(t)
-    rec.waiting_starters(st, t, fi, any_up)
+    rec.waiting_starters(st, t, any_up)
     due = rec.pop_due(t)
     if due is not None:
-        _start_waiting(st, routing, rec, due[st.NI[due, K.STATE] == K.NOPATH], alive, t, fi)
+        _start_waiting(st, routing, rec, due[st.NI[due, K.STATE] == K.NOPATH], alive, t)
         flows = due[st.NI[due, K.STATE] == K.STALLED]
         first, timed = rec.split_due(flows)
         timed = rec.timeouts(st, timed)  # tcp: past data_retries they give up
@@ -357,13 +358,13 @@ def _fault_instant(st, topology, routing, faults, fi, t, rec: Recovery) -> int:
                 st.restart_slow_start(again, t)
             rec.resumed(ok)
             st.resume(ok, t)
-            rec.no_path(st, lost, rtt[np.searchsorted(flows, lost)], t, fi)
-    st.isc[K.WAITOK] = rec.link_due_back(st, fi)  # (isc[WAITOK]: 1 or 0)
+            rec.no_path(st, lost, rtt[np.searchsorted(flows, lost)], t)
+    st.isc[K.WAITOK] = rec.due_back  # (isc[WAITOK]: 1 or 0)
     st.mark_pending(t)
     return fi
 
 
-def _start_waiting(st, routing, rec, flows, alive, t, fi) -> None:
+def _start_waiting(st, routing, rec, flows, alive, t) -> None:
     """Transfers that became ready without a path try again at t: those with one start now
     (handshake, then data), the rest wait on (netcore/flow/recovery.py)."""
     flows = rec.starters_due(st, flows)
@@ -375,7 +376,7 @@ def _start_waiting(st, routing, rec, flows, alive, t, fi) -> None:
     rec.started(ok)
     st.NI[ok, K.STATE] = K.WAIT
     st.start_nodes(ok, t)
-    rec.starters_no_path(st, lost, t, fi)
+    rec.starters_no_path(st, lost, t)
 
 
 def _stalled_on_live_paths(st, alive) -> np.ndarray:

@@ -89,6 +89,13 @@ class Recovery:
         # (SYN retransmissions so far); fluid, the re-route after a link came back
         self.starters = _Waiting(tries=np.int64)
         self.gave_up = 0  # tcp: connections stranded after data_retries / syn_retries
+        # whether a link dead at the current fault instant comes back later (at_instant)
+        self.due_back = False
+
+    def at_instant(self, st, fi: int) -> None:
+        """The faults of an instant are in place (``fi``: the index of the next one): note once
+        whether a dead link is due back, which every decision of the instant reads."""
+        self.due_back = self.link_due_back(st, fi)
 
     def next_time(self) -> float:
         return min(self.reroute_at) if self.reroute_at else np.inf
@@ -135,12 +142,12 @@ class Recovery:
         self._give_up(st, timed[over])
         return timed[~over]
 
-    def no_path(self, st, flows: np.ndarray, rtt: np.ndarray, t: float, fi: int) -> None:
+    def no_path(self, st, flows: np.ndarray, rtt: np.ndarray, t: float) -> None:
         """``flows`` found no path at t (``rtt``: their RTT before, the tcp estimator's).
         They wait, or are stranded when no dead link is due to come back."""
         if not len(flows):
             return
-        if not self.link_due_back(st, fi):
+        if not self.due_back:
             self._strand(st, flows)
             return
         if not self.tcp:
@@ -177,7 +184,7 @@ class Recovery:
             self.schedule(float(when), flows[at == when])
 
     # ------------------------------------------------------------------ never started
-    def waiting_starters(self, st, t: float, fi: int, link_back: bool) -> None:
+    def waiting_starters(self, st, t: float, link_back: bool) -> None:
         """At fault instant t: the transfers that became ready without a path (NOPATH) wait
         for their next try (fluid: the re-route after a dead link came back at t; tcp: their
         next SYN timeout), or are stranded when no dead link is due back."""
@@ -193,7 +200,7 @@ class Recovery:
             return
         if not len(new):
             return
-        if not link_back and not self.link_due_back(st, fi):
+        if not link_back and not self.due_back:
             self._strand(st, new)  # the links they found no path over stay as they are
             return
         if not self.tcp:
@@ -201,11 +208,11 @@ class Recovery:
         # SYN timeouts at ready + c (2^j - 1): the ones before t found the same dead links
         ready = st.NF[new, K.TSTART]
         j = np.ones(len(new), dtype=np.int64)
-        at = ready + self.conn_timeout
+        at = self._syn_at(ready, j)
         late = at < t
         while late.any():  # (at doubles: a few rounds)
             j[late] += 1
-            at[late] = ready[late] + self.conn_timeout * (2.0 ** j[late] - 1)
+            at[late] = self._syn_at(ready[late], j[late])
             late = at < t
         gone = j > self.syn_retries
         self._give_up(st, new[gone])
@@ -229,21 +236,25 @@ class Recovery:
         self._give_up(st, flows[over])
         return flows[~over]
 
-    def starters_no_path(self, st, flows: np.ndarray, t: float, fi: int) -> None:
+    def starters_no_path(self, st, flows: np.ndarray, t: float) -> None:
         """``flows`` (NOPATH) tried at t and found no path: the next SYN timeout (tcp), the
         next link back (fluid), or stranded when no dead link is due back."""
         if not len(flows):
             return
-        if not self.link_due_back(st, fi):
+        if not self.due_back:
             self._strand(st, flows)
             return
         if self.tcp:
             j = self.starters.col["tries"][self.starters.at(flows)] + 1
-            self.schedule_each(st.NF[flows, K.TSTART] + self.conn_timeout * (2.0 ** j - 1),
-                               flows)
+            self.schedule_each(self._syn_at(st.NF[flows, K.TSTART], j), flows)
 
     def started(self, flows: np.ndarray) -> None:
         self.starters.drop(flows)
+
+    def _syn_at(self, ready: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """The j-th SYN timeout (j >= 1) of connections that became ready at ``ready``: each
+        waits twice the one before, the first ``conn_timeout_s``."""
+        return ready + self.conn_timeout * (2.0 ** j - 1)
 
     # ------------------------------------------------------------------ helpers
     def link_due_back(self, st, fi: int) -> bool:

@@ -14,6 +14,7 @@ from netcore.tcp_timers import (DATA_RETRIES, SYN_RETRIES, TIMER_KEYS, TIMER_PRE
 from topo.errors import InputError, is_finite
 
 TRANSPORTS = ("ideal", "tcp", "dctcp", "dcqcn")
+NS3_TIE_TRANSPORTS = ("tcp", "dctcp")  # ns3_ties on unless the scenario says otherwise
 
 # bytes of IPv4 + transport headers on every data packet, by transport
 L3L4_HEADER = {
@@ -92,9 +93,6 @@ def _num(v) -> bool:
 
 def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-NS3_TIE_TRANSPORTS = ("tcp", "dctcp")  # ns3_ties on unless the scenario says otherwise
 
 
 def _need(cond: bool, key: str, val, what: str) -> None:

@@ -180,10 +180,9 @@ ENGINE_COLUMNS = {
              "stranded_no_path", "gave_up_no_path", "link_classes", "links_used", "member_sets",
              "split_pieces"),
     "packet": ("transport", "mtu", "mss", "events_per_s", "event_numbers", "reroutes",
-               "reroute_wall_s", "drops",
-               "ecn_marks", "retransmissions", "headroom_violations", "peak_packets",
-               "peak_pending_events", "end_time_s", "deadlock_at_s", "deadlocked_ports",
-               "tcp_gave_up"),
+               "reroute_wall_s", "drops", "ecn_marks", "retransmissions", "headroom_violations",
+               "peak_packets", "peak_pending_events", "end_time_s", "deadlock_at_s",
+               "deadlocked_ports", "tcp_gave_up"),
 }
 WORKLOAD_COLUMNS = {
     "flows": (),
