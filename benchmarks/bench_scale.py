@@ -19,6 +19,7 @@ figures are what a user sees, start-up and Numba cache loading included. Cases:
     python benchmarks/bench_scale.py ring --k 16 32 64 128
     python benchmarks/bench_scale.py gpt3 --gpus 2048 --detail full     # the reference form
     python benchmarks/bench_scale.py moe --gpus 2048 4096 16384
+    python benchmarks/bench_scale.py gpt3 --gpus 1024 4096 --dp-algorithm double_binary_tree
 
 Prints one row per point and, with three or more points, the exponent of a power-law fit of
 wall time against GPUs (the issue's "no faster than about linearly").
@@ -36,12 +37,17 @@ import time
 from pathlib import Path
 
 
-def training_scenario(model: str, gpus: int, fabric: str, detail: str) -> str:
+def training_scenario(model: str, gpus: int, fabric: str, detail: str,
+                      dp_algorithm: str | None = None) -> str:
+    algo = ""
     if model == "gpt3":
         dp = gpus // 64  # interleaving needs micro-batches per pipeline a multiple of pp
         par = dict(tp=8, pp=8, vp=12, sp="true", recompute='"selective"', dist_opt="true",
                    global_batch=max(gpus // 4, 8 * dp))
         name = "gpt3-175b"
+        if dp_algorithm:  # a gradient all-reduce of that algorithm: no distributed optimizer
+            par["dist_opt"] = "false"
+            algo = f'algorithm = {{all_reduce = "{dp_algorithm}"}}\n'
     elif model == "moe":
         dp = gpus // 16
         par = dict(tp=1, pp=16, ep=64, recompute='"selective"', dist_opt="true", micro_batch=1,
@@ -60,7 +66,7 @@ def training_scenario(model: str, gpus: int, fabric: str, detail: str) -> str:
     p = "\n".join(f"{k} = {v}" for k, v in par.items())
     return (f'name = "scale"\nseed = 1\n[topology]\n{topo}[routing]\npolicy = "ecmp"\n'
             f'[workload]\nkind = "training"\nmodel = "{name}"\ngpu = "h100_sxm"\n'
-            f'granularity = "coarse"\nnetwork_detail = "{detail}"\n[workload.parallel]\n{p}\n')
+            f'granularity = "coarse"\nnetwork_detail = "{detail}"\n{algo}[workload.parallel]\n{p}\n')
 
 
 def collective_scenario(algo: str, k: int, detail: str) -> str:
@@ -110,13 +116,17 @@ def main(argv=None):
     ap.add_argument("--fabric", choices=("two_tier", "fullflat"), default="two_tier")
     ap.add_argument("--detail", choices=("auto", "full"), default="auto")
     ap.add_argument("--timeout", type=float, default=1200)
+    ap.add_argument("--dp-algorithm", help="gpt3: the data-parallel all-reduce's algorithm "
+                    "(e.g. double_binary_tree; the distributed optimizer is turned off)")
     a = ap.parse_args(argv)
     # one warm-up so the first point does not pay Numba's first compilation
     run_point(collective_scenario("ring", 4, "auto"), a.timeout)
     rows = []
     if a.case in ("gpt3", "llama", "moe"):
-        points = [(g, training_scenario(a.case, g, a.fabric, a.detail)) for g in a.gpus]
-        what = f"{a.case} on {a.fabric}, network_detail {a.detail}"
+        points = [(g, training_scenario(a.case, g, a.fabric, a.detail, a.dp_algorithm))
+                  for g in a.gpus]
+        what = (f"{a.case} on {a.fabric}, network_detail {a.detail}"
+                + (f", data-parallel {a.dp_algorithm}" if a.dp_algorithm else ""))
     else:
         algo = "ring" if a.case == "ring" else "double_binary_tree"
         points = [(k ** 3 // 4, collective_scenario(algo, k, a.detail)) for k in a.k]

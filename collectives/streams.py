@@ -55,6 +55,21 @@ def stream_of(template: Schedule) -> Stream | None:
         return None
     if (count != count[0]).any():
         return None
+    # a step is a DAG depth. Transfers a connection carries at once (a bidirectional ring
+    # over 2 ranks sends both directions' shards to its one peer in the same step) are as many
+    # members over that connection, each moving its share, in one step: counted as serial
+    # steps (4 instead of 2) they paid the path latency twice too often, and a tensor-parallel
+    # step of such rings ran 3 % long under network_detail = "auto"
+    from netcore.flow.contention import dag_levels
+
+    cptr, cidx = template.children()
+    level = dag_levels(np.diff(template.dep_ptr), cptr, cidx)[t]
+    span = int(level.max()) + 1
+    steps = np.bincount(np.searchsorted(keys, unique(conn * span + level) // span),
+                        minlength=len(keys))
+    if (steps != steps[0]).any() or count[0] % steps[0]:
+        return None
+    steps, at_once = int(steps[0]), int(count[0] // steps[0])
     nbytes = np.zeros(len(keys), dtype=np.int64)  # in integers: the byte counts are exact
     np.add.at(nbytes, np.searchsorted(keys, conn), template.size[t].astype(np.int64))
     is_d = template.kind == DELAY
@@ -70,8 +85,13 @@ def stream_of(template: Schedule) -> Stream | None:
     if delays.size and int(template.meta.get("chunks", 1) or 1) > 1:
         return None  # the step latency overlaps the sender's other chunks: full form
     first = float(template.duration[launch].max()) if launch.any() else 0.0
-    return Stream(csrc, keys % g, int(nbytes.max()), int(count[0]),
-                  per_step * int(count[0]) + first, short=int((nbytes.max() - nbytes).sum()))
+    if at_once > 1:  # each connection's bytes in as many near-equal members
+        k = np.tile(np.arange(at_once), len(keys))
+        nbytes = np.repeat(nbytes, at_once)
+        nbytes = nbytes // at_once + (k < nbytes % at_once)
+        csrc, keys = np.repeat(csrc, at_once), np.repeat(keys, at_once)
+    return Stream(csrc, keys % g, int(nbytes.max()), steps, per_step * steps + first,
+                  short=int((nbytes.max() - nbytes).sum()))
 
 
 # ring-family algorithms whose stream form is known without building the template

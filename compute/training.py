@@ -964,6 +964,30 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         stamp_streams(op, st, R, node(R, qq - 1), node(R, qq), ckind, -1, None, copies,
                       np.tile(np.arange(len(first)), len(qs)))
 
+    def stamp_dp(op, nbytes, groups, ready, done, ckind, tag=-1, lab=None):
+        """``stamp`` of a stage's data-parallel collective on all its groups (one per
+        (cp, tp) rank; ``ready``/``done`` shaped like ``groups``). Rings keep a stream per
+        group (streams_of: a copy on another rail hashes to other paths, and held in lock step
+        the copies would wait for one another). A collective with no stream form (trees,
+        halving-doubling, in-network) runs once per set of groups that start and end on the
+        same chain nodes, each template transfer a member set over the set's copies: the
+        tensor ranks of a replica folded onto one chain (before, a double binary tree
+        all-reduce of GPT-3 175B on 8,192 GPUs stamped its 128-rank trees once per tensor
+        rank, 42.9 M transfers, and was killed at 24 GB). In-network collectives fold every
+        group of the stage, each copy through its own switches."""
+        if comm.in_network(algo(op)):
+            stamp(op, nbytes, groups, ready, done, ckind, tag, lab, fold=len(groups))
+            return
+        if agg and streams_of(op, nbytes, groups.shape[1], rail_m(op, groups)) is None:
+            _, inv = np.unique(ready, axis=0, return_inverse=True)
+            inv = inv.ravel()
+            for cl in range(int(inv.max()) + 1):
+                rows = np.flatnonzero(inv == cl)
+                stamp(op, nbytes, groups[rows], ready[rows], done[rows], ckind, tag, lab,
+                      fold=len(rows))
+            return
+        stamp(op, nbytes, groups, ready, done, ckind, tag, lab)
+
     d_all = np.arange(D)
     for s in range(P):
         c = chains[s]
@@ -1106,12 +1130,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             rix = np.full(par.n_gpus, -1, np.int64)
             rix[ranks] = np.arange(len(ranks))
             op = "reduce_scatter" if par.dist_opt else "all_reduce"
-            # the groups of a stage run at once; an in-network collective, which has no stream
-            # form, runs them as one instance whose transfers are member sets over the groups
-            # (rings keep a stream per group, see streams_of)
-            stamp(op, int(nbytes), groups, ready[rix[rep[groups]]], done[rix[rep[groups]]],
-                  CKIND["dp"], tag=bi, lab="comm:dp:" + op,
-                  fold=len(groups) if comm.in_network(algo(op)) else 1)
+            stamp_dp(op, int(nbytes), groups, ready[rix[rep[groups]]], done[rix[rep[groups]]],
+                     CKIND["dp"], tag=bi, lab="comm:dp:" + op)
             prev_done = done
         # optimizer on the local (possibly sharded) parameters
         opt_s = np.array([chain_of(s, cls_of(r))[1] for r in ranks.tolist()])
@@ -1129,9 +1149,8 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
             rix = np.full(par.n_gpus, -1, np.int64)
             rix[ranks] = np.arange(len(ranks))
             pbytes = int(opt_params(s) * D * lm.dt)
-            stamp("all_gather", pbytes, groups, opt[rix[rep[groups]]], done[rix[rep[groups]]],
-                  CKIND["dp_ag"], lab="comm:dp_ag:all_gather",
-                  fold=len(groups) if comm.in_network(algo("all_gather")) else 1)
+            stamp_dp("all_gather", pbytes, groups, opt[rix[rep[groups]]],
+                     done[rix[rep[groups]]], CKIND["dp_ag"], lab="comm:dp_ag:all_gather")
             end = done
         step_end[s] = end
 

@@ -8,6 +8,7 @@ import pytest
 
 import collectives
 from collectives.streams import ring_stream, stream_of
+from compute.layers import CKIND
 from compute.report import summarize
 from compute.training import build_step, fault_args
 from netcore.api import simulate
@@ -48,6 +49,25 @@ def test_trees_and_all_to_all_have_no_stream_form():
     for op, algo in (("all_reduce", "double_binary_tree"), ("all_to_all", "direct"),
                      ("all_reduce", "bidirectional_ring")):
         assert stream_of(collectives.build(op, algo, list(range(8)), 1 << 16)) is None
+
+
+def test_transfers_a_connection_carries_at_once_are_one_step_of_its_stream():
+    # a bidirectional ring over 2 ranks sends both directions' shards to its one peer in the
+    # same step: 2 steps (reduce-scatter, all-gather) of 2 shards each, not 4 steps
+    t = collectives.build("all_reduce", "bidirectional_ring", [0, 1], 1 << 20,
+                          step_latency_s=1e-6)
+    st = stream_of(t)
+    assert st.steps == 2 and st.delay_s == pytest.approx(2e-6)
+    # each direction's shards are a member of their own: 2 per connection
+    assert sorted(zip(st.src.tolist(), st.dst.tolist())) == [(0, 1), (0, 1), (1, 0), (1, 0)]
+    assert 4 * st.nbytes - st.short == t.size.sum()
+
+
+def test_tensor_parallel_bidirectional_rings_on_the_network_auto_equals_full():
+    # they were 4 steps a stream: the path latency paid twice too often, the step 3 % long
+    f, a = _agree(dict(tp=2, pp=1, dist_opt=True, global_batch=8), fat_tree(4),
+                  algorithm={"all_reduce": "bidirectional_ring"}, tp_comm="network")
+    assert a["step_time_s"] == pytest.approx(f["step_time_s"], rel=1e-9)
 
 
 def _stream_of_ring(fab, op="all_reduce", nbytes=64 << 20):
@@ -125,6 +145,27 @@ def test_training_step_auto_equals_full_with_tensor_parallelism_on_the_network()
 def test_moe_step_with_expert_parallelism_auto_equals_full():
     fab = two_tier(nodes=8, gpus_per_node=4, nic_gbps=400)
     _agree(dict(tp=2, pp=2, ep=4, global_batch=16, recompute="selective"), fab, model=MOE)
+
+
+@pytest.mark.parametrize("algorithm", [
+    {"all_reduce": "double_binary_tree"}, {"all_reduce": "recursive_halving_doubling"},
+    {"reduce_scatter": "direct", "all_gather": "direct"}])
+def test_data_parallel_collectives_without_a_stream_fold_the_tensor_ranks(algorithm):
+    # a stage's data-parallel trees (one per tensor rank) start and end on the same chain
+    # nodes: one template instance whose transfers are member sets over the tensor ranks
+    fab = two_tier(nodes=8, gpus_per_node=4, nic_gbps=400)
+    par = dict(PAR, dist_opt="reduce_scatter" in algorithm)
+    _agree(par, fab, algorithm=algorithm)
+    s = {how: _step(par, fab, how, algorithm=algorithm)[0] for how in ("auto", "full")}
+    dp = {how: (x.kind == TRANSFER) & np.isin(x.extra["ckind"], [CKIND["dp"], CKIND["dp_ag"]])
+          for how, x in s.items()}
+    members = s["auto"].members_per_node()[dp["auto"]]
+    assert members.sum() == dp["full"].sum()  # every transfer of every tensor rank, once
+    if "all_reduce" in algorithm:
+        assert dp["full"].sum() == PAR["tp"] * dp["auto"].sum() > 0
+        assert (members == PAR["tp"]).all()
+    else:  # a direct reduce-scatter's transfers are independent: classes of pairs, fewer
+        assert PAR["tp"] * dp["auto"].sum() <= dp["full"].sum()
 
 
 def _scaleout_link(fab, host):
