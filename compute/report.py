@@ -142,7 +142,13 @@ def summarize(schedule: Schedule, start: np.ndarray, end: np.ndarray) -> dict:
         n_gpus=int(meta.get("n_gpus", 0)),
     )
     if (~ok).any():
+        # a step some of whose nodes never ended (stranded behind a cut with no path left, a
+        # TCP connection that gave up, a deadlock) has no step time: NaN (null in
+        # summary.json), not the end of the part that ran, and no throughput figures from it
+        # (a host cut off mid-step reported the healthy step's time and MFU)
         out["unfinished_nodes"] = int((~ok).sum())
+        for k in ("step_time_s", "tokens_per_s", "mfu", "hfu", "idle_s_per_gpu"):
+            out[k] = float("nan")
     return out
 
 
@@ -206,6 +212,9 @@ def chrome_trace(schedule: Schedule, start: np.ndarray, end: np.ndarray, path=No
 
 
 def format_summary(s: dict) -> str:
+    if s.get("unfinished_nodes"):
+        return (f"step time      none: {s['unfinished_nodes']:,} schedule nodes never ended "
+                f"(stranded transfers and what waits on them)")
     lines = [f"step time      {s['step_time_s']:.4f} s",
              f"tokens/s       {s['tokens_per_s']:.1f}",
              f"MFU            {100 * s['mfu']:.1f} %   (HFU {100 * s['hfu']:.1f} %)",

@@ -81,6 +81,12 @@ def run(args) -> int:
     print(f"{scenario.name}: makespan {summary['makespan_us']:.6g} us, "
           f"{flows}{stranded}{extra}; {prepared.engine} engine "
           f"{summary['wall_s']:.3g} s -> {out}")
+    if summary["stranded"] and summary.get("deadlock_at_s") is None and \
+            not summary.get("tcp_gave_up"):
+        print(f"warning: {summary['stranded']} transfer(s) stranded (a fault left them no "
+              f"path, or they wait behind one that has none): the workload did not finish; "
+              f"makespan_us is the end of the last node that did, and figures that need the "
+              f"end (step_time_s, mfu, busbw_GBps) are null", file=sys.stderr)
     if summary.get("deadlock_at_s") is not None:
         print(f"warning: the lossless fabric deadlocked at {summary['deadlock_at_s'] * 1e6:,.1f} "
               f"us: {summary['deadlocked_ports']} ports hold packets that PFC pauses (or "
