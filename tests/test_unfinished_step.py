@@ -4,6 +4,7 @@ instead of reporting the end of the part that ran (a GPU whose NIC went down mid
 the healthy step's time and MFU)."""
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -54,3 +55,17 @@ def test_summarize_gives_nan_for_a_step_that_never_ends():
     assert part["unfinished_nodes"] == 1
     assert all(math.isnan(part[k]) for k in ("step_time_s", "mfu", "hfu", "tokens_per_s"))
     assert "never ended" in format_summary(part) and "never ended" not in format_summary(whole)
+
+
+def test_a_chakra_trace_cut_off_mid_run_has_no_step_time(tmp_path, capsys):
+    trace = Path(__file__).resolve().parents[1] / "examples" / "chakra" / "ring_allreduce_8"
+    text = ('[topology]\nkind = "leaf_spine"\nleaves = 2\nhosts_per_leaf = 4\nspines = 2\n'
+            f'[workload]\nkind = "chakra"\npath = "{trace.as_posix()}"\n')
+    rc, _, _ = cli(capsys, "run", write(tmp_path, text, "whole.toml"), "--out", tmp_path / "w")
+    whole = json.loads((tmp_path / "w" / "summary.json").read_text())
+    assert rc == 0 and whole["step_time_s"] > 0
+    cut = text + f'[[faults]]\nlink = [0, 8]\nkind = "down"\nat_us = {whole["makespan_us"] / 2}\n'
+    rc, _, err = cli(capsys, "run", write(tmp_path, cut, "cut.toml"), "--out", tmp_path / "c")
+    s = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert rc == 0 and s["stranded"] > 0 and s["step_time_s"] is None
+    assert "did not finish" in err
