@@ -14,7 +14,6 @@ from compute.training import build_step
 from netcore.api import simulate
 from netcore.schedule import TRANSFER
 from topo.builders import build
-from topo.faults import LinkFaults
 
 
 def _nic_link(fab, host):
