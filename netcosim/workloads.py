@@ -719,7 +719,7 @@ def report_collective(spec: dict, schedule, result) -> dict:
     t = result.makespan
     # a collective some of whose transfers never finished (a deadlock, a cut with no path left)
     # has no completion time: no bandwidth figure rather than one from the part that ran
-    if t > 0 and n >= 1 and bool(np.isfinite(result.end).all()):
+    if t > 0 and n >= 1 and result.finished.all():
         fig = figures(op, n, nbytes, t)
         out["algbw_GBps"], out["busbw_GBps"] = fig["algbw_GBps"], fig["busbw_GBps"]
     return out

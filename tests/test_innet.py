@@ -9,6 +9,7 @@ import pytest
 
 import collectives as co
 from collectives.analytical import estimate
+from fabric_helpers import scaleout_link
 from netcore.api import simulate
 from netcore.schedule import TRANSFER, Schedule
 from topo.builders import build, fat_tree, two_tier
@@ -340,10 +341,8 @@ def test_training_sharp_folded_groups_split_around_a_degraded_link():
     copy off its member sets, and the step equals the full form's (``_agree``)."""
     from topo.faults import LinkFaults
     fab = apply_reduce(two_tier(nodes=8, gpus_per_node=4, nic_gbps=200), "line")
-    ly = fab.layer_names.index("edge")
-    i = np.flatnonzero((fab.link_layer == ly) & ((fab.link_u == 5) | (fab.link_v == 5)))[0]
-    faults = LinkFaults.from_records(fab, [{"link": [int(fab.link_u[i]), int(fab.link_v[i])],
-                                            "kind": "degrade", "factor": 0.25, "at_us": 0.0}])
+    faults = LinkFaults.from_records(fab, [{"link": scaleout_link(fab, 5), "kind": "degrade",
+                                            "factor": 0.25, "at_us": 0.0}])
     par = dict(tp=4, pp=2, sp=False, recompute="selective", dist_opt=False, global_batch=8)
     algo = {"all_reduce": "sharp"}
     f, _ = _agree(par, fab, faults, algorithm=algo)

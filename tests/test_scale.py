@@ -11,6 +11,7 @@ from collectives.streams import ring_stream, stream_of
 from compute.layers import CKIND
 from compute.report import summarize
 from compute.training import build_step, fault_args
+from fabric_helpers import scaleout_link
 from netcore.api import simulate
 from netcore.members import MemberSets
 from netcore.schedule import TRANSFER, Schedule
@@ -168,15 +169,9 @@ def test_data_parallel_collectives_without_a_stream_fold_the_tensor_ranks(algori
         assert PAR["tp"] * dp["auto"].sum() <= dp["full"].sum()
 
 
-def _scaleout_link(fab, host):
-    ly = fab.layer_names.index("edge")
-    i = np.flatnonzero((fab.link_layer == ly) & ((fab.link_u == host) | (fab.link_v == host)))
-    return [int(fab.link_u[i[0]]), int(fab.link_v[i[0]])]
-
-
 def test_degraded_scaleout_link_auto_equals_full():
     fab = two_tier(nodes=8, gpus_per_node=4, nic_gbps=400)
-    faults = LinkFaults.from_records(fab, [{"link": _scaleout_link(fab, 5), "kind": "degrade",
+    faults = LinkFaults.from_records(fab, [{"link": scaleout_link(fab, 5), "kind": "degrade",
                                             "factor": 0.25, "at_us": 0.0}])
     f, a = _agree(PAR, fab, faults)
     g = _step(PAR, fab, "auto")[2]  # the same step without the fault

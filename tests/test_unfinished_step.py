@@ -11,15 +11,10 @@ import numpy as np
 from cli_helpers import TRAIN_BASE, cli, write
 from compute.report import format_summary, summarize
 from compute.training import build_step
+from fabric_helpers import scaleout_link
 from netcore.api import simulate
 from netcore.schedule import TRANSFER
 from topo.builders import build
-
-
-def _nic_link(fab, host):
-    edge = fab.layer_names.index("edge")
-    i = np.flatnonzero((fab.link_layer == edge) & ((fab.link_u == host) | (fab.link_v == host)))
-    return [int(fab.link_u[i[0]]), int(fab.link_v[i[0]])]
 
 
 def test_a_step_cut_off_mid_run_has_no_step_time(tmp_path, capsys):
@@ -30,7 +25,7 @@ def test_a_step_cut_off_mid_run_has_no_step_time(tmp_path, capsys):
     assert rc == 0 and "warning" not in err and s["stranded"] == 0
     assert s["step_time_s"] > 0 and s["mfu"] > 0
     at = s["step_time_s"] * 1e6 / 2  # mid-step, for good: no later `up`
-    link = _nic_link(fab, 0)
+    link = scaleout_link(fab, 0)
     cut = write(tmp_path, TRAIN_BASE + f'[[faults]]\nlink = {link}\nkind = "down"\n'
                                        f'at_us = {at}\n', "cut.toml")
     rc, out, err = cli(capsys, "run", cut, "--out", tmp_path / "c")

@@ -23,8 +23,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from topo.errors import InputError
 
 KEYS = ("path", "comm_groups", "algorithms", "gpu", "precision", "deps", "rank_hosts", "p2p")
@@ -111,8 +109,7 @@ def build(topology, spec: dict, where: str, seed: int):
 def report(spec: dict, schedule, result) -> dict:
     """A trace is usually one training step: its makespan is the step time (none when some
     node never ended: a fault left a transfer no path)."""
-    done = bool(np.isfinite(result.end).all())
-    return {"step_time_s": float(result.makespan) if done else float("nan"),
+    return {"step_time_s": float(result.makespan) if result.finished.all() else float("nan"),
             "ranks": int(schedule.meta.get("n_ranks", 0))}
 
 
