@@ -947,12 +947,14 @@ void Sim::deliver(int32_t pid) {
         case SYN: {
             if (C.dead) return;
             // ns-3's listener answers in an event of its own at now (ProcessListen ->
-            // ScheduleNow(CompleteFork)): after everything already due at this instant
-            eq.push(now, EV_SYNACK, p.conn, (int64_t)p.ts);
+            // ScheduleNow(CompleteFork)): after everything already due at this instant, echoing
+            // the first SYN it received (Conn::listen_echo)
+            if (C.listen_echo < 0) C.listen_echo = p.ts;
+            eq.push(now, EV_SYNACK, p.conn, (int64_t)C.listen_echo);
             return;
         }
         case SYNACK: tcp_on_synack(p.conn, p.ts); return;
-        case HSACK: return;
+        case HSACK: tcp_rx_establish(p.conn); return;
         case CNP: dcqcn_on_cnp(p.conn); return;
     }
 }

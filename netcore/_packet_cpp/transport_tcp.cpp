@@ -36,7 +36,6 @@ void Sim::tcp_open(int32_t c) {
 void Sim::tcp_send_syn(int32_t c) {
     Conn& C = conns[c];
     const int32_t pid = new_packet(c, SYN, 0, cfg.syn_bytes + cfg.l2_header, false);
-    C.syn_ts = now;
     send_packet(pid);
     Conn& C2 = conns[c];
     // ns-3 ConnTimeout, doubled on every retry; at most TIME_LIMIT, so that `now + wait`
@@ -59,7 +58,7 @@ void Sim::tcp_on_synack(int32_t c, ps_t ts) {
     Conn& C = conns[c];
     if (C.state != 0 || C.dead || C.done) return;
     C.state = 1;
-    tcp_rtt_sample(C, now - ts);
+    tcp_rtt_sample(C, now, ts);
     C.cwnd = (int64_t)cfg.init_cwnd * C.mss;
     C.rto_deadline = NEVER;
     // the third packet of the handshake goes out before the data, as in ns-3
@@ -67,9 +66,20 @@ void Sim::tcp_on_synack(int32_t c, ps_t ts) {
     tcp_try_send(c);
 }
 
-void Sim::tcp_rtt_sample(Conn& C, ps_t m) {
+// ns-3 TcpOptionTS: a timestamp counts whole milliseconds of simulation time
+// (NowToTsValue), and an RTT sample is the difference of two such counts
+// (ElapsedTimeFromTsValue), 1 us when they are equal (EstimateRtt). A 3 s sample of a
+// handshake stays 3 s; a data-centre RTT of microseconds samples as 1 us (or 1 ms when a
+// millisecond boundary falls inside it).
+static ps_t ts_rtt_sample(ps_t now, ps_t echoed) {
+    constexpr ps_t MS = 1'000'000'000;
+    const ps_t a = now / MS, b = echoed / MS;
+    return a > b ? (a - b) * MS : ps_t(1'000'000);
+}
+
+void Sim::tcp_rtt_sample(Conn& C, ps_t now_, ps_t echoed) {
     // RFC 6298 / ns-3 RttMeanDeviation: alpha 1/8, beta 1/4
-    const double x = (double)m;
+    const double x = (double)ts_rtt_sample(now_, echoed);
     if (!C.have_rtt) {
         C.srtt = x;
         C.rttvar = x / 2;
@@ -169,15 +179,30 @@ static inline void bit_set(std::vector<uint64_t>& b, int32_t s, bool v) {
     else b[i >> 6] &= ~(uint64_t(1) << (i & 63));
 }
 
+// ns-3 ProcessSynRcvd: the packet that completes the handshake at the listener (its ACK, or
+// the first data segment when that ACK was lost) sets the delayed-ACK count to its maximum,
+// "to respond to the first data packet" at once; a delayed-ACK receiver then ACKs segments
+// 1, 3, 5, ... (before, 2, 4, 6, ...: every sender past its initial window ran one segment
+// late). Only with a handshake: without one there is no listener state to change.
+void Sim::tcp_rx_establish(int32_t c) {
+    Conn& R = conns[c];
+    if (R.rx_established || !cfg.handshake) return;
+    R.rx_established = true;
+    R.delack_n = (int32_t)cfg.delack_count;
+}
+
 void Sim::tcp_on_data(int32_t pid) {
     const Pkt p = pool[pid];
     const int32_t c = p.conn;
     Conn& C = conns[c];
     if (C.dead) return;
+    tcp_rx_establish(c);
     const bool ce = p.flags & F_CE;
     const bool dctcp = cfg.transport == T_DCTCP;
     // DCTCP receiver with delayed ACKs: a change of CE state flushes the pending ACK at once
-    if (dctcp && cfg.delayed_ack && ce != C.last_ce && C.delack_n > 0)
+    // (pending: in-order data not yet ACKed, whose timer runs; not the count tcp_rx_establish
+    // raises before the first segment)
+    if (dctcp && cfg.delayed_ack && ce != C.last_ce && C.delack_pending)
         tcp_send_ack(c, C.last_ce, C.last_ts);
     Conn& R = conns[c];
     R.last_ce = ce;
@@ -187,7 +212,11 @@ void Sim::tcp_on_data(int32_t pid) {
     if (s == R.rcv_nxt) {
         ++R.rcv_nxt;
         if (R.ooo_used) {  // (a flag in line 0: the vector and the SACK list are lines further)
-            while (bit_get(R.ooo, R.rcv_nxt)) { bit_set(R.ooo, R.rcv_nxt, false); ++R.rcv_nxt; }
+            while (bit_get(R.ooo, R.rcv_nxt)) {
+                bit_set(R.ooo, R.rcv_nxt, false);
+                ++R.rcv_nxt;
+                --R.ooo_n;
+            }
             if (R.nsk > 0) rx_sack_clear(R);
         }
     } else if (s > R.rcv_nxt) {
@@ -208,10 +237,15 @@ void Sim::tcp_on_data(int32_t pid) {
         }
         if (!bit_get(R.ooo, s)) {  // a duplicate changes nothing (ns-3 TcpRxBuffer::Add fails)
             bit_set(R.ooo, s, true);
+            ++R.ooo_n;
             if (cfg.sack) rx_sack_add(R, s);
         }
     }
-    const bool in_order = (s == before) && (R.rcv_nxt == before + 1);
+    // ns-3 ReceivedData delays the ACK only of a segment that arrived in order, filled no gap
+    // and left none behind: with out-of-order data still buffered (rx buffer Size() >
+    // Available()) it ACKs at once (before, the engine delayed that ACK, and a sender waiting
+    // for it after a timeout idled 200 ms)
+    const bool in_order = (s == before) && (R.rcv_nxt == before + 1) && R.ooo_n == 0;
     if (!cfg.delayed_ack || !in_order) {
         tcp_send_ack(c, dctcp && ce, p.ts);
     } else {
@@ -328,7 +362,7 @@ void Sim::tcp_on_ack(int32_t pid) {
     int64_t delivered = sacked;
     if (a > old_una) {
         const int32_t acked = a - old_una;
-        tcp_rtt_sample(C, now - p.ts);
+        tcp_rtt_sample(C, now, p.ts);
         if (dctcp) {  // one observation window per RTT (ns-3 TcpDctcp::PktsAcked)
             C.win_acked += acked * mss;
             if (ece) C.win_marked += acked * mss;

@@ -4,6 +4,7 @@
 // faults); everything that happens during the run is C++ inside ns-3's event loop:
 //   * the fabric: one PointToPoint link per physical link, DropTail device queue of
 //     `bufPkts` packets, no traffic-control qdisc (removed, so the buffer is exactly that);
+//     a host's devices hold its own packets without limit (HostQueue, the packet engine's rule);
 //   * routing: ns-3's own Ipv4StaticRouting with /32 host routes. Every transfer i owns two
 //     addresses (a source address on its src host, a destination address on its dst host), so
 //     the path the scenario's routing policy chose for *that* transfer is installed hop by hop
@@ -25,6 +26,32 @@ using namespace ns3;
 
 class Driver;
 static Driver* g_drv = nullptr;
+
+// A host's NIC queue with the packet engine's rule (docs/packet_engine.md, "Buffers"): the
+// host's own packets (data, SYN and ACKs of the transfers it sends or receives) never drop
+// there, they wait, as a sender back-pressured by its NIC; a packet the host forwards (a
+// torus node) drops when bufPkts or more are waiting, as at a switch port. A plain DropTail
+// queue here dropped a sender's own slow-start overshoot, so a lone flow whose first link is
+// its bottleneck lost hundreds of packets in ns-3 and none in the engine.
+class HostQueue : public Queue<Packet>
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("netcosim_ns3::HostQueue")
+                                .SetParent<Queue<Packet>>()
+                                .SetGroupName("Network")
+                                .AddConstructor<HostQueue>();
+        return tid;
+    }
+    int owner = -1;      // the host whose device this queue is
+    uint32_t limit = 0;  // waiting packets beyond which a forwarded packet drops
+    bool Enqueue(Ptr<Packet> item) override;
+    // FIFO, as DropTailQueue
+    Ptr<Packet> Dequeue() override { return DoDequeue(GetContainer().begin()); }
+    Ptr<Packet> Remove() override { return DoRemove(GetContainer().begin()); }
+    Ptr<const Packet> Peek() const override { return DoPeek(GetContainer().begin()); }
+};
 
 class Driver {
   public:
@@ -94,6 +121,28 @@ class Driver {
     static Ipv4Address SrcAddr(int64_t i) { return Ipv4Address(uint32_t(0x0A000000u + 4 * i + 1)); }
     static Ipv4Address DstAddr(int64_t i) { return Ipv4Address(uint32_t(0x0A000000u + 4 * i + 2)); }
 
+    // Did ``node`` originate this frame (PPP + IPv4 as it enters a device queue)? Transfer
+    // i's packets come from SrcAddr(i) on src[i] (data, SYN) and DstAddr(i) on dst[i] (ACKs,
+    // SYN-ACK).
+    bool OwnPacket(int node, Ptr<const Packet> p) const
+    {
+        Ptr<Packet> c = p->Copy();
+        PppHeader ppp;
+        c->RemoveHeader(ppp);
+        if (ppp.GetProtocol() != 0x0021)
+            return false;
+        Ipv4Header ip;
+        c->PeekHeader(ip);
+        uint32_t a = ip.GetSource().Get();
+        if ((a >> 24) != 10u)
+            return false;
+        int64_t i = int64_t((a - 0x0A000000u) / 4);
+        if (i >= n)
+            return false;
+        uint32_t role = a & 3u;
+        return role == 1 ? src[i] == node : role == 2 ? dst[i] == node : false;
+    }
+
     // ================================================================ build
     void BuildFabric(int nNodes_, int nHosts_, int nLinks_, const int32_t* lu, const int32_t* lv,
                      const double* bwBytes, const double* latS, int mtu, int bufPkts)
@@ -145,6 +194,17 @@ class Driver {
             // drops and counts: same buffer, visible drops.
             p2p.DisableFlowControl();
             NetDeviceContainer d = p2p.Install(nodes.Get(lu[i]), nodes.Get(lv[i]));
+            for (int s = 0; s < 2; ++s)
+            {
+                int owner = s == 0 ? lu[i] : lv[i];
+                if (owner >= nHosts)
+                    continue;
+                Ptr<HostQueue> q = CreateObject<HostQueue>();
+                q->owner = owner;
+                q->limit = uint32_t(bufPkts);
+                q->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, 0xFFFFFFFFu));
+                DynamicCast<PointToPointNetDevice>(d.Get(s))->SetQueue(q);
+            }
             Ipv4AddressHelper one;
             uint32_t base = 0xAC100000u + 4u * uint32_t(i);
             one.SetBase(Ipv4Address(base), Ipv4Mask("255.255.255.252"));
@@ -652,6 +712,17 @@ class Driver {
         g_drv = nullptr;
     }
 };
+
+
+bool HostQueue::Enqueue(Ptr<Packet> item)
+{
+    if (GetNPackets() >= limit && !g_drv->OwnPacket(owner, item))
+    {
+        DropBeforeEnqueue(item);
+        return false;
+    }
+    return DoEnqueue(GetContainer().end(), item);
+}
 
 void CopyOut(const Driver& d, double* start, double* end, uint8_t* stranded, double* linkBytes,
              double* linkBusy, uint64_t* drops, uint64_t* qMax)

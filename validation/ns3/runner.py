@@ -47,6 +47,24 @@ def _epochs(topology, faults: LinkFaults):
     return out
 
 
+def _refuse_revisits(routing, paths, tidx) -> None:
+    """A path through some node twice (valiant's detour to an intermediate switch and back
+    over the same link) needs two next hops for one destination address there, which the
+    hop-by-hop static routes cannot hold: ns-3 would loop it, and the transfer never ended
+    (the engines follow the path as given). Refused by name."""
+    topology = routing.topology
+    k = np.repeat(np.arange(tidx.size), np.diff(paths.ptr))
+    node = np.asarray(topology.dlink_src, dtype=np.int64)[paths.link]
+    key = np.sort(k * np.int64(topology.n_nodes) + node)
+    dup = np.flatnonzero(key[1:] == key[:-1])
+    if dup.size:
+        i, v = divmod(int(key[dup[0]]), int(topology.n_nodes))
+        raise NS3Unsupported(f"routing.policy = {routing.policy!r}: the path of transfer "
+                             f"{int(tidx[i])} "
+                             f"passes node {v} twice, which ns-3's per-destination static "
+                             f"routes cannot reproduce")
+
+
 def _epoch_paths(routing, schedule: Schedule, alive, tidx, plane=None):
     """Per node CSR of directed links (empty for compute/delay), and reachability. ``plane``:
     per node of a plane-split schedule, the plane its path stays in (as the packet engine)."""
@@ -64,6 +82,7 @@ def _epoch_paths(routing, schedule: Schedule, alive, tidx, plane=None):
     if p.weight.size and not np.all(p.weight == 1.0):
         raise NS3Unsupported(f"routing.policy = {routing.policy!r}: splits flows over several "
                              f"paths, which ns-3 static routes cannot reproduce")
+    _refuse_revisits(routing, p, tidx)
     cnt = np.zeros(n, dtype=np.int64)
     cnt[tidx] = np.diff(p.ptr)
     ptr[1:] = np.cumsum(cnt)
