@@ -126,7 +126,6 @@ struct alignas(64) Conn {
     int32_t ooo_n = 0;      // out-of-order segments the receiver holds
     int32_t win_end = 0, cwr_end = 0;  // DCTCP
     bool delack_pending = false, last_ce = false;
-    bool rx_established = false;  // the listener has completed the handshake
     int64_t delack_gen = 0;
     ps_t last_ts = 0;
     size_t rx_head = 0;     // first transfer not yet completed at the receiver
@@ -423,7 +422,6 @@ private:
     void tcp_try_send(int32_t c);
     void tcp_send_seg(int32_t c, int32_t seg);
     void tcp_on_data(int32_t pid);
-    void tcp_rx_establish(int32_t c);
     void tcp_send_ack(int32_t c, bool ece, ps_t ts);
     void tcp_rx_advance(int32_t c);
     void tcp_on_ack(int32_t pid);
@@ -432,7 +430,7 @@ private:
     void tcp_arm_rto(int32_t c);
     void tcp_schedule_rto(Conn& C, int32_t c);  // push EV_RTO for C.rto_deadline unless one is due by then
     void tcp_delack(int32_t c, int64_t gen);
-    void tcp_rtt_sample(Conn& c, ps_t now_, ps_t echoed);
+    void tcp_rtt_sample(Conn& c, ps_t echoed);  // a sample from the echoed timestamp
     void tcp_dupack(int32_t c);
     void tcp_enter_recovery(int32_t c);
     void tcp_do_retransmit(int32_t c);

@@ -954,7 +954,7 @@ void Sim::deliver(int32_t pid) {
             return;
         }
         case SYNACK: tcp_on_synack(p.conn, p.ts); return;
-        case HSACK: tcp_rx_establish(p.conn); return;
+        case HSACK: return;
         case CNP: dcqcn_on_cnp(p.conn); return;
     }
 }

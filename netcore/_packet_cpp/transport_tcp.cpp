@@ -29,6 +29,12 @@ void Sim::tcp_open(int32_t c) {
     }
     C.state = 0;
     C.syn_tries = 0;
+    // ns-3 ProcessSynRcvd: the packet that completes the handshake at the listener sets the
+    // delayed-ACK count to its maximum, "to respond to the first data packet" at once; a
+    // delayed-ACK receiver then ACKs segments 1, 3, 5, ... (before, 2, 4, 6, ...: every
+    // sender past its initial window ran one segment late). Nothing moves the count before
+    // the first data segment, so it is set here, at the connection's open.
+    C.delack_n = (int32_t)cfg.delack_count;
     C.peer_wnd = 65535;  // what the SYN-ACK will advertise (unscaled, RFC 7323 section 2.2)
     tcp_send_syn(c);
 }
@@ -58,7 +64,7 @@ void Sim::tcp_on_synack(int32_t c, ps_t ts) {
     Conn& C = conns[c];
     if (C.state != 0 || C.dead || C.done) return;
     C.state = 1;
-    tcp_rtt_sample(C, now, ts);
+    tcp_rtt_sample(C, ts);
     C.cwnd = (int64_t)cfg.init_cwnd * C.mss;
     C.rto_deadline = NEVER;
     // the third packet of the handshake goes out before the data, as in ns-3
@@ -77,9 +83,9 @@ static ps_t ts_rtt_sample(ps_t now, ps_t echoed) {
     return a > b ? (a - b) * MS : ps_t(1'000'000);
 }
 
-void Sim::tcp_rtt_sample(Conn& C, ps_t now_, ps_t echoed) {
+void Sim::tcp_rtt_sample(Conn& C, ps_t echoed) {
     // RFC 6298 / ns-3 RttMeanDeviation: alpha 1/8, beta 1/4
-    const double x = (double)ts_rtt_sample(now_, echoed);
+    const double x = (double)ts_rtt_sample(now, echoed);
     if (!C.have_rtt) {
         C.srtt = x;
         C.rttvar = x / 2;
@@ -179,29 +185,16 @@ static inline void bit_set(std::vector<uint64_t>& b, int32_t s, bool v) {
     else b[i >> 6] &= ~(uint64_t(1) << (i & 63));
 }
 
-// ns-3 ProcessSynRcvd: the packet that completes the handshake at the listener (its ACK, or
-// the first data segment when that ACK was lost) sets the delayed-ACK count to its maximum,
-// "to respond to the first data packet" at once; a delayed-ACK receiver then ACKs segments
-// 1, 3, 5, ... (before, 2, 4, 6, ...: every sender past its initial window ran one segment
-// late). Only with a handshake: without one there is no listener state to change.
-void Sim::tcp_rx_establish(int32_t c) {
-    Conn& R = conns[c];
-    if (R.rx_established || !cfg.handshake) return;
-    R.rx_established = true;
-    R.delack_n = (int32_t)cfg.delack_count;
-}
-
 void Sim::tcp_on_data(int32_t pid) {
     const Pkt p = pool[pid];
     const int32_t c = p.conn;
     Conn& C = conns[c];
     if (C.dead) return;
-    tcp_rx_establish(c);
     const bool ce = p.flags & F_CE;
     const bool dctcp = cfg.transport == T_DCTCP;
     // DCTCP receiver with delayed ACKs: a change of CE state flushes the pending ACK at once
-    // (pending: in-order data not yet ACKed, whose timer runs; not the count tcp_rx_establish
-    // raises before the first segment)
+    // (pending: in-order data not yet ACKed, whose timer runs; not the count tcp_open raises
+    // before the first segment)
     if (dctcp && cfg.delayed_ack && ce != C.last_ce && C.delack_pending)
         tcp_send_ack(c, C.last_ce, C.last_ts);
     Conn& R = conns[c];
@@ -362,7 +355,7 @@ void Sim::tcp_on_ack(int32_t pid) {
     int64_t delivered = sacked;
     if (a > old_una) {
         const int32_t acked = a - old_una;
-        tcp_rtt_sample(C, now, p.ts);
+        tcp_rtt_sample(C, p.ts);
         if (dctcp) {  // one observation window per RTT (ns-3 TcpDctcp::PktsAcked)
             C.win_acked += acked * mss;
             if (ece) C.win_marked += acked * mss;

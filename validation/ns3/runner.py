@@ -60,9 +60,8 @@ def _refuse_revisits(routing, paths, tidx) -> None:
     if dup.size:
         i, v = divmod(int(key[dup[0]]), int(topology.n_nodes))
         raise NS3Unsupported(f"routing.policy = {routing.policy!r}: the path of transfer "
-                             f"{int(tidx[i])} "
-                             f"passes node {v} twice, which ns-3's per-destination static "
-                             f"routes cannot reproduce")
+                             f"{int(tidx[i])} passes node {v} twice, which ns-3's "
+                             f"per-destination static routes cannot reproduce")
 
 
 def _epoch_paths(routing, schedule: Schedule, alive, tidx, plane=None):
