@@ -100,7 +100,7 @@ struct alignas(64) Conn {
     bool done = false, dead = false;
     uint8_t state = 0;      // 0 closed/syn-sent, 1 established
     uint8_t ca = 0;         // congestion state (CaState in transport_tcp.cpp), ns-3's m_congState
-    bool have_rtt = false, rto_pending = false, cwr = false;
+    bool have_rtt = false, rto_pending = false;
     bool ooo_used = false;   // the receiver's out-of-order bitmap exists
     bool recover_active = false;  // ns-3 m_recoverActive: `recover` holds a recovery point
     bool first_partial = true;    // ns-3 m_isFirstPartialAck: the next partial ACK resets the RTO
@@ -124,8 +124,13 @@ struct alignas(64) Conn {
     int32_t rx_end = std::numeric_limits<int32_t>::max();  // xend[rx_head], max when none
     int32_t delack_n = 0;
     int32_t ooo_n = 0;      // out-of-order segments the receiver holds
-    int32_t win_end = 0, cwr_end = 0;  // DCTCP
-    bool delack_pending = false, last_ce = false;
+    // DCTCP receiver (ns-3 TcpSocketBase::ForwardUp and TcpDctcp's CE state): the highest
+    // segment whose CE mark counted (ns-3 m_ecnCESeq; the handshake's ACK stands at segment
+    // 0, -1 before any), rcv_nxt when the previous packet arrived (m_priorRcvNxt)
+    int32_t ce_seq = -1, prior_rcv_nxt = 0;
+    bool delack_pending = false;
+    bool last_ce = false;         // the last packet's CE counted (TcpDctcp m_ceState)
+    bool delack_reserved = false; // TcpDctcp m_delayedAckReserved
     int64_t delack_gen = 0;
     ps_t last_ts = 0;
     size_t rx_head = 0;     // first transfer not yet completed at the receiver
@@ -149,9 +154,16 @@ struct alignas(64) Conn {
     // receiver: SACK blocks [lo, hi) in segments, most recent first (ns-3 TcpRxBuffer keeps 4)
     int32_t sk_lo[4], sk_hi[4];
     int32_t nsk = 0;
-    // DCTCP
+    // DCTCP sender (ns-3 TcpDctcp): alpha and its observation window, which ends when an ACK
+    // reaches win_end (m_nextSeq, taken from next_tx; win_started: m_nextSeqFlag); next_tx is
+    // ns-3's m_nextTxSequence; the sender's ECN state (EcnState below), the ACK of the last
+    // ECE (m_ecnEchoSeq) and the segment that carried the last CWR (m_ecnCWRSeq); cwnd_cnt is
+    // TcpLinuxReno's m_cWndCnt
     double alpha = 1.0;
     int64_t win_acked = 0, win_marked = 0;
+    int32_t win_end = 0, next_tx = 0, ecn_echo = -1, ecn_cwr = -1, cwnd_cnt = 0;
+    uint8_t ecn_state = 0;
+    bool win_started = false;
     // the stream: transfers in order, each ends at segment xend[i]
     std::vector<int32_t> xfer, xend;
     std::vector<int64_t> xbytes;
@@ -422,7 +434,10 @@ private:
     void tcp_try_send(int32_t c);
     void tcp_send_seg(int32_t c, int32_t seg);
     void tcp_on_data(int32_t pid);
-    void tcp_send_ack(int32_t c, bool ece, ps_t ts);
+    void tcp_send_ack(int32_t c, bool ece, ps_t ts, int32_t ack = -1);  // -1: rcv_nxt
+    bool dctcp_rx_ce(int32_t c, int32_t seq, bool ce);  // a packet's CE, as ns-3 counts it
+    void dctcp_on_ece(int32_t c, int32_t a, int32_t old_una, bool ece);
+    void dctcp_pkts_acked(Conn& C, int64_t segs, int32_t a);
     void tcp_rx_advance(int32_t c);
     void tcp_on_ack(int32_t pid);
     void tcp_on_synack(int32_t c, ps_t ts);

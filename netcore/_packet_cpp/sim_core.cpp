@@ -484,13 +484,16 @@ void Sim::enqueue(int32_t l, int32_t pid) {
         if (full && lossy) { drop(l, pid); return; }
     }
     if (!transit && cfg.transport == T_IDEAL) ++L.nown;
+    // a switch egress marks: the sender's own NIC queue stands for its socket buffer (a lone
+    // flow marked itself there and halved its window on an idle path). DCTCP marks every
+    // packet, as ns-3's TcpDctcp sends SYNs and pure ACKs ECN-capable too (what a marked one
+    // does: dctcp_rx_ce); DCQCN only data.
+    if (cfg.transport == T_DCTCP && transit && L.nq >= cfg.ecn_k) {
+        p.flags |= F_CE;
+        ++L.stat_ecn;
+    }
     if (p.type == DATA) {
-        // a switch egress marks: the sender's own NIC queue stands for its socket buffer (a
-        // lone flow marked itself there and halved its window on an idle path)
-        if (cfg.transport == T_DCTCP && transit && L.nq >= cfg.ecn_k) {
-            p.flags |= F_CE;
-            ++L.stat_ecn;
-        } else if (cfg.transport == T_DCQCN && transit) {
+        if (cfg.transport == T_DCQCN && transit) {
             // DCQCN's congestion point is a switch egress: a sender's own NIC queue never marks
             const double q = (double)L.qbytes;
             bool mark = false;
@@ -954,7 +957,9 @@ void Sim::deliver(int32_t pid) {
             return;
         }
         case SYNACK: tcp_on_synack(p.conn, p.ts); return;
-        case HSACK: return;
+        case HSACK:  // the listener's DCTCP sees its CE mark (segment 0)
+            if (cfg.transport == T_DCTCP && !C.dead) dctcp_rx_ce(p.conn, 0, p.flags & F_CE);
+            return;
         case CNP: dcqcn_on_cnp(p.conn); return;
     }
 }

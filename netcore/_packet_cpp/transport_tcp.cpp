@@ -1,6 +1,7 @@
 // TCP as ns-3.44's TcpSocketBase + TcpNewReno + TcpClassicRecovery runs it, with SACK
 // (RFC 2018 / 6675, ns-3's default) or without (NewReno on ns-3's guessed scoreboard), and
-// DCTCP (RFC 8257, ns-3 TcpDctcp). Sequence numbers count segments of the connection's stream;
+// DCTCP as ns-3's TcpDctcp runs it (RFC 8257's alpha on TcpLinuxReno's window growth, ECT on
+// every packet, the CWR state of TcpSocketBase). Sequence numbers count segments of the connection's stream;
 // cwnd and ssthresh are bytes, as in ns-3. The scoreboard (what is SACKed, lost, resent) is in
 // transport_tcp_sack.cpp; this file is the state machine around it (ns-3's ReceivedAck,
 // ProcessAck, DupAck, EnterRecovery, SendPendingData, ReTxTimeout).
@@ -13,8 +14,17 @@ namespace pk {
 
 static constexpr int64_t SSTHRESH_INF = int64_t(1) << 62;
 
-// ns-3 TcpSocketState::TcpCongState_t (CWR is DCTCP's `cwr` flag here)
-enum CaState : uint8_t { CA_OPEN = 0, CA_DISORDER = 1, CA_RECOVERY = 2, CA_LOSS = 3 };
+// ns-3 TcpSocketState::TcpCongState_t (CA_CWR: DCTCP's once-per-window cut after an ECE)
+enum CaState : uint8_t { CA_OPEN = 0, CA_DISORDER = 1, CA_RECOVERY = 2, CA_LOSS = 3, CA_CWR = 4 };
+// a DCTCP sender's ns-3 TcpSocketState::EcnState_t (the receiver's side is Conn::last_ce: with
+// TcpDctcp the ECE of an ACK is the CE of the last packet that arrived)
+enum EcnState : uint8_t { ECN_IDLE = 0, ECN_ECE_RCVD = 1, ECN_CWR_SENT = 2 };
+
+// TcpDctcp::GetSsThresh, for an ECE, a fast retransmit and a timeout alike (ns-3 ignores the
+// bytes in flight here; no floor of two segments)
+static int64_t dctcp_ssthresh(const Conn& C) {
+    return (int64_t)((1 - C.alpha / 2.0) * (double)C.cwnd);
+}
 
 void Sim::tcp_open(int32_t c) {
     Conn& C = conns[c];
@@ -114,6 +124,11 @@ void Sim::tcp_send_seg(int32_t c, int32_t seg) {
         sb_mark_retx(C, seg);
     } else {
         C.high_tx = seg + 1;
+        // ns-3 SendDataPacket: the first new segment after an ECE carries CWR
+        if (C.ecn_state == ECN_ECE_RCVD && C.ecn_echo > C.ecn_cwr) {
+            C.ecn_state = ECN_CWR_SENT;
+            C.ecn_cwr = seg;
+        }
     }
     const int32_t pid =
         new_packet(c, DATA, seg, payload + cfg.l3l4_header + cfg.l2_header, false);
@@ -138,17 +153,18 @@ void Sim::tcp_try_send(int32_t c) {
         if (s < 0) return;
         if (room < C.mss && seg_bytes(C, s, std::min(C.nseg, s + 2)) > room) return;
         tcp_send_seg(c, s);
+        conns[c].next_tx = s + 1;
     }
 }
 
 // a pure ACK; with SACK it carries the first 3 blocks of the receiver's list (all the option
 // space beside the timestamp allows: ns-3 AddOptionSack), 8 bytes each plus 2 of option header
 // (with the timestamp's 10, a multiple of 4: no padding)
-void Sim::tcp_send_ack(int32_t c, bool ece, ps_t ts) {
+void Sim::tcp_send_ack(int32_t c, bool ece, ps_t ts, int32_t ack) {
     const Conn& R = conns[c];
     const int32_t nb = cfg.sack && R.ooo_used ? std::min(R.nsk, 3) : 0;
-    const int32_t pid =
-        new_packet(c, ACK, R.rcv_nxt, cfg.ack_bytes + 8 * nb + cfg.l2_header, true);
+    const int32_t pid = new_packet(c, ACK, ack < 0 ? R.rcv_nxt : ack,
+                                   cfg.ack_bytes + 8 * nb + cfg.l2_header, true);
     Pkt& p = pool[pid];
     p.ts = ts;
     if (ece) p.flags |= F_ECE;
@@ -169,6 +185,7 @@ void Sim::tcp_delack(int32_t c, int64_t gen) {
     Conn& C = conns[c];
     if (gen != C.delack_gen || C.dead) return;
     C.delack_pending = false;
+    C.delack_reserved = true;  // ns-3 DelAckTimeout raises CA_EVENT_DELAYED_ACK
     if (C.delack_n > 0) tcp_send_ack(c, C.last_ce, C.last_ts);
 }
 
@@ -190,19 +207,15 @@ void Sim::tcp_on_data(int32_t pid) {
     const int32_t c = p.conn;
     Conn& C = conns[c];
     if (C.dead) return;
-    const bool ce = p.flags & F_CE;
     const bool dctcp = cfg.transport == T_DCTCP;
-    // DCTCP receiver with delayed ACKs: a change of CE state flushes the pending ACK at once
-    // (pending: in-order data not yet ACKed, whose timer runs; not the count tcp_open raises
-    // before the first segment)
-    if (dctcp && cfg.delayed_ack && ce != C.last_ce && C.delack_pending)
-        tcp_send_ack(c, C.last_ce, C.last_ts);
-    Conn& R = conns[c];
-    R.last_ce = ce;
-    R.last_ts = p.ts;
     const int32_t s = p.seq;
+    const bool ce = dctcp && dctcp_rx_ce(c, s, p.flags & F_CE);
+    Conn& R = conns[c];
+    R.last_ts = p.ts;
     const int32_t before = R.rcv_nxt;
+    bool stored = false;  // ns-3 TcpRxBuffer::Add succeeded: new data, not a duplicate
     if (s == R.rcv_nxt) {
+        stored = true;
         ++R.rcv_nxt;
         if (R.ooo_used) {  // (a flag in line 0: the vector and the SACK list are lines further)
             while (bit_get(R.ooo, R.rcv_nxt)) {
@@ -229,6 +242,7 @@ void Sim::tcp_on_data(int32_t pid) {
             R.ooo_used = true;
         }
         if (!bit_get(R.ooo, s)) {  // a duplicate changes nothing (ns-3 TcpRxBuffer::Add fails)
+            stored = true;
             bit_set(R.ooo, s, true);
             ++R.ooo_n;
             if (cfg.sack) rx_sack_add(R, s);
@@ -238,19 +252,44 @@ void Sim::tcp_on_data(int32_t pid) {
     // and left none behind: with out-of-order data still buffered (rx buffer Size() >
     // Available()) it ACKs at once (before, the engine delayed that ACK, and a sender waiting
     // for it after a timeout idled 200 ms)
+    // (delack_reserved follows ns-3's CA_EVENT_DELAYED_ACK / CA_EVENT_NON_DELAYED_ACK, which
+    // TcpDctcp keeps as m_delayedAckReserved; a duplicate raises neither)
     const bool in_order = (s == before) && (R.rcv_nxt == before + 1) && R.ooo_n == 0;
     if (!cfg.delayed_ack || !in_order) {
-        tcp_send_ack(c, dctcp && ce, p.ts);
+        if (stored) R.delack_reserved = false;
+        tcp_send_ack(c, ce, p.ts);
     } else {
         ++R.delack_n;
         if (R.delack_n >= cfg.delack_count) {
-            tcp_send_ack(c, dctcp && ce, p.ts);
-        } else if (!R.delack_pending) {
-            R.delack_pending = true;
-            eq.push(now + cfg.delack_timeout, EV_DELACK, c, R.delack_gen);
+            R.delack_reserved = false;
+            tcp_send_ack(c, ce, p.ts);
+        } else {
+            R.delack_reserved = true;
+            if (!R.delack_pending) {
+                R.delack_pending = true;
+                eq.push(now + cfg.delack_timeout, EV_DELACK, c, R.delack_gen);
+            }
         }
     }
     tcp_rx_advance(c);
+}
+
+// DCTCP receiver, as ns-3's ForwardUp and TcpDctcp see a packet (data, or the handshake's
+// ACK at segment 0): its CE mark counts only above the last one that counted (m_ecnCESeq: a
+// resent segment, or the first data segment after a marked handshake ACK, counts as unmarked);
+// a change of CE state while an ACK is held back (m_delayedAckReserved) first sends the ACK
+// the previous state owed, for rcv_nxt as it stood when the previous packet arrived
+// (m_priorRcvNxt: ns-3 takes it before the packet's data is added, so this ACK may repeat
+// one already sent)
+bool Sim::dctcp_rx_ce(int32_t c, int32_t seq, bool marked) {
+    Conn& R = conns[c];
+    const bool ce = marked && R.ce_seq < seq;
+    if (ce) R.ce_seq = seq;
+    if (ce != R.last_ce && R.delack_reserved) tcp_send_ack(c, R.last_ce, R.last_ts, R.prior_rcv_nxt);
+    Conn& Q = conns[c];
+    Q.prior_rcv_nxt = Q.rcv_nxt;
+    Q.last_ce = ce;
+    return ce;
 }
 
 void Sim::tcp_rx_advance(int32_t c) {
@@ -261,10 +300,32 @@ void Sim::tcp_rx_advance(int32_t c) {
                                              : std::numeric_limits<int32_t>::max();
         transfer_done(node);
     }
-    // a connection of its own closes when its transfer is complete (the sender learns of it
-    // through the ACKs already on their way; it sends nothing more)
-    if (!cfg.warm_connections && C.rx_end == std::numeric_limits<int32_t>::max())
-        C.done = true;  // every transfer received (rx_end, not xfer.size(): one line fewer)
+    // a connection of its own closes once its receiver holds every byte (rx_end, not
+    // xfer.size(): one line fewer) and its sender has them all acknowledged (tcp_on_ack)
+    if (!cfg.warm_connections && C.rx_end == std::numeric_limits<int32_t>::max() &&
+        C.snd_una >= C.nseg)
+        C.done = true;
+}
+
+// ns-3 TcpLinuxReno::IncreaseWindow (DCTCP's base): slow start adds every segment acknowledged
+// up to ssthresh, congestion avoidance one segment per window's worth counted in cwnd_cnt
+static void increase_window_linux(Conn& C, int64_t segs) {
+    const int64_t mss = C.mss;
+    if (C.cwnd < C.ssthresh) {
+        if (segs >= 1) C.cwnd = std::min(C.cwnd + segs * mss, C.ssthresh);
+        return;
+    }
+    const int64_t w = std::max<int64_t>(1, C.cwnd / mss);
+    if (C.cwnd_cnt >= w) {
+        C.cwnd_cnt = 0;
+        C.cwnd += mss;
+    }
+    C.cwnd_cnt += (int32_t)segs;
+    if (C.cwnd_cnt >= w) {
+        const int64_t delta = C.cwnd_cnt / w;
+        C.cwnd_cnt -= (int32_t)(delta * w);
+        C.cwnd += delta * mss;
+    }
 }
 
 // ns-3 TcpNewReno::IncreaseWindow: slow start adds one segment per ACK whatever it covers,
@@ -285,6 +346,7 @@ static void increase_window(Conn& C, int64_t segs) {
 void Sim::tcp_new_ack(int32_t c, bool reset_rto) {
     Conn& C = conns[c];
     C.backoff = 0;
+    C.next_tx = std::max(C.next_tx, C.snd_una);  // (m_nextTxSequence, DCTCP's window end)
     if (C.snd_una >= C.nseg) C.rto_deadline = NEVER;
     else if (reset_rto) tcp_arm_rto(c);
 }
@@ -296,6 +358,7 @@ void Sim::tcp_do_retransmit(int32_t c) {
     int32_t s = sb_next_seg(C, false);
     if (s < 0) s = C.snd_una;
     tcp_send_seg(c, s);
+    conns[c].next_tx = s;  // (ns-3 leaves m_nextTxSequence at the resent segment's start)
 }
 
 // ns-3 EnterRecovery with TcpClassicRecovery: ssthresh from the pipe (plus the head, without
@@ -313,7 +376,8 @@ void Sim::tcp_enter_recovery(int32_t c) {
     C.ca = CA_RECOVERY;
     const int64_t mss = C.mss;
     const int64_t flight = sb_pipe(C) + (cfg.sack ? 0 : mss);
-    C.ssthresh = std::max<int64_t>(2 * mss, flight / 2);
+    C.ssthresh = cfg.transport == T_DCTCP ? dctcp_ssthresh(C)
+                                          : std::max<int64_t>(2 * mss, flight / 2);
     C.cwnd = C.ssthresh;
     tcp_send_seg(c, C.snd_una);
 }
@@ -329,12 +393,58 @@ void Sim::tcp_dupack(int32_t c) {
         if (!cfg.sack) sb_add_reno_sack(C);
         return;
     }
+    if (C.ca != CA_DISORDER) return;  // CWR (dctcp): counted, nothing more
     if (C.dupacks == cfg.dupack_threshold && (C.snd_una >= C.recover || !C.recover_active))
         tcp_enter_recovery(c);
     else if (sb_is_lost(C, C.snd_una))
         tcp_enter_recovery(c);
     else if (!cfg.sack && cfg.limited_transmit)
         sb_add_reno_sack(C);  // RFC 3042: the pipe shrinks, a new segment may go
+}
+
+// DCTCP sender, ns-3 TcpDctcp::PktsAcked: every call adds its segments to the window's count
+// (as marked while the sender's ECN state is ECE_RCVD); an ACK at or past win_end closes the
+// window: alpha = (1 - g) alpha + g F. ns-3 calls it for a duplicate ACK too (one segment)
+// and, in each congestion state, with the segments ProcessAck counts there.
+void Sim::dctcp_pkts_acked(Conn& C, int64_t segs, int32_t a) {
+    const int64_t bytes = segs * C.mss;
+    C.win_acked += bytes;
+    if (C.ecn_state == ECN_ECE_RCVD) C.win_marked += bytes;
+    if (!C.win_started) {
+        C.win_end = C.next_tx;
+        C.win_started = true;
+    }
+    if (a >= C.win_end) {
+        const double F = C.win_acked > 0 ? (double)C.win_marked / (double)C.win_acked : 0.0;
+        C.alpha = (1 - cfg.dctcp_g) * C.alpha + cfg.dctcp_g * F;
+        C.win_end = C.next_tx;
+        C.win_acked = C.win_marked = 0;
+    }
+}
+
+// DCTCP sender, ns-3 ReceivedAck before ProcessAck: an ACK past the recovery point ends the
+// CWR state (cwnd = ssthresh); an ACK that advances with ECE puts the ECN state at ECE_RCVD
+// and, outside CWR (in any other state: ns-3 leaves a loss recovery for it), cuts once:
+// ssthresh = cwnd (1 - alpha/2) with the alpha before this ACK, cwnd = ssthresh
+// (TcpClassicRecovery), recovery point = the highest segment sent
+void Sim::dctcp_on_ece(int32_t c, int32_t a, int32_t old_una, bool ece) {
+    Conn& C = conns[c];
+    if (C.ca == CA_CWR && a > C.recover) {
+        C.ca = CA_OPEN;
+        C.cwnd = C.ssthresh;
+    }
+    if (a > old_una && ece) {
+        C.ecn_echo = a;
+        C.ecn_state = ECN_ECE_RCVD;
+        if (C.ca != CA_CWR) {
+            C.ssthresh = dctcp_ssthresh(C);
+            C.cwnd = C.ssthresh;
+            C.ca = CA_CWR;
+            C.recover = C.high_tx;
+        }
+    } else if (C.ecn_state == ECN_ECE_RCVD && !ece) {
+        C.ecn_state = ECN_IDLE;
+    }
 }
 
 // ns-3 ReceivedAck + ProcessAck
@@ -345,7 +455,6 @@ void Sim::tcp_on_ack(int32_t pid) {
     if (C.done || C.dead || C.state != 1) return;
     const int32_t a = p.seq;
     if (a < C.snd_una || a > C.high_tx) return;  // stale, or acknowledges nothing sent
-    const bool ece = p.flags & F_ECE;
     const bool dctcp = cfg.transport == T_DCTCP;
     const int64_t mss = C.mss;
     const int32_t old_una = C.snd_una;
@@ -354,23 +463,16 @@ void Sim::tcp_on_ack(int32_t pid) {
     if (p.flags & F_SACK) sacked = sb_update(C, sack_opt[pid]);
     int64_t delivered = sacked;
     if (a > old_una) {
-        const int32_t acked = a - old_una;
         tcp_rtt_sample(C, p.ts);
-        if (dctcp) {  // one observation window per RTT (ns-3 TcpDctcp::PktsAcked)
-            C.win_acked += acked * mss;
-            if (ece) C.win_marked += acked * mss;
-            if (a >= C.win_end) {
-                const double F = C.win_acked > 0 ? (double)C.win_marked / (double)C.win_acked : 0;
-                C.alpha = (1 - cfg.dctcp_g) * C.alpha + cfg.dctcp_g * F;
-                C.win_acked = C.win_marked = 0;
-                C.win_end = C.high_tx;
-            }
-        }
         delivered += sb_discard(C, a);
     }
-    const bool dup = cfg.sack ? sacked > 0 : (a == old_una && a < C.high_tx);
+    if (dctcp) dctcp_on_ece(c, a, old_una, p.flags & F_ECE);
+    const int32_t old_dup = conns[c].dupacks;
+    const bool dup = cfg.sack ? sacked > 0 : (a == old_una && a < conns[c].high_tx);
     if (dup) tcp_dupack(c);
     Conn& D = conns[c];
+    // ns-3 calls PktsAcked for a repeated ACK as if one segment had left
+    if (dctcp && a == old_una && a < D.high_tx) dctcp_pkts_acked(D, 1, a);
     if (a > old_una) {
         int64_t segs = delivered / mss;
         D.acked_rem += (int32_t)(delivered % mss);
@@ -385,25 +487,39 @@ void Sim::tcp_on_ack(int32_t pid) {
                                 sb_resent_unsacked(D, a);
             if (!resent) tcp_do_retransmit(c);
             Conn& E = conns[c];
+            if (dctcp) dctcp_pkts_acked(E, 1, a);
             const bool first = E.first_partial;
             E.first_partial = false;
             tcp_new_ack(c, first);
         } else if (a < D.recover && D.ca == CA_LOSS) {
-            increase_window(D, segs);
+            if (dctcp) {
+                dctcp_pkts_acked(D, segs, a);
+                increase_window_linux(D, segs);
+            } else {
+                increase_window(D, segs);
+            }
+            tcp_new_ack(c, true);
+        } else if (D.ca == CA_CWR) {  // (dctcp only) no growth until the recovery point
+            dctcp_pkts_acked(D, segs, a);
             tcp_new_ack(c, true);
         } else {
             bool exited = false;
-            if (D.ca == CA_DISORDER) {
+            if (D.ca == CA_OPEN) {
+                if (dctcp) dctcp_pkts_acked(D, segs, a);
+            } else if (D.ca == CA_DISORDER) {
+                if (dctcp && segs >= old_dup) dctcp_pkts_acked(D, segs - old_dup, a);
                 if (!dup) D.ca = CA_OPEN;
             } else if (D.ca == CA_RECOVERY) {
                 D.first_partial = true;
                 segs = seg_bytes(D, old_una, a) / mss;
+                if (dctcp) dctcp_pkts_acked(D, segs, a);
                 D.ca = CA_OPEN;
                 exited = true;
                 D.dupacks = 0;
             } else if (D.ca == CA_LOSS) {
                 D.first_partial = true;
                 segs = seg_bytes(D, D.recover, a) / mss;
+                if (dctcp) dctcp_pkts_acked(D, segs, a);
                 D.ca = CA_OPEN;
             }
             if (a >= D.recover) D.recover_active = false;
@@ -412,20 +528,20 @@ void Sim::tcp_on_ack(int32_t pid) {
                 D.cwnd = D.ssthresh;
             }
             if (D.ca == CA_OPEN) {
-                increase_window(D, segs);
+                if (dctcp) increase_window_linux(D, segs);
+                else increase_window(D, segs);
                 tcp_new_ack(c, true);
             }
         }
     }
-    Conn& E = conns[c];
-    if (E.cwr && E.snd_una >= E.cwr_end) E.cwr = false;
-    if (dctcp && ece && !E.cwr && E.ca != CA_RECOVERY && E.ca != CA_LOSS) {
-        // once per window: cwnd *= (1 - alpha/2)
-        E.ssthresh = std::max<int64_t>(2 * mss, (int64_t)((double)E.cwnd * (1 - E.alpha / 2)));
-        E.cwnd = E.ssthresh;
-        E.cwr = true;
-        E.cwr_end = E.high_tx;
-    }
+    // until its last ACK arrives, a sender whose receiver already holds everything keeps its
+    // timers, as ns-3's socket does: a last ACK held back by delayed ACKs past a short
+    // minimum RTO, or lost, has it resend its tail into a fabric other transfers still use
+    // (before, the connection closed when its receiver was done)
+    Conn& F = conns[c];
+    if (!cfg.warm_connections && F.snd_una >= F.nseg &&
+        F.rx_end == std::numeric_limits<int32_t>::max())
+        F.done = true;
     tcp_try_send(c);
 }
 
@@ -450,10 +566,10 @@ void Sim::tcp_rto(int32_t c) {
     C.recover = C.high_tx;
     C.recover_active = true;
     C.rto = std::min<ps_t>(cfg.max_rto, C.rto * 2);
-    C.ssthresh = std::max<int64_t>(2 * (int64_t)C.mss, flight / 2);
+    C.ssthresh = cfg.transport == T_DCTCP ? dctcp_ssthresh(C)
+                                          : std::max<int64_t>(2 * (int64_t)C.mss, flight / 2);
     C.ca = CA_LOSS;
     C.cwnd = C.mss;
-    C.cwr = false;
     C.rto_deadline = NEVER;
     tcp_try_send(c);
 }

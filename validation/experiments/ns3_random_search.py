@@ -1,6 +1,7 @@
 """Random differential search: the packet engine against ns-3 on small random scenarios.
 
     python -m validation.experiments.ns3_random_search SEED COUNT [FAULT_FRACTION] [--keep DIR]
+                                                      [--dctcp FRACTION]
 
 Draws COUNT scenarios from SEED (fabric, routing, rates, latencies, MTU, buffer, TCP options,
 1-30 flows with random sizes, starts and dependencies; with probability FAULT_FRACTION one or
@@ -8,7 +9,10 @@ two random link faults) and runs each in ns-3 and in the packet engine
 (validation.ns3.compare.run_both). A case is ``ok`` when both end every transfer at the same
 time (relative 1e-6), ``DIFF`` otherwise, ``ERR`` when the ns-3 runner refuses it. How the
 session-40 search used it, and what it found: docs/ns3.md, mechanism 10 (seeds 1, 2, 3 with
-10, 60 and 80 cases, fault fractions 0, 0.3, 0.3). A research tool, not a test.
+10, 60 and 80 cases, fault fractions 0, 0.3, 0.3). With ``--dctcp FRACTION`` that share of the
+cases runs DCTCP instead (random marking threshold below the buffer, gain and initial alpha),
+drawn from a second generator so that the TCP cases of a seed stay the same. A research tool,
+not a test.
 """
 import json
 import math
@@ -73,6 +77,15 @@ def gen(rng):
         flows.append(f)
     return topo, pol, eng, flows
 
+def gen_dctcp(rng, eng):
+    """DCTCP on a case: a marking threshold below the buffer, TcpDctcp's gain and initial alpha"""
+    if eng["buffer_packets"] < 2:
+        return
+    eng["transport"] = "dctcp"
+    eng["ecn_k"] = rng.randrange(1, min(eng["buffer_packets"], 80))
+    if rng.random() < 0.3: eng["dctcp_g"] = rng.choice([1 / 4, 1 / 256])
+    if rng.random() < 0.3: eng["dctcp_alpha_init"] = rng.choice([0.0, 0.5])
+
 def write(path, seed, topo, pol, eng, flows, faults):
     lines = ['name = "hunt"', f"seed = {seed}", "[topology]"]
     lines += [f"{k} = {toml_val(v)}" for k, v in topo.items()]
@@ -111,6 +124,11 @@ def main(argv=None):
         keep = Path(argv[i + 1])
         del argv[i:i + 2]
         keep.mkdir(parents=True, exist_ok=True)
+    dctcp_p = 0.0
+    if "--dctcp" in argv:
+        i = argv.index("--dctcp")
+        dctcp_p = float(argv[i + 1])
+        del argv[i:i + 2]
     seed0, n = int(argv[0]), int(argv[1])
     faults_p = float(argv[2]) if len(argv) > 2 else 0.0
     folder = keep or Path(tempfile.mkdtemp(prefix="ns3_search_"))
@@ -118,6 +136,9 @@ def main(argv=None):
     for case in range(n):
         rng = random.Random(seed0 * 100003 + case)
         topo, pol, eng, flows = gen(rng)
+        rng2 = random.Random(seed0 * 100003 + case + 0x5DEECE66D)
+        if rng2.random() < dctcp_p:
+            gen_dctcp(rng2, eng)
         p = str(folder / f"c{seed0}_{case}.toml")
         write(p, 1 + case % 5, topo, pol, eng, flows, [])
         faults = []
@@ -142,7 +163,8 @@ def main(argv=None):
         worst = float(np.max(d / np.maximum(np.nan_to_num(a.end, nan=1), 1e-9)))
         flag = "DIFF" if abs(rel) > 1e-6 or worst > 1e-6 else "ok"
         counts[flag] += 1
-        print(f"{case:4d} {flag:4s} {topo['kind']:10s} {pol:8s} mtu={eng['mtu']} buf={eng['buffer_packets']} "
+        tp = "dctcp k=%d" % eng["ecn_k"] if eng.get("transport") == "dctcp" else "tcp"
+        print(f"{case:4d} {flag:4s} {topo['kind']:10s} {pol:8s} {tp} mtu={eng['mtu']} buf={eng['buffer_packets']} "
               f"nf={len(flows)} faults={len(faults)} ns3={ma*1e6:.2f} pk={mb*1e6:.2f} rel={rel:+.2e} "
               f"worstend={worst:.2e} t={time.time()-t0:.1f}s", flush=True)
     print(f"seed {seed0}: {counts['ok']} ok, {counts['DIFF']} differ, {counts['ERR']} refused "

@@ -2,9 +2,10 @@
 //
 // Python hands over flat arrays (topology, per-flow paths per routing epoch, schedule DAG,
 // faults); everything that happens during the run is C++ inside ns-3's event loop:
-//   * the fabric: one PointToPoint link per physical link, DropTail device queue of
-//     `bufPkts` packets, no traffic-control qdisc (removed, so the buffer is exactly that);
-//     a host's devices hold its own packets without limit (HostQueue, the packet engine's rule);
+//   * the fabric: one PointToPoint link per physical link, a drop-tail device queue of
+//     `bufPkts` packets (PortQueue; with dctcp it marks CE from `ecnK` packets waiting), no
+//     traffic-control qdisc (removed, so the buffer is exactly that); a host's devices hold
+//     its own packets without limit (the packet engine's rule);
 //   * routing: ns-3's own Ipv4StaticRouting with /32 host routes. Every transfer i owns two
 //     addresses (a source address on its src host, a destination address on its dst host), so
 //     the path the scenario's routing policy chose for *that* transfer is installed hop by hop
@@ -27,25 +28,30 @@ using namespace ns3;
 class Driver;
 static Driver* g_drv = nullptr;
 
-// A host's NIC queue with the packet engine's rule (docs/packet_engine.md, "Buffers"): the
-// host's own packets (data, SYN and ACKs of the transfers it sends or receives) never drop
-// there, they wait, as a sender back-pressured by its NIC; a packet the host forwards (a
-// torus node) drops when bufPkts or more are waiting, as at a switch port. A plain DropTail
-// queue here dropped a sender's own slow-start overshoot, so a lone flow whose first link is
-// its bottleneck lost hundreds of packets in ns-3 and none in the engine.
-class HostQueue : public Queue<Packet>
+// Every device's queue, with the packet engine's rules (docs/packet_engine.md, "Buffers" and
+// "dctcp"). At a host (owner >= 0) the host's own packets (data, SYN and ACKs of the transfers
+// it sends or receives) never drop and are never marked: they wait, as a sender back-pressured
+// by its NIC. Every other packet (at a switch port, or forwarded by a torus host) drops when
+// `limit` or more are waiting, as a drop-tail queue of that many packets; with ecnK > 0 (dctcp)
+// it is marked CE when it joins a queue that already holds ecnK packets, if its sender made it
+// ECN-capable (TcpDctcp makes every packet ECT(0): SYNs and pure ACKs too). A plain DropTail
+// queue at a host dropped a sender's own slow-start overshoot, so a lone flow whose first link
+// is its bottleneck lost hundreds of packets in ns-3 and none in the engine.
+class PortQueue : public Queue<Packet>
 {
   public:
     static TypeId GetTypeId()
     {
-        static TypeId tid = TypeId("netcosim_ns3::HostQueue")
+        static TypeId tid = TypeId("netcosim_ns3::PortQueue")
                                 .SetParent<Queue<Packet>>()
                                 .SetGroupName("Network")
-                                .AddConstructor<HostQueue>();
+                                .AddConstructor<PortQueue>();
         return tid;
     }
-    int owner = -1;      // the host whose device this queue is
-    uint32_t limit = 0;  // waiting packets beyond which a forwarded packet drops
+    int owner = -1;      // the host whose device this queue is; -1 at a switch
+    uint32_t limit = 0;  // waiting packets beyond which a packet not the owner's drops
+    uint32_t ecnK = 0;   // waiting packets from which one joining is marked CE (0: never)
+    uint64_t marks = 0;
     bool Enqueue(Ptr<Packet> item) override;
     // FIFO, as DropTailQueue
     Ptr<Packet> Dequeue() override { return DoDequeue(GetContainer().begin()); }
@@ -145,7 +151,7 @@ class Driver {
 
     // ================================================================ build
     void BuildFabric(int nNodes_, int nHosts_, int nLinks_, const int32_t* lu, const int32_t* lv,
-                     const double* bwBytes, const double* latS, int mtu, int bufPkts)
+                     const double* bwBytes, const double* latS, int mtu, int bufPkts, int ecnK)
     {
         nNodes = nNodes_;
         nHosts = nHosts_;
@@ -187,21 +193,18 @@ class Driver {
             p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(uint64_t(std::llround(bwBytes[i] * 8.0)))));
             p2p.SetDeviceAttribute("Mtu", UintegerValue(mtu));
             p2p.SetChannelAttribute("Delay", TimeValue(Seconds(latS[i])));
-            p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize",
-                         QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, bufPkts)));
             // Without this, a full device queue "stops" and the traffic-control layer drops
-            // the next packet silently (no queue Drop trace); with it the DropTail queue itself
+            // the next packet silently (no queue Drop trace); with it the device queue itself
             // drops and counts: same buffer, visible drops.
             p2p.DisableFlowControl();
             NetDeviceContainer d = p2p.Install(nodes.Get(lu[i]), nodes.Get(lv[i]));
             for (int s = 0; s < 2; ++s)
             {
                 int owner = s == 0 ? lu[i] : lv[i];
-                if (owner >= nHosts)
-                    continue;
-                Ptr<HostQueue> q = CreateObject<HostQueue>();
-                q->owner = owner;
+                Ptr<PortQueue> q = CreateObject<PortQueue>();
+                q->owner = owner < nHosts ? owner : -1;
                 q->limit = uint32_t(bufPkts);
+                q->ecnK = uint32_t(ecnK);
                 q->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, 0xFFFFFFFFu));
                 DynamicCast<PointToPointNetDevice>(d.Get(s))->SetQueue(q);
             }
@@ -210,8 +213,8 @@ class Driver {
             one.SetBase(Ipv4Address(base), Ipv4Mask("255.255.255.252"));
             Ipv4InterfaceContainer ifc = one.Assign(d);
             // Assign installs the default root queue disc on devices with flow control; none
-            // must stay, so a packet goes straight to the device's DropTail queue and the
-            // buffer is exactly bufPkts packets.
+            // must stay, so a packet goes straight to the device's PortQueue and the buffer is
+            // exactly bufPkts packets.
             for (int s = 0; s < 2; ++s)
             {
                 Ptr<TrafficControlLayer> tc = d.Get(s)->GetNode()->GetObject<TrafficControlLayer>();
@@ -714,12 +717,34 @@ class Driver {
 };
 
 
-bool HostQueue::Enqueue(Ptr<Packet> item)
+bool PortQueue::Enqueue(Ptr<Packet> item)
 {
-    if (GetNPackets() >= limit && !g_drv->OwnPacket(owner, item))
+    if (owner >= 0 && g_drv->OwnPacket(owner, item))
+        return DoEnqueue(GetContainer().end(), item);
+    uint32_t waiting = GetNPackets();
+    if (waiting >= limit)
     {
         DropBeforeEnqueue(item);
         return false;
+    }
+    if (ecnK > 0 && waiting >= ecnK)
+    {
+        // the frame holds PPP + IPv4 here (PointToPointNetDevice::Send adds the PPP header
+        // before it enqueues); the IPv4 header checksum is off (ns-3's default)
+        PppHeader ppp;
+        item->RemoveHeader(ppp);
+        if (ppp.GetProtocol() == 0x0021)
+        {
+            Ipv4Header ip;
+            item->RemoveHeader(ip);
+            if (ip.GetEcn() != Ipv4Header::ECN_NotECT)
+            {
+                ip.SetEcn(Ipv4Header::ECN_CE);
+                ++marks;
+            }
+            item->AddHeader(ip);
+        }
+        item->AddHeader(ppp);
     }
     return DoEnqueue(GetContainer().end(), item);
 }
@@ -736,6 +761,13 @@ void CopyOut(const Driver& d, double* start, double* end, uint8_t* stranded, dou
     std::copy(d.qMax.begin(), d.qMax.end(), qMax);
 }
 
+// Packets marked CE at each directed link's queue (dctcp), in ``marks`` (2 * nLinks).
+void CopyMarks(const Driver& d, uint64_t* marks)
+{
+    for (size_t dl = 0; dl < d.dev.size(); ++dl)
+        marks[dl] = DynamicCast<PortQueue>(d.dev[dl]->GetQueue())->marks;
+}
+
 } // namespace netcosim_ns3
 
 namespace netcosim_ns3 {
@@ -745,10 +777,16 @@ void Configure(uint32_t segmentSize, uint32_t sndBuf, uint32_t rcvBuf, uint32_t 
                bool sack, bool timestamps, const std::string& recovery, uint32_t initialCwnd,
                double minRtoS, double initRtoS, double clockGranularityS, double connTimeoutS,
                uint32_t synRetries, uint32_t dataRetries, uint32_t dupAckThreshold,
-               bool limitedTransmit, double delAckTimeoutS)
+               bool limitedTransmit, double delAckTimeoutS, const std::string& socketType,
+               double dctcpG, double dctcpAlphaInit)
 {
     using namespace ns3;
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpNewReno::GetTypeId()));
+    // ns3::TcpNewReno for tcp; ns3::TcpDctcp (TcpLinuxReno's window growth, ECT on every
+    // packet, RFC 8257's alpha) for dctcp
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType",
+                       TypeIdValue(TypeId::LookupByName(socketType)));
+    Config::SetDefault("ns3::TcpDctcp::DctcpShiftG", DoubleValue(dctcpG));
+    Config::SetDefault("ns3::TcpDctcp::DctcpAlphaOnInit", DoubleValue(dctcpAlphaInit));
     Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TypeId::LookupByName(recovery)));
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(segmentSize));
     Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(sndBuf));

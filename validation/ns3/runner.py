@@ -16,7 +16,7 @@ from netcore.schedule import TRANSFER, Schedule
 from topo.errors import InputError
 from topo.faults import LinkFaults
 from validation.ns3 import binding
-from validation.ns3.support import NS3Unsupported, check_options, check_policy
+from validation.ns3.support import TRANSPORTS_OK, NS3Unsupported, check_options, check_policy
 
 # TCP/IP header bytes in every data segment: IPv4 20 + TCP 20 + timestamp option 12 (ns-3
 # sends the option on every segment when Timestamp is on, its default). MSS = MTU - 52 makes a
@@ -142,14 +142,15 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
                   TCP["timestamps"], TCP["recovery"], opts["init_cwnd"], opts["min_rto_s"],
                   opts["init_rto_s"], opts["clock_granularity_s"], opts["conn_timeout_s"],
                   opts["syn_retries"], opts["data_retries"], opts["dupack_threshold"],
-                  opts["limited_transmit"], opts["delack_timeout_s"])
+                  opts["limited_transmit"], opts["delack_timeout_s"],
+                  TRANSPORTS_OK[opts["transport"]], opts["dctcp_g"], opts["dctcp_alpha_init"])
 
     d = drv.Driver()
     t = topology
     lu, lv = t.link_u.astype(np.int32), t.link_v.astype(np.int32)
     bw, lat = t.link_bw.astype(np.float64), t.link_lat.astype(np.float64)
     d.BuildFabric(t.n_nodes, t.n_hosts, t.n_links, lu, lv, bw, lat, opts["mtu"],
-                  opts["buffer_packets"])
+                  opts["buffer_packets"], opts["ecn_k"])
     cptr, cidx = schedule.children()
     keep = [schedule.kind.astype(np.int8), schedule.src.astype(np.int32),
             schedule.dst.astype(np.int32), schedule.size.astype(np.int64),
@@ -189,6 +190,8 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     drops = np.empty(D, dtype=np.uint64)
     qmax = np.empty(D, dtype=np.uint64)
     drv.CopyOut(d, start, end, stranded, link_bytes, link_busy, drops, qmax)
+    marks = np.empty(D, dtype=np.uint64)
+    drv.CopyMarks(d, marks)
     unfinished = int(np.count_nonzero(~np.isfinite(end) & (stranded == 0)))
     info = {
         "ns3_version": "3.44",
@@ -202,7 +205,7 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
         "unfinished": unfinished,
         "routing_epochs": len(epochs),
         "mss": seg,
-        "tcp": dict(TCP, sack=opts["sack"]),
+        "tcp": dict(TCP, sack=opts["sack"], transport=opts["transport"]),
     }
     if trace_links is not None:
         info["trace_tx"] = {"t": _vec(d.trT, np.float64), "dlink": _vec(d.trL, np.int32),
@@ -216,7 +219,8 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     res = Result(engine="ns3", start=start, end=end, stranded=stranded.astype(bool),
                  link_bytes=link_bytes, link_busy=link_busy, events=int(d.events), wall_s=wall,
                  link_extra={"drops": drops.astype(np.int64),
-                             "queue_max_packets": qmax.astype(np.int64)},
+                             "queue_max_packets": qmax.astype(np.int64),
+                             "ecn_marks": marks.astype(np.int64)},
                  info=info)
     if split is None:
         return res

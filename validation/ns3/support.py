@@ -1,7 +1,7 @@
 """What the ns-3 runner can reproduce, and the refusal of everything else.
 
-ns-3 here runs plain TCP NewReno over point-to-point links, drop-tail queues and static
-routes. A scenario asking for something that setup cannot reproduce exactly is refused with
+ns-3 here runs TCP NewReno, or DCTCP (ns-3's TcpDctcp, with the packet engine's marking rule
+in the device queues), over point-to-point links, drop-tail queues and static routes. A scenario asking for something that setup cannot reproduce exactly is refused with
 an InputError that names the feature, never approximated silently.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ POLICIES_REFUSED = {
     "adaptive": "routing.policy = 'adaptive': load-dependent per-hop path choice cannot be "
                 "reproduced with ns-3 static routes",
 }
-TRANSPORTS_OK = ("tcp",)
+# transport -> ns-3 congestion control (TcpL4Protocol::SocketType)
+TRANSPORTS_OK = {"tcp": "ns3::TcpNewReno", "dctcp": "ns3::TcpDctcp"}
 
 DEFAULTS = {
     "transport": "tcp",
@@ -98,7 +99,8 @@ def check_options(opts: dict | None) -> dict:
     transport = opts.get("transport", "tcp")
     if transport not in TRANSPORTS_OK:
         raise NS3Unsupported(f"engine.transport = {transport!r}: the ns-3 runner reproduces "
-                             f"only 'tcp' (NewReno); DCTCP/DCQCN/ideal are not modelled there")
+                             f"'tcp' (NewReno) and 'dctcp' (TcpDctcp); DCQCN/ideal are not "
+                             f"modelled there")
     for key, off in _OFF_VALUES.items():
         if key in opts and opts[key] not in off:
             raise NS3Unsupported(f"engine.{key} = {opts[key]!r}: the ns-3 runner does not "
@@ -126,4 +128,8 @@ def check_options(opts: dict | None) -> dict:
     # every timer key, so that checking the result again (run_ns3 does) gives the same result
     out.update({key: tcp[key] for key in (*TCP_PASSED, *packet_options.TIMER_KEYS)})
     out["tcp_timers"] = tcp["tcp_timers"]
+    # DCTCP: the marking threshold (0: no queue marks, tcp) and TcpDctcp's two attributes
+    out["ecn_k"] = tcp["ecn_k"] if transport == "dctcp" else 0
+    out["dctcp_g"] = tcp["dctcp_g"]
+    out["dctcp_alpha_init"] = tcp["dctcp_alpha_init"]
     return out
