@@ -186,6 +186,23 @@ def test_support_check_options():
         check_policy("spray")
 
 
+def test_support_passes_dctcp_options():
+    """dctcp runs in ns-3 (TcpDctcp) with the engine's marking threshold, resolved as the
+    packet engine resolves it; tcp marks nothing; a threshold the engine refuses is refused."""
+    from validation.ns3.support import TRANSPORTS_OK, check_options
+
+    dc = check_options({"transport": "dctcp", "buffer_packets": 30, "dctcp_g": 0.25})
+    assert TRANSPORTS_OK[dc["transport"]] == "ns3::TcpDctcp"
+    assert dc["ecn_k"] == 29 and dc["dctcp_g"] == 0.25 and dc["dctcp_alpha_init"] == 1.0
+    assert check_options({"transport": "dctcp"})["ecn_k"] == 65
+    assert check_options({"transport": "tcp", "ecn_k": 5})["ecn_k"] == 0
+    assert dc["dctcp_min_ssthresh_segments"] == 2  # Linux's floor, added to TcpDctcp
+    assert check_options({"transport": "dctcp", "dctcp_min_ssthresh_segments": 0}
+                         )["dctcp_min_ssthresh_segments"] == 0
+    with pytest.raises(InputError, match="engine.ecn_k"):
+        check_options({"transport": "dctcp", "buffer_packets": 10, "ecn_k": 10})
+
+
 def test_support_passes_tcp_options_or_refuses_them():
     """The packet engine's TCP options reach ns-3 (resolved through engine.tcp_timers as the
     packet engine resolves them) or are refused by name: none is dropped in silence."""

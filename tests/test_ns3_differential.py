@@ -1,7 +1,8 @@
-"""Packet engine against ns-3 on the cases a random differential search found (session 40).
+"""Packet engine against ns-3 on the cases a random differential search found (sessions 40, 41).
 
 Each scenario in tests/ns3_cases/ once ended differently in the two simulators (its header
-says how, and which side changed); both must now end every transfer at the same picosecond.
+says how, and which side changed: the engine, the ns-3 driver or the runner's routing); both
+must now end every transfer at the same picosecond. tcp and dctcp.
 The search itself (random small fabrics, routings, buffers, TCP options, flows and link faults;
 docs/ns3.md, "A random differential search") is not a test: these are its reductions.
 """

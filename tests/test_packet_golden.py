@@ -24,7 +24,8 @@ from topo.routing import Routing
 
 GOLDEN = {
     # session 41: DCTCP as ns-3's TcpDctcp runs it (TcpLinuxReno growth, no growth in CWR,
-    # the cut with the alpha before the ACK, ECT on every packet, ns-3's alpha windows); and
+    # the cut with the alpha before the ACK, ECT on every packet, ns-3's alpha windows; Linux's
+    # floor of two segments on a cut kept); and
     # a sender whose receiver holds everything keeps its timers until its last ACK (a lost
     # last ACK has it resend the tail, as in ns-3): every dctcp case but ring-dctcp, and the
     # tcp cases with drops (makespans: a2a-tcp-spray 1000368.8 -> 1000347.7 us, adaptive
@@ -47,9 +48,9 @@ GOLDEN = {
     "a2a-tcp-adaptive": "ec78504c825c",
     "ring-tcp": "cc8c4d9e33cb",
     "inc-tcp": "bfe43b9d1171",
-    "a2a-dctcp-ecmp": "30817cbc3359",
-    "a2a-dctcp-spray": "27baa8a4a574",
-    "a2a-dctcp-adaptive": "d57dcce7a15e",
+    "a2a-dctcp-ecmp": "ed16af3ad49f",
+    "a2a-dctcp-spray": "2b06436a7e79",
+    "a2a-dctcp-adaptive": "790d05e9cb2e",
     "ring-dctcp": "cc8c4d9e33cb",
     "inc-dctcp": "ceb265d3247c",
     "a2a-ideal-ecmp": "1b7e2fa819a4",
@@ -75,7 +76,7 @@ GOLDEN = {
     "fault-ring-dcqcn-ns3ties": "d567f32ebf41",
     "fault-a2a-tcp": "1916b90ddf88",
     "fault-ring-tcp": "cfa24e9b29fb",
-    "fault-a2a-dctcp": "06bef63ab390",
+    "fault-a2a-dctcp": "8c5a18bc7875",
     "fault-ring-dctcp": "094ad0198506",
     "fault-a2a-ideal": "5d12dfb29b7c",
     "fault-ring-ideal": "75afcda0508e",

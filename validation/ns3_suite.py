@@ -170,7 +170,7 @@ def write_results(rows: list[dict], out: Path = RESULTS) -> None:
         "microseconds; error = (engine - ns-3) / ns-3; wall = simulation time only (ns-3: "
         "`Simulator::Run`; engines: `Result.wall_s`; the 2-core machine is shared, so wall "
         "times and speed-ups are indicative); speed-up = ns-3 wall / engine wall. Targets: "
-        f"packet engine (`tcp`) within {PACKET_TARGET:.0%} everywhere; flow engine "
+        f"packet engine (`tcp`, `dctcp`) within {PACKET_TARGET:.0%} everywhere; flow engine "
         f"(`transport = \"tcp\"`) within {FLOW_TARGET:.0%} where every transfer is >= 1 MiB "
         "(`n/a` below that). The fluid column is the flow engine's max-min model without TCP "
         "start-up, for reference (same 10% yardstick). A miss is marked **MISS**; docs/ns3.md "

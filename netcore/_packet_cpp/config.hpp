@@ -47,6 +47,7 @@ struct Config {
     int64_t ecn_k = 65;        // packets waiting
     double dctcp_g = 1.0 / 16;
     double dctcp_alpha_init = 1.0;
+    int32_t dctcp_min_ssthresh = 2;  // segments (2: Linux's dctcp_ssthresh, 0: ns-3's TcpDctcp)
     // DCQCN (Zhu et al. SIGCOMM 2015) and RED marking
     double kmin_bytes = 5e3, kmax_bytes = 200e3, pmax = 0.01;
     double dcqcn_g = 1.0 / 256;

@@ -73,6 +73,7 @@ PYBIND11_MODULE(_packet, m) {
         .def_readwrite("ecn_k", &Config::ecn_k)
         .def_readwrite("dctcp_g", &Config::dctcp_g)
         .def_readwrite("dctcp_alpha_init", &Config::dctcp_alpha_init)
+        .def_readwrite("dctcp_min_ssthresh", &Config::dctcp_min_ssthresh)
         .def_readwrite("kmin_bytes", &Config::kmin_bytes)
         .def_readwrite("kmax_bytes", &Config::kmax_bytes)
         .def_readwrite("pmax", &Config::pmax)

@@ -21,9 +21,11 @@ enum CaState : uint8_t { CA_OPEN = 0, CA_DISORDER = 1, CA_RECOVERY = 2, CA_LOSS 
 enum EcnState : uint8_t { ECN_IDLE = 0, ECN_ECE_RCVD = 1, ECN_CWR_SENT = 2 };
 
 // TcpDctcp::GetSsThresh, for an ECE, a fast retransmit and a timeout alike (ns-3 ignores the
-// bytes in flight here; no floor of two segments)
-static int64_t dctcp_ssthresh(const Conn& C) {
-    return (int64_t)((1 - C.alpha / 2.0) * (double)C.cwnd);
+// bytes in flight here), with Linux's floor of engine.dctcp_min_ssthresh_segments = 2 segments
+// (dctcp_ssthresh; ns-3 has none, 0: a window cut below one segment waits for the RTO)
+static int64_t dctcp_ssthresh(const Conn& C, int32_t floor_segments) {
+    return std::max<int64_t>((int64_t)floor_segments * C.mss,
+                             (int64_t)((1 - C.alpha / 2.0) * (double)C.cwnd));
 }
 
 void Sim::tcp_open(int32_t c) {
@@ -376,7 +378,7 @@ void Sim::tcp_enter_recovery(int32_t c) {
     C.ca = CA_RECOVERY;
     const int64_t mss = C.mss;
     const int64_t flight = sb_pipe(C) + (cfg.sack ? 0 : mss);
-    C.ssthresh = cfg.transport == T_DCTCP ? dctcp_ssthresh(C)
+    C.ssthresh = cfg.transport == T_DCTCP ? dctcp_ssthresh(C, cfg.dctcp_min_ssthresh)
                                           : std::max<int64_t>(2 * mss, flight / 2);
     C.cwnd = C.ssthresh;
     tcp_send_seg(c, C.snd_una);
@@ -437,7 +439,7 @@ void Sim::dctcp_on_ece(int32_t c, int32_t a, int32_t old_una, bool ece) {
         C.ecn_echo = a;
         C.ecn_state = ECN_ECE_RCVD;
         if (C.ca != CA_CWR) {
-            C.ssthresh = dctcp_ssthresh(C);
+            C.ssthresh = dctcp_ssthresh(C, cfg.dctcp_min_ssthresh);
             C.cwnd = C.ssthresh;
             C.ca = CA_CWR;
             C.recover = C.high_tx;
@@ -566,7 +568,7 @@ void Sim::tcp_rto(int32_t c) {
     C.recover = C.high_tx;
     C.recover_active = true;
     C.rto = std::min<ps_t>(cfg.max_rto, C.rto * 2);
-    C.ssthresh = cfg.transport == T_DCTCP ? dctcp_ssthresh(C)
+    C.ssthresh = cfg.transport == T_DCTCP ? dctcp_ssthresh(C, cfg.dctcp_min_ssthresh)
                                           : std::max<int64_t>(2 * (int64_t)C.mss, flight / 2);
     C.ca = CA_LOSS;
     C.cwnd = C.mss;

@@ -61,6 +61,7 @@ def _config(opts: dict, per_hop: bool, adaptive: bool):
     c.ecn_k = opts["ecn_k"] if t == "dctcp" else 0  # unused (and unchecked) elsewhere
     c.dctcp_g = float(opts["dctcp_g"])
     c.dctcp_alpha_init = float(opts["dctcp_alpha_init"])
+    c.dctcp_min_ssthresh = int(opts["dctcp_min_ssthresh_segments"])
     c.kmin_bytes = float(opts["kmin_bytes"])
     c.kmax_bytes = float(opts["kmax_bytes"])
     c.pmax = float(opts["pmax"])

@@ -60,6 +60,9 @@ DEFAULTS = {
                                   # at 10 Gbps), below buffer_packets when the buffer is smaller
     "dctcp_g": 1.0 / 16,          # TcpDctcp::DctcpShiftG = 0.0625
     "dctcp_alpha_init": 1.0,      # TcpDctcp::DctcpAlphaOnInit = 1
+    # floor of a DCTCP cut, segments: 2 as Linux's dctcp_ssthresh (net/ipv4/tcp_dctcp.c); 0 as
+    # ns-3's TcpDctcp::GetSsThresh (none: a window cut below one segment waits for the RTO)
+    "dctcp_min_ssthresh_segments": 2,
     # --- DCQCN (Zhu et al., SIGCOMM 2015, section 5 / Table of parameters) ---
     "kmin_bytes": 5_000,          # RED marking starts (5 KB)
     "kmax_bytes": 200_000,        # every packet marked above (200 KB)
@@ -151,6 +154,9 @@ def check_options(opts: dict) -> dict:
         _need(_num(out[key]) and 0 <= out[key] <= 1, key, out[key], "expected 0 <= value <= 1")
     for key in ("dctcp_g", "dcqcn_g"):
         _need(out[key] > 0, key, out[key], "expected a gain > 0")
+    fl = out["dctcp_min_ssthresh_segments"]
+    _need(_int(fl) and 0 <= fl <= 1024, "dctcp_min_ssthresh_segments", fl,
+          "expected an integer number of segments, 0..1024")
     lr = out["loss_rate"]
     _need(_num(lr) and 0 <= lr < 1, "loss_rate", lr, "expected 0 <= loss_rate < 1")
     # thresholds that depend on the buffer: a default follows the buffer, and a threshold the

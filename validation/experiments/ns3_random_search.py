@@ -10,7 +10,8 @@ two random link faults) and runs each in ns-3 and in the packet engine
 time (relative 1e-6), ``DIFF`` otherwise, ``ERR`` when the ns-3 runner refuses it. How the
 session-40 search used it, and what it found: docs/ns3.md, mechanism 10 (seeds 1, 2, 3 with
 10, 60 and 80 cases, fault fractions 0, 0.3, 0.3). With ``--dctcp FRACTION`` that share of the
-cases runs DCTCP instead (random marking threshold below the buffer, gain and initial alpha),
+cases runs DCTCP instead (random marking threshold below the buffer, gain, initial alpha and
+floor on a cut),
 drawn from a second generator so that the TCP cases of a seed stay the same. A research tool,
 not a test.
 """
@@ -85,6 +86,7 @@ def gen_dctcp(rng, eng):
     eng["ecn_k"] = rng.randrange(1, min(eng["buffer_packets"], 80))
     if rng.random() < 0.3: eng["dctcp_g"] = rng.choice([1 / 4, 1 / 256])
     if rng.random() < 0.3: eng["dctcp_alpha_init"] = rng.choice([0.0, 0.5])
+    if rng.random() < 0.5: eng["dctcp_min_ssthresh_segments"] = rng.choice([0, 1, 4])
 
 def write(path, seed, topo, pol, eng, flows, faults):
     lines = ['name = "hunt"', f"seed = {seed}", "[topology]"]

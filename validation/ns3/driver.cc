@@ -19,9 +19,10 @@
 //   * dependencies: a node is released (in an event of its own) when all its parents ended
 //     and the clock reached its start time; COMPUTE/DELAY nodes end `duration` later;
 //   * faults: degrade = device DataRate changed at the time; down = the link loses its queue
-//     and every frame reaching its far end until it is up again; the routes of every flow
-//     whose path changed are replaced at the time (the Python side recomputed them over the
-//     alive links), hop by hop; a flow left without a path is stranded with its descendants.
+//     and every frame reaching its far end until it is up again; at each change of the live
+//     links the flows the packet engine would re-route (Moving) get the path the Python side
+//     computed over the alive links, hop by hop; a flow left without a path is stranded with
+//     its descendants.
 namespace netcosim_ns3 {
 using namespace ns3;
 
@@ -59,6 +60,30 @@ class PortQueue : public Queue<Packet>
     Ptr<const Packet> Peek() const override { return DoPeek(GetContainer().begin()); }
 };
 
+// ns-3's TcpDctcp with Linux's floor on a cut (dctcp_ssthresh in net/ipv4/tcp_dctcp.c keeps two
+// segments; TcpDctcp::GetSsThresh has none, so a window cut below one segment waits for the RTO).
+// Used when engine.dctcp_min_ssthresh_segments > 0; everything else is TcpDctcp's own.
+class TcpDctcpFloor : public TcpDctcp
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("netcosim_ns3::TcpDctcpFloor")
+                                .SetParent<TcpDctcp>()
+                                .SetGroupName("Internet")
+                                .AddConstructor<TcpDctcpFloor>();
+        return tid;
+    }
+    inline static uint32_t floorSegments = 0;
+    std::string GetName() const override { return "TcpDctcpFloor"; }
+    uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override
+    {
+        return std::max<uint32_t>(floorSegments * tcb->m_segmentSize,
+                                  TcpDctcp::GetSsThresh(tcb, bytesInFlight));
+    }
+    Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpDctcpFloor>(this); }
+};
+
 class Driver {
   public:
     // ---------------------------------------------------------------- fabric
@@ -93,6 +118,12 @@ class Driver {
     std::vector<std::vector<int64_t>> pPtr;    // per epoch, (n+1)
     std::vector<std::vector<int32_t>> pLink;   // per epoch
     std::vector<std::vector<uint8_t>> pReach;  // per epoch, (n)
+    std::vector<std::vector<uint8_t>> pAlive;  // per epoch, per directed link: 1 = up
+    // per transfer: the epoch whose path its node has (inst), whose path its connection uses
+    // (connEp: the last reachable one; -1 none), whose path's host routes are installed
+    // (routedEp; -1 none), and whether its node's path was computed while some link was down
+    std::vector<int> inst, connEp, routedEp;
+    std::vector<uint8_t> detour;
 
     // ---------------------------------------------------------------- faults (rate changes)
     std::vector<double> fTime, fFactor;
@@ -312,9 +343,11 @@ class Driver {
         lsnSock.assign(n, nullptr);
     }
 
-    void AddEpoch(double t, const int64_t* ptr, const int32_t* link, const uint8_t* reach)
+    void AddEpoch(double t, const int64_t* ptr, const int32_t* link, const uint8_t* reach,
+                  const uint8_t* alive)
     {
         epochTime.push_back(t);
+        pAlive.emplace_back(alive, alive + 2 * nLinks);
         pPtr.emplace_back(ptr, ptr + n + 1);
         pLink.emplace_back(link, link + ptr[n]);
         pReach.emplace_back(reach, reach + n);
@@ -339,6 +372,50 @@ class Driver {
         return true;
     }
 
+    // epoch ep's path of transfer i crosses a link that is down in epoch e
+    bool PathDead(int ep, int i, int e) const
+    {
+        for (int64_t k = pPtr[ep][i]; k < pPtr[ep][i + 1]; ++k)
+            if (!pAlive[e][pLink[ep][k]])
+                return true;
+        return false;
+    }
+
+    // The transfers that take epoch e's path: the packet engine's rule (Sim::dead_transfers),
+    // so that both run the same paths. A transfer moves when its path crosses a link now down
+    // (its connection's path, once it has started: a connection left without any path keeps
+    // its old one, whose dead link drops what it sends); when a link comes up, a transfer not
+    // yet started moves too if its path was a detour or it had none. Everything else keeps its
+    // path: a link coming back does not move connections under way, and ECMP does not rehash
+    // flows a failure did not touch. (Until session 41 every transfer took each epoch's path,
+    // and the two disagreed wherever that differed.)
+    std::vector<int> Moving(int e, int prev)
+    {
+        std::vector<int> out;
+        bool up = false;
+        for (size_t l = 0; l < pAlive[e].size(); ++l)
+            up = up || (pAlive[e][l] && !pAlive[prev][l]);
+        for (int i = 0; i < n; ++i)
+        {
+            if (kind[i] != 0 || stranded[i])
+                continue;
+            bool move = false;
+            if (!done[i])
+            {
+                bool unstarted = up && !released[i];
+                if (!pReach[inst[i]][i])
+                    move = unstarted;
+                else
+                    move = PathDead(inst[i], i, e) || (unstarted && detour[i]);
+            }
+            if (!move && released[i] && connEp[i] >= 0)
+                move = PathDead(connEp[i], i, e);
+            if (move)
+                out.push_back(i);
+        }
+        return out;
+    }
+
     void AddRoutes(int e, int i)
     {
         if (!pReach[e][i])
@@ -352,15 +429,57 @@ class Driver {
         }
     }
 
-    // Replace the host routes of every transfer whose path differs between epochs.
+    // The path whose host routes transfer i needs in epoch e (-1: none): its connection's once
+    // it has started, while that path is alive (a connection whose path crosses a dead link and
+    // has no other sends for want of a route, as a host whose link lost carrier; it resumes on
+    // that path when the link comes back, as in the engine), else its node's.
+    int Desired(int i, int e) const
+    {
+        if (released[i])
+            return connEp[i] >= 0 && !PathDead(connEp[i], i, e) ? connEp[i] : -1;
+        return pReach[inst[i]][i] ? inst[i] : -1;
+    }
+
+    // Give the transfers Moving() names epoch e's path, then replace the host routes of every
+    // transfer whose Desired path changed.
     void ApplyEpoch(int e)
     {
         int prev = curEpoch;
         curEpoch = e;
+        bool anyDown = false;
+        for (uint8_t a : pAlive[e])
+            anyDown = anyDown || !a;
+        std::vector<int> moving;
+        if (prev < 0)
+        {
+            inst.assign(n, 0);
+            connEp.assign(n, -1);
+            routedEp.assign(n, -1);
+            detour.assign(n, 0);
+            for (int i = 0; i < n; ++i)
+                if (kind[i] == 0)
+                    moving.push_back(i);
+        }
+        else
+            moving = Moving(e, prev);
+        for (int i : moving)
+        {
+            inst[i] = e;
+            if (pReach[e][i])
+                connEp[i] = e;
+            detour[i] = anyDown;
+        }
         std::vector<int> changed;
         for (int i = 0; i < n; ++i)
-            if (kind[i] == 0 && (prev < 0 || !SamePath(prev, e, i)))
-                changed.push_back(i);
+        {
+            if (kind[i] != 0)
+                continue;
+            int want = Desired(i, e), had = routedEp[i];
+            if (want == had || (want >= 0 && had >= 0 && SamePath(had, want, i)))
+                continue;
+            changed.push_back(i);
+            routedEp[i] = want;
+        }
         if (changed.empty())
             return;
         if (prev >= 0)
@@ -372,11 +491,12 @@ class Driver {
             {
                 gone.insert(DstAddr(i).Get());
                 gone.insert(SrcAddr(i).Get());
-                if (!pReach[e][i])
+                int w = routedEp[i];
+                if (w < 0)
                     continue;
-                for (int64_t k = pPtr[e][i]; k < pPtr[e][i + 1]; ++k)
+                for (int64_t k = pPtr[w][i]; k < pPtr[w][i + 1]; ++k)
                 {
-                    int l = pLink[e][k];
+                    int l = pLink[w][k];
                     renewed.insert((uint64_t(dsrc[l]) << 32) | DstAddr(i).Get());
                     renewed.insert((uint64_t(dsrc[l ^ 1]) << 32) | SrcAddr(i).Get());
                 }
@@ -402,14 +522,13 @@ class Driver {
                 }
             }
         }
+        // a transfer under way that lost its path keeps its socket: what it sends is dropped for
+        // want of a route while its timers back off, and it resumes when its path comes back or
+        // a later epoch gives it another (TCP strands it after DataRetries timeouts,
+        // OnErrorClose), as the packet engine does
         for (int i : changed)
-        {
-            // a transfer under way that lost its path keeps its socket: what it sends is
-            // dropped for want of a route while its timers back off, and it resumes when a
-            // later epoch gives it a path again (TCP strands it after DataRetries timeouts,
-            // OnErrorClose), as the packet engine does
-            AddRoutes(e, i);
-        }
+            if (routedEp[i] >= 0)
+                AddRoutes(routedEp[i], i);
     }
 
     // ================================================================ TCP plumbing
@@ -496,7 +615,7 @@ class Driver {
         // subnet: so the source address goes on the first hop's interface as a /30 that holds
         // both of the transfer's addresses.
         nd->GetObject<Ipv4>()->AddAddress(0, Ipv4InterfaceAddress(DstAddr(i), Ipv4Mask("255.255.255.255")));
-        int first = pLink[curEpoch][pPtr[curEpoch][i]];
+        int first = pLink[inst[i]][pPtr[inst[i]][i]];
         ns->GetObject<Ipv4>()->AddAddress(ifIndex[first], Ipv4InterfaceAddress(SrcAddr(i), Ipv4Mask("255.255.255.252")));
         // Adding the address also installs a connected route to its /30, which holds the
         // destination: it would keep the host sending out of that interface after an epoch
@@ -540,7 +659,7 @@ class Driver {
             Finish(i);
             return;
         }
-        if (!pReach[curEpoch][i])
+        if (!pReach[inst[i]][i])
         {
             Strand(i);
             return;
@@ -778,13 +897,17 @@ void Configure(uint32_t segmentSize, uint32_t sndBuf, uint32_t rcvBuf, uint32_t 
                double minRtoS, double initRtoS, double clockGranularityS, double connTimeoutS,
                uint32_t synRetries, uint32_t dataRetries, uint32_t dupAckThreshold,
                bool limitedTransmit, double delAckTimeoutS, const std::string& socketType,
-               double dctcpG, double dctcpAlphaInit)
+               double dctcpG, double dctcpAlphaInit, uint32_t dctcpFloorSegments)
 {
     using namespace ns3;
     // ns3::TcpNewReno for tcp; ns3::TcpDctcp (TcpLinuxReno's window growth, ECT on every
-    // packet, RFC 8257's alpha) for dctcp
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType",
-                       TypeIdValue(TypeId::LookupByName(socketType)));
+    // packet, RFC 8257's alpha) for dctcp, with Linux's floor on a cut if asked
+    TcpDctcpFloor::GetTypeId(); // registers the TypeId
+    TcpDctcpFloor::floorSegments = dctcpFloorSegments;
+    std::string type = socketType;
+    if (type == "ns3::TcpDctcp" && dctcpFloorSegments > 0)
+        type = "netcosim_ns3::TcpDctcpFloor";
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(type)));
     Config::SetDefault("ns3::TcpDctcp::DctcpShiftG", DoubleValue(dctcpG));
     Config::SetDefault("ns3::TcpDctcp::DctcpAlphaOnInit", DoubleValue(dctcpAlphaInit));
     Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TypeId::LookupByName(recovery)));

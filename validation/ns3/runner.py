@@ -143,7 +143,8 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
                   opts["init_rto_s"], opts["clock_granularity_s"], opts["conn_timeout_s"],
                   opts["syn_retries"], opts["data_retries"], opts["dupack_threshold"],
                   opts["limited_transmit"], opts["delack_timeout_s"],
-                  TRANSPORTS_OK[opts["transport"]], opts["dctcp_g"], opts["dctcp_alpha_init"])
+                  TRANSPORTS_OK[opts["transport"]], opts["dctcp_g"], opts["dctcp_alpha_init"],
+                  opts["dctcp_min_ssthresh_segments"])
 
     d = drv.Driver()
     t = topology
@@ -159,9 +160,9 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     if len(keep[8]) == 0:
         keep[8] = np.zeros(1, dtype=np.int64)  # a valid pointer for an empty array
     d.SetSchedule(schedule.n, *keep)
-    for (te, _), (ptr, link, reach) in zip(epochs, paths):
+    for (te, alive), (ptr, link, reach) in zip(epochs, paths):
         link_arg = link if link.size else np.zeros(1, dtype=np.int32)
-        d.AddEpoch(te, ptr, link_arg, reach)
+        d.AddEpoch(te, ptr, link_arg, reach, np.ascontiguousarray(alive, dtype=np.uint8))
     fa = [np.ascontiguousarray(faults.time, dtype=np.float64),
           np.ascontiguousarray(faults.dlink, dtype=np.int64),
           np.ascontiguousarray(faults.factor, dtype=np.float64)]

@@ -132,4 +132,5 @@ def check_options(opts: dict | None) -> dict:
     out["ecn_k"] = tcp["ecn_k"] if transport == "dctcp" else 0
     out["dctcp_g"] = tcp["dctcp_g"]
     out["dctcp_alpha_init"] = tcp["dctcp_alpha_init"]
+    out["dctcp_min_ssthresh_segments"] = tcp["dctcp_min_ssthresh_segments"]
     return out
