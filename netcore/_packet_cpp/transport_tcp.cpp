@@ -302,11 +302,8 @@ void Sim::tcp_rx_advance(int32_t c) {
                                              : std::numeric_limits<int32_t>::max();
         transfer_done(node);
     }
-    // a connection of its own closes once its receiver holds every byte (rx_end, not
-    // xfer.size(): one line fewer) and its sender has them all acknowledged (tcp_on_ack)
-    if (!cfg.warm_connections && C.rx_end == std::numeric_limits<int32_t>::max() &&
-        C.snd_una >= C.nseg)
-        C.done = true;
+    // (a connection of its own closes at its sender's last ACK, tcp_on_ack: that ACK is on its
+    // way now, so the receiver finishing never closes it)
 }
 
 // ns-3 TcpLinuxReno::IncreaseWindow (DCTCP's base): slow start adds every segment acknowledged
@@ -536,10 +533,12 @@ void Sim::tcp_on_ack(int32_t pid) {
             }
         }
     }
-    // until its last ACK arrives, a sender whose receiver already holds everything keeps its
-    // timers, as ns-3's socket does: a last ACK held back by delayed ACKs past a short
-    // minimum RTO, or lost, has it resend its tail into a fabric other transfers still use
-    // (before, the connection closed when its receiver was done)
+    // a connection of its own closes once its receiver holds every byte (rx_end, not
+    // xfer.size(): one line fewer) and its sender has them all acknowledged. Until its last
+    // ACK arrives, a sender whose receiver already holds everything keeps its timers, as
+    // ns-3's socket does: a last ACK held back by delayed ACKs past a short minimum RTO, or
+    // lost, has it resend its tail into a fabric other transfers still use (before session
+    // 41, the connection closed when its receiver was done)
     Conn& F = conns[c];
     if (!cfg.warm_connections && F.snd_una >= F.nseg &&
         F.rx_end == std::numeric_limits<int32_t>::max())

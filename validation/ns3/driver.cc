@@ -119,11 +119,11 @@ class Driver {
     std::vector<std::vector<int32_t>> pLink;   // per epoch
     std::vector<std::vector<uint8_t>> pReach;  // per epoch, (n)
     std::vector<std::vector<uint8_t>> pAlive;  // per epoch, per directed link: 1 = up
+    std::vector<uint8_t> anyDown;              // per epoch: a path computed then may be a detour
     // per transfer: the epoch whose path its node has (inst), whose path its connection uses
     // (connEp: the last reachable one; -1 none), whose path's host routes are installed
-    // (routedEp; -1 none), and whether its node's path was computed while some link was down
+    // (routedEp; -1 none)
     std::vector<int> inst, connEp, routedEp;
-    std::vector<uint8_t> detour;
 
     // ---------------------------------------------------------------- faults (rate changes)
     std::vector<double> fTime, fFactor;
@@ -348,6 +348,7 @@ class Driver {
     {
         epochTime.push_back(t);
         pAlive.emplace_back(alive, alive + 2 * nLinks);
+        anyDown.push_back(std::find(alive, alive + 2 * nLinks, 0) != alive + 2 * nLinks);
         pPtr.emplace_back(ptr, ptr + n + 1);
         pLink.emplace_back(link, link + ptr[n]);
         pReach.emplace_back(reach, reach + n);
@@ -406,7 +407,7 @@ class Driver {
                 if (!pReach[inst[i]][i])
                     move = unstarted;
                 else
-                    move = PathDead(inst[i], i, e) || (unstarted && detour[i]);
+                    move = PathDead(inst[i], i, e) || (unstarted && anyDown[inst[i]]);
             }
             if (!move && released[i] && connEp[i] >= 0)
                 move = PathDead(connEp[i], i, e);
@@ -446,16 +447,12 @@ class Driver {
     {
         int prev = curEpoch;
         curEpoch = e;
-        bool anyDown = false;
-        for (uint8_t a : pAlive[e])
-            anyDown = anyDown || !a;
         std::vector<int> moving;
         if (prev < 0)
         {
             inst.assign(n, 0);
             connEp.assign(n, -1);
             routedEp.assign(n, -1);
-            detour.assign(n, 0);
             for (int i = 0; i < n; ++i)
                 if (kind[i] == 0)
                     moving.push_back(i);
@@ -467,7 +464,6 @@ class Driver {
             inst[i] = e;
             if (pReach[e][i])
                 connEp[i] = e;
-            detour[i] = anyDown;
         }
         std::vector<int> changed;
         for (int i = 0; i < n; ++i)
