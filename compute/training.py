@@ -226,9 +226,13 @@ def parse_gpu_faults(records, where: str = "gpu_faults") -> list[dict]:
             g = [g]
         if not isinstance(g, list) or not g:
             raise InputError(f"{at}.gpus = {g!r}: expected a non-empty array of host ids")
+        first = {}
         for j, h in enumerate(g):
             if isinstance(h, bool) or not isinstance(h, int) or h < 0:
                 raise InputError(f"{at}.gpus[{j}] = {h!r}: expected a host id (an integer >= 0)")
+            if first.setdefault(h, j) != j:  # listed twice, its factor would apply twice
+                raise InputError(f"{at}.gpus[{j}] = {h}: host {h} is listed twice "
+                                 f"(first at gpus[{first[h]}])")
         kind = rec["kind"]
         if kind not in GPU_FAULT_KINDS:
             raise InputError(f"{at}.kind = {kind!r}: expected one of {', '.join(GPU_FAULT_KINDS)}")

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from topo.errors import InputError
+from topo.faults import MIN_DEGRADE_FACTOR
 
 FAULT_KINDS = ("down", "degrade")
 GPU_KINDS = {"gpu_slow": "slow", "hbm_degrade": "hbm_degrade"}  # --kind -> gpu_faults kind
@@ -84,6 +85,9 @@ class FaultKind:
             if not 0 < factor < 1:
                 raise InputError(f"{field} {text!r}: the remaining bandwidth fraction must be "
                                  f"in (0, 1)")
+            if factor < MIN_DEGRADE_FACTOR:  # refused by every trial's faults otherwise
+                raise InputError(f"{field} {text!r}: a degrade below {MIN_DEGRADE_FACTOR:g} of "
+                                 f"the bandwidth carries next to nothing; use down")
             return cls("degrade", factor)
         raise InputError(f"{field} {text!r}: expected {what} (e.g. degrade:0.25, gpu_slow:0.5)")
 

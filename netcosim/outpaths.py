@@ -9,6 +9,8 @@ are written whole.
 * ``check_file(path, label, suffixes)``: an output file; refused up front when it is a
   directory, its folder does not exist or cannot be written, or its extension is not one of
   ``suffixes``.
+* ``inputs`` (both checks): files the command reads; an output at one's place is refused
+  (it would replace the input).
 * ``check_distinct(*(path, label))``: the outputs of one command at different places;
   refused up front when two name the same path (also spelt differently, or via a symlink).
 * ``write_file(path, label, write)``: ``write(tmp)`` into a temporary file beside ``path``,
@@ -70,8 +72,18 @@ def _probe(folder: Path, label: str) -> None:
         raise InputError(f"{label}: cannot write in {str(folder)!r} ({_why(e)})") from None
 
 
-def check_dir(path, label: str, files=()) -> Path:
-    """The output directory ``path``, checked (see the module docstring); nothing is created."""
+def _not_an_input(p: Path, label: str, inputs) -> None:
+    """Refuse an output at the place of a file the command reads: writing it would replace
+    the input (``export S.toml --json S.toml`` left a fabric where the scenario was)."""
+    for q in inputs:
+        if q and os.path.exists(q) and os.path.exists(p) and os.path.samefile(p, q):
+            raise InputError(f"{label}: {str(p)!r} is the input file {str(q)!r}; writing "
+                             f"there would replace it, so give the output another place")
+
+
+def check_dir(path, label: str, files=(), inputs=()) -> Path:
+    """The output directory ``path``, checked (see the module docstring); nothing is created.
+    ``inputs``: files the command reads, refused as the place of one of ``files``."""
     p = Path(path)
     if not str(path).strip():
         raise InputError(f"{label}: an empty path")
@@ -83,6 +95,7 @@ def check_dir(path, label: str, files=()) -> Path:
             if (p / name).is_dir():
                 raise InputError(f"{label}: {str(p / name)!r} is a directory, where the "
                                  f"file {name} goes")
+            _not_an_input(p / name, label, inputs)
         _probe(p, label)
         return p
     anc = _existing_ancestor(p.absolute())
@@ -92,14 +105,16 @@ def check_dir(path, label: str, files=()) -> Path:
     return p
 
 
-def check_file(path, label: str, suffixes=None) -> Path:
-    """The output file ``path``, checked (see the module docstring); nothing is created."""
+def check_file(path, label: str, suffixes=None, inputs=()) -> Path:
+    """The output file ``path``, checked (see the module docstring); nothing is created.
+    ``inputs``: files the command reads, refused as ``path``."""
     p = Path(path)
     if not str(path).strip():
         raise InputError(f"{label}: an empty path")
     _check_names(p, label)
     if p.is_dir():
         raise InputError(f"{label}: is a directory, expected a file name")
+    _not_an_input(p, label, inputs)
     if suffixes is not None:
         ext = p.suffix.lower().lstrip(".")
         if ext not in suffixes:

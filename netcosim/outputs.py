@@ -306,12 +306,12 @@ def write_outputs(out_dir, summary_dict: dict, flows, links, series=None,
                           f"({e.strerror or type(e).__name__})") from None
 
 
-def check_out_dir(out_dir, label: str | None = None) -> Path:
-    """Refuse (InputError) an output directory ``write_outputs`` could not write, before the
-    run: see ``netcosim.outpaths.check_dir``."""
+def check_out_dir(out_dir, label: str | None = None, inputs=()) -> Path:
+    """Refuse (InputError) an output directory ``write_outputs`` could not write, or where it
+    would replace one of ``inputs``, before the run: see ``netcosim.outpaths.check_dir``."""
     from netcosim.outpaths import check_dir
 
-    return check_dir(out_dir, label or f"--out {str(out_dir)!r}", OUTPUT_FILES)
+    return check_dir(out_dir, label or f"--out {str(out_dir)!r}", OUTPUT_FILES, inputs)
 
 
 def _write_outputs(out: Path, summary_dict: dict, flows, links, series) -> Path:

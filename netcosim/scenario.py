@@ -377,7 +377,7 @@ class Scenario:
         faults = self.build_faults(topology)
         schedule = self.build_schedule(topology, faults, routing)
         if check_reachability:
-            check_reachable(topology, routing, faults, schedule)
+            check_reachable(topology, routing, faults, schedule, self.engine_kind)
         # Last: a file with errors is reported as such even when the engine is missing.
         try:
             options = self.engine_options()
@@ -461,12 +461,15 @@ def _build_topology(kind, params: dict):
     return builders.build(kind, params, where="topology")
 
 
-def check_reachable(topology, routing, faults, schedule) -> None:
+def check_reachable(topology, routing, faults, schedule, engine: str = "flow") -> None:
     """Refuse a transfer between hosts that can never reach each other.
 
     "Never" means over the links that are down at time 0 and stay down for the whole run (no
     later ``up`` or ``degrade`` revives them). A pair that only loses its paths because of a
     later fault is not an input error: the engine reports those transfers as stranded.
+    The packet engine's connections also send back to their source (ACKs, CNPs): along the
+    path backwards, so over links alive both ways (``two_way``), or for a per-packet policy
+    (spray, adaptive) on a route of their own, so the pair must reach both ways.
     """
     from netcore.schedule import TRANSFER
 
@@ -478,6 +481,13 @@ def check_reachable(topology, routing, faults, schedule) -> None:
     if len(faults):
         later = (faults.time > 0) & (faults.factor > 0)
         alive[faults.dlink[later]] = True
+    per_hop = routing_policy_name(routing) in ("spray", "adaptive")
+    both_ways = engine == "packet"
+    one_way = alive
+    if both_ways and not per_hop:
+        from netcore.packet.engine import two_way
+
+        alive = two_way(alive)
     if alive.all() and topology.hosts_forward:
         # a built fabric is connected (Topology checks it), its links carry both ways and
         # every node forwards: every pair is reachable
@@ -487,11 +497,9 @@ def check_reachable(topology, routing, faults, schedule) -> None:
     key = src * topology.n_nodes + dst
     pairs, first = np.unique(key, return_index=True)
     ps, pd = src[first], dst[first]
-    if topology.hosts_forward:
-        reach = _reachable_by_distance(routing, ps, pd, alive)
-    else:
-        paths = routing.paths(ps, pd, alive=None if alive.all() else alive)
-        reach = np.asarray(paths.reachable, dtype=bool)
+    reach = _reachable(routing, ps, pd, alive)
+    if both_ways and per_hop:  # the ACKs' own route back
+        reach &= _reachable(routing, pd, ps, alive)
     if reach.all():
         return
     j = int(np.flatnonzero(~reach)[0])
@@ -501,8 +509,21 @@ def check_reachable(topology, routing, faults, schedule) -> None:
     down = "" if alive.all() else (" with the links that are down from time 0 (`netcosim run "
                                    "--allow-stranded` runs it and reports such transfers as "
                                    "stranded)")
-    raise InputError(f"{who}: host {int(ps[j])} cannot reach host {int(pd[j])}{down} "
+    back = ""
+    if both_ways and _reachable(routing, ps[j:j + 1], pd[j:j + 1], one_way)[0]:
+        back = (" and back (the packet engine's connections send ACKs to their source, " +
+                ("each on its own route" if per_hop else "along the path backwards, so a "
+                 "path needs its links alive both ways") + ")")
+    raise InputError(f"{who}: host {int(ps[j])} cannot reach host {int(pd[j])}{back}{down} "
                      f"(routing.policy = {routing_policy_name(routing)!r})")
+
+
+def _reachable(routing, src, dst, alive) -> np.ndarray:
+    """Per pair, whether ``src`` reaches ``dst`` over the ``alive`` links."""
+    if routing.topology.hosts_forward:
+        return _reachable_by_distance(routing, src, dst, alive)
+    paths = routing.paths(src, dst, alive=None if alive.all() else alive)
+    return np.asarray(paths.reachable, dtype=bool)
 
 
 def _reachable_by_distance(routing, src, dst, alive) -> np.ndarray:
@@ -558,6 +579,10 @@ def _limit_message(e, scenario, schedule) -> str:
             return f"workload.bytes = {short_repr(wl['bytes'])}: {who}: {rest}"
         if e.what == "duration" and wl.get("gpu_faults"):  # a slowed GPU's compute time
             return f"workload.gpu_faults = {short_repr(wl['gpu_faults'])}: {who}: {rest}"
+        if e.what == "duration" and not field and isinstance(wl.get("gpu"), dict) and \
+                wl.get("kind") == "training":  # a compute time from figures given here
+            return (f"workload.gpu = {short_repr(wl['gpu'])}: {who} (a compute time priced "
+                    f"with these figures): {rest}")
         return f"{field}[{i}]: {rest}" if field else f"workload: {who}: {rest}"
     if e.option is not None:
         return msg

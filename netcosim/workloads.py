@@ -338,13 +338,17 @@ def build_collective(topology, spec: dict, where: str, seed: int):
             for k, v in picked_opts.items():
                 if k != "protocol":
                     opts.setdefault(k, v)
+    before = set(opts)
     _fabric_defaults(collectives, op, algorithm, topology, ranks, opts, where)
     _check_options(collectives, op, algorithm, options, where)
-    _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where, topology)
-    opts["protocol"] = _protocol(collectives, topology, op, algorithm, ranks, nbytes, opts,
-                                 protocol, where)
-    sched = _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts, where,
-                                 topology)
+    try:
+        _guard_before_protocol(collectives, spec, op, algorithm, ranks, opts, where, topology)
+        opts["protocol"] = _protocol(collectives, topology, op, algorithm, ranks, nbytes,
+                                     opts, protocol, where)
+        sched = _collective_scalable(collectives, spec, op, algorithm, ranks, nbytes, opts,
+                                     where, topology)
+    except InputError as e:
+        raise _option_named(e, where, options, set(opts) - before) from None
     if sched is not None:
         return _collective_meta(sched, op, algorithm, nbytes, ranks, "auto", opts["protocol"])
     try:
@@ -358,7 +362,7 @@ def build_collective(topology, spec: dict, where: str, seed: int):
         raise InputError(f"{where}.{shown if shown in spec else 'options.' + shown}: not an "
                          f"option of {op} {algorithm}") from None
     except InputError as e:
-        raise _in(e, where) from None
+        raise _option_named(_in(e, where), where, options, set(opts) - before) from None
     # a collective's steps between two ranks share one connection (one ECMP hash), as NCCL's
     # persistent queue pairs do; the stream form keys its members alike
     sched.with_connections()
@@ -622,6 +626,21 @@ def _in(e: InputError, where: str) -> InputError:
     if msg.startswith(("op = ", "algorithm = ", "protocol = ", "chunks = ")):
         return InputError(f"{where}.{msg}")
     return InputError(f"{where}: {msg}")
+
+
+def _option_named(e: InputError, where: str, given: dict, filled: set) -> InputError:
+    """An algorithm option the library refused ("workload: dims = [] ...") named as the
+    user's field: ``workload.options.dims``, or, when the user gave none, said so (the
+    value was the fabric's or the algorithm's default)."""
+    msg = str(e)
+    m = re.match(re.escape(where) + r": (\w+) = ", msg)
+    if not m or m.group(1) in ("op", "algorithm", "protocol", "chunks", "bytes", "ranks"):
+        return e
+    key, rest = m.group(1), msg[len(where) + 2:]
+    if key in given:
+        return InputError(f"{where}.options.{rest}")
+    source = "the one taken from the fabric" if key in filled else "the algorithm's default"
+    return InputError(f"{where}.options.{key}: not given, and {source}, {rest}")
 
 
 def _bytes_matrix(spec: dict, n: int, field: str) -> np.ndarray:

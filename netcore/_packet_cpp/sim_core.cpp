@@ -751,10 +751,14 @@ std::vector<int32_t> Sim::dead_transfers() {
     std::vector<uint8_t> mark(kind.size(), 0);
     const bool revisit = link_came_up;
     link_came_up = false;
+    // a path is dead when a link of it is down either way: its ACKs, SYN-ACKs and CNPs walk
+    // it backwards over l ^ 1 (engine.py two_way gives the new paths the same rule)
     auto path_dead = [&](int32_t off, int32_t len) {
         if (off < 0) return true;  // per-hop routing: refresh every unfinished transfer
-        for (int32_t k = 0; k < len; ++k)
-            if (!links[path_links[off + k]].up) return true;
+        for (int32_t k = 0; k < len; ++k) {
+            const int32_t l = path_links[off + k];
+            if (!links[l].up || !links[l ^ 1].up) return true;
+        }
         return false;
     };
     for (size_t i = 0; i < kind.size(); ++i) {

@@ -11,6 +11,7 @@ from topo.errors import InputError, is_finite
 # it finds the path again (docs/flow_engine.md, "Faults in time")
 TIMER_KEYS = ("min_rto_s", "max_rto_s", "clock_granularity_s", "conn_timeout_s")
 TCP_ONLY = ("tcp_timers", *TIMER_KEYS, "data_retries", "syn_retries")
+TCP_START_ONLY = ("init_cwnd", "handshake")  # TCP start-up: the fluid transport has none
 
 DEFAULTS = {
     # bytes of one packet; when set, a transfer's end includes one store-and-forward
@@ -131,6 +132,11 @@ def _check_timers(given: dict, out: dict) -> None:
             if key in given and given[key] != DEFAULTS[key]:
                 raise InputError(f"engine.{key} = {given[key]!r}: only transport = 'tcp' has "
                                  f"retransmission timers (engine.transport = "
+                                 f"{out['transport']!r})")
+        for key in TCP_START_ONLY:  # ignored, a sweep over them changed nothing
+            if key in given and given[key] != DEFAULTS[key]:
+                raise InputError(f"engine.{key} = {given[key]!r}: only transport = 'tcp' has "
+                                 f"a start-up (handshake, initial window) (engine.transport = "
                                  f"{out['transport']!r})")
     fill_from_preset(given, out, TIMER_KEYS)
     for key in TIMER_KEYS:

@@ -91,6 +91,17 @@ def single_path(routing):
     return routing.unstriped() if getattr(routing, "striped", False) else routing
 
 
+def two_way(alive):
+    """The directed links a path may use: a connection's ACKs, SYN-ACKs and CNPs walk its path
+    backwards over the reverse links ``l ^ 1``, so a link whose reverse is down cannot carry
+    one (a one-way fault there made every TCP connection routed over it give up, although
+    the fabric had other paths). ``None`` (every link up) stays ``None``."""
+    if alive is None:
+        return None
+    a = np.asarray(alive, dtype=bool)
+    return a & a[np.arange(a.size) ^ 1]
+
+
 def per_hop_paths(routing, topology, src, dst, keys, alive, reach):
     """(ptr, links, reach) for the core under a per-hop policy (spray, adaptive): no path
     (routed per packet) except for pairs inside a scale-up domain, which follow their
@@ -106,7 +117,7 @@ def per_hop_paths(routing, topology, src, dst, keys, alive, reach):
     if inside is None:
         return ptr, links, reach
     a = np.flatnonzero(inside)
-    p = routing.paths(src[a], dst[a], flow_id=keys[a], alive=alive)
+    p = routing.paths(src[a], dst[a], flow_id=keys[a], alive=two_way(alive))
     lay = topology.layer_names.index("scaleup")
     on_scaleup = topology.link_layer[np.asarray(p.link, dtype=np.int64) // 2] == lay
     plen = np.diff(np.asarray(p.ptr, dtype=np.int64))
@@ -164,6 +175,7 @@ class _Router:
             return
         if len(nodes) == 0:
             return
+        alive = two_way(alive)  # a path carries the connection both ways
         if self.striped is not None:
             p = plane_split.paths(self.striped, self.src[nodes], self.dst[nodes],
                                   self.keys[nodes], self.plane[nodes], alive)

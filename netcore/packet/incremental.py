@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from netcore.packet import limits, plane_split
-from netcore.packet.engine import PS, _collect, _config, per_hop_paths, single_path
+from netcore.packet.engine import PS, _collect, _config, per_hop_paths, single_path, two_way
 from netcore.packet.options import check_options
 from netcore.incremental_input import check_new_transfers
 from topo.errors import InputError
@@ -158,6 +158,7 @@ class PacketIncremental:
         if self.per_hop:
             reach = self._dist[self._rows[dst], src] >= 0
             return per_hop_paths(self.routing, self.topology, src, dst, flow, alive, reach)
+        alive = two_way(alive)  # a path carries the connection both ways
         if self._striped is not None:
             p = plane_split.paths(self._striped, src, dst, flow, plane, alive)
         else:

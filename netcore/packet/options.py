@@ -175,6 +175,10 @@ def check_options(opts: dict) -> dict:
               f"must exceed engine.kmin_bytes = {out['kmin_bytes']}")
     mt = out["max_time_s"]
     _need(mt is None or (_num(mt) and mt > 0), "max_time_s", mt, "expected a time > 0 or nothing")
+    # the core's clock counts whole picoseconds and reads 0 as "no limit": a positive time that
+    # rounds to 0 ps would silently run to the end
+    _need(mt is None or round(mt * 1e12) >= 1, "max_time_s", mt,
+          "below the packet engine's resolution of one picosecond")
     frame = mtu + out["l2_header_bytes"]
     port_bytes = out["buffer_packets"] * frame
     if out["buffer_bytes"]:

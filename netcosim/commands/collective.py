@@ -94,6 +94,8 @@ def _parse_ranks(text, n_hosts):
     if bad:
         raise InputError(f"--ranks = {text!r}: host {bad[0]} does not exist (the fabric has "
                          f"hosts 0..{n_hosts - 1})")
+    if ".." in text and ids[1] < ids[0]:
+        raise InputError(f"--ranks = {text!r}: the range is empty (end < start)")
     return list(range(ids[0], ids[1] + 1)) if ".." in text else ids
 
 

@@ -38,9 +38,9 @@ def run(args) -> int:
                             (args.json, f"--json {args.json!r}"),
                             (args.chakra, f"--chakra {args.chakra!r}"))
     if args.graphml:
-        outpaths.check_file(args.graphml, f"--graphml {args.graphml!r}")
+        outpaths.check_file(args.graphml, f"--graphml {args.graphml!r}", inputs=(args.scenario,))
     if args.json:
-        outpaths.check_file(args.json, f"--json {args.json!r}")
+        outpaths.check_file(args.json, f"--json {args.json!r}", inputs=(args.scenario,))
     if args.chakra:
         check_prefix(args.prefix)
         outpaths.check_dir(args.chakra, f"--chakra {args.chakra!r}")

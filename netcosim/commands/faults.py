@@ -70,7 +70,12 @@ def run(args) -> int:
     from netcosim.commands.sweep import check_plot_deps
 
     label = outputs.out_label(args.out, out)
-    outpaths.check_dir(out, label)
+    from netcosim import faults_study as fs
+    from netcosim.sweep import table
+
+    outpaths.check_dir(out, label, (fs.SUMMARY_NAME, fs.COSTLIEST_NAME, fs.COSTLIEST_GPUS_NAME,
+                                    fs.TP_MODES_NAME, "baseline.json", fs.CASES_NAME,
+                                    table.CSV_NAME, table.JOURNAL), (args.scenario,))
     if args.plot:
         check_plot_deps()
     try:

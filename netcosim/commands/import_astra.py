@@ -41,7 +41,7 @@ def run(args) -> int:
     outpaths.check_distinct(*((path, f"{flag} {path!r}") for flag, path in outputs))
     for flag, path in outputs:
         if path:
-            outpaths.check_file(path, f"{flag} {path!r}")
+            outpaths.check_file(path, f"{flag} {path!r}", inputs=(args.network,))
     topology = load_network(args.network, gb=args.gb)
     s = topology.params
     print(f"{args.network}: {' x '.join(map(str, s['npus_count']))} NPUs "

@@ -71,7 +71,7 @@ def run(args) -> int:
         raise InputError("--resume: netcosim plan keeps no journal; run it again")
     label = f"--out {args.out!r}"
     if args.out:
-        outpaths.check_dir(args.out, label, (CSV_NAME, BEST_NAME))
+        outpaths.check_dir(args.out, label, (CSV_NAME, BEST_NAME), (args.scenario,))
     res = plan.search(spec, scenario, backend, progress=backend.progress)
     e = res.enum
     print(f"{scenario.name}: {res.n_gpus:,} x {res.gpu_name}, global batch "

@@ -53,7 +53,7 @@ def run(args) -> int:
                          "\"inference\" (training: netcosim train --trace)")
     out = outputs.command_out_dir(args.out, scenario.name)
     label = outputs.out_label(args.out, out)
-    outputs.check_out_dir(out, label)  # before the run: a place we cannot write is bad input
+    outputs.check_out_dir(out, label, (args.scenario,))  # before the run: a place we cannot write is bad input
     prepared, result, summary = simulate_scenario(
         scenario, check_reachability=not getattr(args, "allow_stranded", False))
     series = outputs.link_series_table(prepared.topology, result) if args.link_series else None

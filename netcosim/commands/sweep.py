@@ -65,7 +65,7 @@ def run(args) -> int:
     from netcosim.sweep.run import META_NAME
 
     label = outputs.out_label(args.out, out)
-    outpaths.check_dir(out, label, (table.CSV_NAME, table.JOURNAL, META_NAME))
+    outpaths.check_dir(out, label, (table.CSV_NAME, table.JOURNAL, META_NAME), (args.file,))
     if args.plot:
         check_plot_deps()
     try:

@@ -58,9 +58,9 @@ def run(args) -> int:
         raise InputError("workload.kind: netcosim train needs kind = \"training\"")
     # every destination checked before the (possibly long) run
     if args.trace:
-        outpaths.check_file(args.trace, f"--trace {args.trace!r}")
+        outpaths.check_file(args.trace, f"--trace {args.trace!r}", inputs=(args.scenario,))
     if args.out:
-        outpaths.check_dir(args.out, f"--out {args.out!r}", ("summary.json",))
+        outpaths.check_dir(args.out, f"--out {args.out!r}", ("summary.json",), (args.scenario,))
     prepared = scenario.prepare(check_engine=args.engine != "ideal")
     if args.engine == "ideal":
         result = _ideal(prepared)

@@ -286,7 +286,7 @@ class Checker:
             self.passed.add(key)
             return
         if reachable:
-            check_reachable(topo, routings[rk], faults[fk], schedule)
+            check_reachable(topo, routings[rk], faults[fk], schedule, sc.engine_kind)
         self.passed.add(key)
 
 

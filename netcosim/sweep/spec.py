@@ -584,6 +584,8 @@ def _path(text: str, at: str) -> list:
 _RANGE = re.compile(r"^\s*(?P<lo>[^\s.][^\s]*?|[.][0-9][^\s]*?)\s*\.\.\s*(?P<hi>[^\s]+?)\s*"
                     r"(?:(?P<op>[xX*+])\s*(?P<step>[^\s]+))?\s*$")
 
+_PLAIN = re.compile(r"[+-]?(?:[0-9]+[.]?[0-9]*|[.][0-9]+)(?:[eE][+-]?[0-9]+)?")  # a number, no unit
+
 
 def expand_values(value, at: str) -> list:
     """The list of values an axis takes: a list as given, a range string expanded, or one
@@ -605,10 +607,17 @@ def parse_range(text: str, at: str) -> list:
         raise InputError(f"{at} = {text!r}: expected a range such as \"1MiB..1GiB x4\", "
                          f"\"100..800 x2\" or \"4..16 +4\"")
     lo_t, hi_t, op, step_t = m.group("lo"), m.group("hi"), m.group("op"), m.group("step")
-    sized = bool(re.search(r"[A-Za-z]", lo_t + hi_t))
+    # a unit makes the ends sizes; the "e" of an exponent is not one ("1e0..3e0 +0.5" is 1, 1.5,
+    # .. 3, not the whole byte counts 1, 2, 3)
+    sized = not (_PLAIN.fullmatch(lo_t) and _PLAIN.fullmatch(hi_t))
     if sized:
-        lo = units.parse_bytes(lo_t, f"{at} (start of {text!r})", allow_zero=False)
-        hi = units.parse_bytes(hi_t, f"{at} (end of {text!r})", allow_zero=False)
+        try:
+            lo = units.parse_bytes(lo_t, f"{at} (start of {text!r})", allow_zero=False)
+            hi = units.parse_bytes(hi_t, f"{at} (end of {text!r})", allow_zero=False)
+        except InputError as e:  # "1us..4us": a range's only units are sizes
+            raise InputError(f"{e}; a range's ends take size units only: write a time or a "
+                             f"rate as plain numbers in the unit of the key's name "
+                             f"(\"1..4 x2\" for 1, 2 and 4 us on a key ending in _us)") from None
     else:
         lo, hi = _number(lo_t, at, text), _number(hi_t, at, text)
     if hi < lo:
@@ -617,7 +626,7 @@ def parse_range(text: str, at: str) -> list:
         op, step = ("x", 2) if sized else ("+", 1)
     elif op == "+":
         step = (units.parse_bytes(step_t, f"{at} (step of {text!r})", allow_zero=False)
-                if sized and re.search(r"[A-Za-z]", step_t) else _number(step_t, at, text))
+                if sized and not _PLAIN.fullmatch(step_t) else _number(step_t, at, text))
         if not step > 0:
             raise InputError(f"{at} = {text!r}: the step must be > 0")
     else:

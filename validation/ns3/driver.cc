@@ -118,7 +118,8 @@ class Driver {
     std::vector<std::vector<int64_t>> pPtr;    // per epoch, (n+1)
     std::vector<std::vector<int32_t>> pLink;   // per epoch
     std::vector<std::vector<uint8_t>> pReach;  // per epoch, (n)
-    std::vector<std::vector<uint8_t>> pAlive;  // per epoch, per directed link: 1 = up
+    std::vector<std::vector<uint8_t>> pAlive;  // per epoch, per directed link: 1 = up both ways
+    std::vector<std::vector<uint8_t>> pUp;     // per epoch, per directed link: 1 = up
     std::vector<uint8_t> anyDown;              // per epoch: a path computed then may be a detour
     // per transfer: the epoch whose path its node has (inst), whose path its connection uses
     // (connEp: the last reachable one; -1 none), whose path's host routes are installed
@@ -344,10 +345,11 @@ class Driver {
     }
 
     void AddEpoch(double t, const int64_t* ptr, const int32_t* link, const uint8_t* reach,
-                  const uint8_t* alive)
+                  const uint8_t* alive, const uint8_t* up)
     {
         epochTime.push_back(t);
         pAlive.emplace_back(alive, alive + 2 * nLinks);
+        pUp.emplace_back(up, up + 2 * nLinks);
         anyDown.push_back(std::find(alive, alive + 2 * nLinks, 0) != alive + 2 * nLinks);
         pPtr.emplace_back(ptr, ptr + n + 1);
         pLink.emplace_back(link, link + ptr[n]);
@@ -373,11 +375,14 @@ class Driver {
         return true;
     }
 
-    // epoch ep's path of transfer i crosses a link that is down in epoch e
-    bool PathDead(int ep, int i, int e) const
+    // epoch ep's path of transfer i crosses a link that is down in epoch e: either way (pAlive,
+    // the runner's two_way mask: ACKs walk back on l ^ 1), which moves a transfer as the
+    // engine's Sim::dead_transfers does, or, with forwardOnly, in its own direction (pUp)
+    bool PathDead(int ep, int i, int e, bool forwardOnly = false) const
     {
+        const std::vector<uint8_t>& a = forwardOnly ? pUp[e] : pAlive[e];
         for (int64_t k = pPtr[ep][i]; k < pPtr[ep][i + 1]; ++k)
-            if (!pAlive[e][pLink[ep][k]])
+            if (!a[pLink[ep][k]])
                 return true;
         return false;
     }
@@ -431,13 +436,14 @@ class Driver {
     }
 
     // The path whose host routes transfer i needs in epoch e (-1: none): its connection's once
-    // it has started, while that path is alive (a connection whose path crosses a dead link and
-    // has no other sends for want of a route, as a host whose link lost carrier; it resumes on
-    // that path when the link comes back, as in the engine), else its node's.
+    // it has started, while that path is alive in its own direction (a connection whose path
+    // crosses a dead link and has no other sends for want of a route, as a host whose link
+    // lost carrier; it resumes on that path when the link comes back, as in the engine; its
+    // ACKs on a dead reverse link are lost there, as the engine's), else its node's.
     int Desired(int i, int e) const
     {
         if (released[i])
-            return connEp[i] >= 0 && !PathDead(connEp[i], i, e) ? connEp[i] : -1;
+            return connEp[i] >= 0 && !PathDead(connEp[i], i, e, true) ? connEp[i] : -1;
         return pReach[inst[i]][i] ? inst[i] : -1;
     }
 

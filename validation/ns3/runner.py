@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from netcore.packet import plane_split
+from netcore.packet.engine import two_way
 from netcore.result import Result
 from netcore.schedule import TRANSFER, Schedule
 from topo.errors import InputError
@@ -37,7 +38,8 @@ MAX_TRANSFER_BYTES = (1 << 31) - 1
 
 
 def _epochs(topology, faults: LinkFaults):
-    """Routing epochs: [(time, alive mask)], a new one whenever the set of live links changes."""
+    """Routing epochs: [(time, alive mask)], a new one whenever the set of live links
+    changes."""
     D = topology.n_dlinks
     out = [(0.0, faults.alive_at(D, 0.0))]
     for t in np.unique(faults.time[faults.time > 0]):
@@ -134,7 +136,10 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     ns, drv = binding.load()
     t_setup = time.perf_counter()
     epochs = _epochs(topology, faults)
-    paths = [_epoch_paths(routing, schedule, alive, tidx, plane) for _, alive in epochs]
+    # a path uses links alive both ways (the packet engine's two_way: ACKs walk it backwards,
+    # and the driver installs their routes on l ^ 1)
+    paths = [_epoch_paths(routing, schedule, two_way(alive), tidx, plane)
+             for _, alive in epochs]
     t_build = time.perf_counter()
     seg = opts["mtu"] - HEADER_BYTES
     del_ack_count = opts["delack_count"] if opts["delayed_ack"] else 1  # 1: one ACK per segment
@@ -162,7 +167,8 @@ def run_ns3(topology, schedule: Schedule, routing, faults: LinkFaults | None = N
     d.SetSchedule(schedule.n, *keep)
     for (te, alive), (ptr, link, reach) in zip(epochs, paths):
         link_arg = link if link.size else np.zeros(1, dtype=np.int32)
-        d.AddEpoch(te, ptr, link_arg, reach, np.ascontiguousarray(alive, dtype=np.uint8))
+        d.AddEpoch(te, ptr, link_arg, reach, np.ascontiguousarray(two_way(alive), np.uint8),
+                   np.ascontiguousarray(alive, dtype=np.uint8))
     fa = [np.ascontiguousarray(faults.time, dtype=np.float64),
           np.ascontiguousarray(faults.dlink, dtype=np.int64),
           np.ascontiguousarray(faults.factor, dtype=np.float64)]
