@@ -1190,6 +1190,7 @@ def build_step(model, parallel, gpu, topology=None, *, n_hosts: int | None = Non
         fabric_scaleup_GBps=fabric_su,
         symmetry="; ".join(sym_text) if sym_text else "none (every GPU simulated)",
         simulated_ranks=int(simulated.sum()), granularity=granularity,
+        folded_replicas=int(D - len(d_sim)),
         network_detail_used="auto" if agg else "full",
         algorithms={op: algos.get(op, comm.DEFAULT_ALGO[op]) for op in comm.OPS},
         rank_host=host.tolist() if par.n_gpus <= 4096 else None,

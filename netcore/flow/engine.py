@@ -112,6 +112,7 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     # members behind a fault, and members that routing leaves slower than their set's others,
     # move on their own
     uneven = uneven_split.outlier_members(schedule, routing, memo=memo)
+    uneven_nodes = _naming_uneven_sets(schedule, uneven)
     affected = fault_split.affected_members(schedule, routing, faults, memo=memo)
     if uneven is not None:
         affected = uneven if affected is None else affected | uneven
@@ -123,10 +124,25 @@ def run(topology, schedule, routing, faults, seed: int = 0, **options) -> Result
     if opts["memory_budget"] is not None:
         _check_entries(mr, schedule, opts["memory_budget"], rss0)
     res = _run(topology, schedule, mr, faults, opts, compile_s)
-    if origin is None:
-        return res
-    pieces = int(np.count_nonzero(schedule.kind[n0:] == TRANSFER))  # the rest are joins
-    return fault_split.fold_back(res, origin, n0, pieces)
+    if origin is not None:
+        pieces = int(np.count_nonzero(schedule.kind[n0:] == TRANSFER))  # the rest are joins
+        res = fault_split.fold_back(res, origin, n0, pieces)
+    if uneven_nodes is not None:
+        res.node_extra["uneven_set"] = uneven_nodes
+    return res
+
+
+def _naming_uneven_sets(schedule, uneven) -> np.ndarray | None:
+    """bool per node: a transfer whose member set routing left uneven (``uneven``: per member
+    of ``schedule.sets``, uneven_split.outlier_members). A set that stands for the same send
+    of several folded replicas ends with its slowest member, which callers may need to say
+    (compute/training.py's symmetry)."""
+    if uneven is None:
+        return None
+    sizes = np.asarray(schedule.sets.sizes, dtype=np.int64)
+    bad = np.repeat(np.arange(sizes.size), sizes)[np.asarray(uneven, dtype=bool)]
+    m = np.asarray(schedule.mset, dtype=np.int64)
+    return (schedule.kind == TRANSFER) & (m >= 0) & np.isin(m, unique(bad))
 
 
 def _rss_bytes() -> int:

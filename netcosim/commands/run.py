@@ -96,6 +96,10 @@ def run(args) -> int:
               f"(dateline / up*-down*) or a lossy transport avoids it; docs/packet_engine.md, "
               f"\"Deadlock\"",
               file=sys.stderr)
+    if summary.get("symmetry_uneven_sends"):
+        from netcosim.commands.faults import symmetry_warning
+
+        print(f"warning: {symmetry_warning(summary['symmetry_uneven_sends'])}", file=sys.stderr)
     if summary.get("tcp_gave_up"):
         print(f"warning: {summary['tcp_gave_up']} TCP connections gave up after their "
               f"retries (engine.syn_retries / engine.data_retries, timers "

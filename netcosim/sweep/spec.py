@@ -200,7 +200,8 @@ _EXPOSED = ("tp", "cp", "ep", "pp", "dp", "dp_ag")  # netcosim/plan.KINDS
 _STATS = ("mean", "p50", "p90", "p99")  # netcosim/inference/metrics._stats
 TRAINING_COLUMNS = (
     "step_time_s", "tokens_per_s", "mfu", "hfu", "compute_s_per_gpu", "exposed_comm_total_s",
-    "idle_s_per_gpu", "symmetry", "tp_comm", "simulated_ranks", "n_gpus", "unfinished_nodes",
+    "idle_s_per_gpu", "symmetry", "tp_comm", "simulated_ranks", "folded_replicas",
+    "symmetry_uneven_sends", "n_gpus", "unfinished_nodes",
     *(f"exposed_{k}_s" for k in _EXPOSED),
     *(f"memory_{k}" for k in ("weights_GB", "grads_GB", "optimizer_GB", "activations_GB",
                               "total_GB", "capacity_GB", "stage")))
