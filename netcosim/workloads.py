@@ -634,8 +634,9 @@ def _option_named(e: InputError, where: str, given: dict, filled: set) -> InputE
     value was the fabric's or the algorithm's default)."""
     msg = str(e)
     m = re.match(re.escape(where) + r": (\w+) = ", msg)
-    if not m or m.group(1) in ("op", "algorithm", "protocol", "chunks", "bytes", "ranks"):
-        return e
+    if type(e) is not InputError or not m or \
+            m.group(1) in ("op", "algorithm", "protocol", "chunks", "bytes", "ranks"):
+        return e  # (a subclass, e.g. the memory guard's refusal, keeps its type)
     key, rest = m.group(1), msg[len(where) + 2:]
     if key in given:
         return InputError(f"{where}.options.{rest}")
