@@ -38,6 +38,11 @@ SUMMARY_NAME = "fault_summary.csv"
 COSTLIEST_NAME = "costliest_links.csv"
 COSTLIEST_GPUS_NAME = "costliest_gpus.csv"
 TP_MODES_NAME = "baseline_tp_modes.json"
+BASELINE_NAME = "baseline.json"
+CASES_NAME = "study_summary.csv"
+# the files a study writes beside its sweep table (checked before it runs)
+OUTPUT_NAMES = (SUMMARY_NAME, COSTLIEST_NAME, COSTLIEST_GPUS_NAME, TP_MODES_NAME, BASELINE_NAME,
+                CASES_NAME)
 _SINGLE_STREAM = 2**31 - 1  # seed stream of the single-link sample, apart from the fractions
 PARAMS = ("study", "fraction", "trial", "failed_links", "link", "u", "v", "layer")
 GPU_PARAMS = ("study", "fraction", "trial", "failed_gpus", "gpu")
@@ -472,7 +477,7 @@ def run_fault_study(scenario, out_dir, fractions, kind="down", layer="any", tria
     # would read as this one's: `netcosim plot` drew a link study's costliest links under a
     # GPU study's title, and baseline_tp_modes.json named runs this study did not have
     stale = [COSTLIEST_NAME if fkind.gpu else COSTLIEST_GPUS_NAME, TP_MODES_NAME]
-    with open(out / "baseline.json", "w", encoding="utf-8") as fh:
+    with open(out / BASELINE_NAME, "w", encoding="utf-8") as fh:
         # the fault-free step with every replica simulated, where rows had that (by tp_comm)
         json.dump(dict(base, unfolded_makespan_us=unfolded) if unfolded else base, fh,
                   indent=2)
@@ -521,9 +526,6 @@ def mode_baselines(scenario, base: dict, modes_used) -> dict:
     the fault strikes. A row so priced is compared with the fault-free step priced the same
     way, or a scale-up link failing after the step ended reported a 6% speedup (x0.9403 on
     two_tier 2 x 2 with TP 2)."""
-    from netcosim.runner import simulate_scenario
-    from netcosim.scenario import Scenario
-
     modes = {base.get("tp_comm"): float(base["makespan_us"])}
     wl = scenario.workload or {}
     if wl.get("kind") != "training" or wl.get("tp_comm", "auto") != "auto":
@@ -531,11 +533,7 @@ def mode_baselines(scenario, base: dict, modes_used) -> dict:
     for m in sorted(set(modes_used) - set(modes), key=str):
         if m not in ("local", "network"):
             continue
-        data = copy.deepcopy(scenario.data)
-        data["workload"]["tp_comm"] = m
-        _, _, b = simulate_scenario(Scenario.from_dict(data, source=scenario.source,
-                                                       default_name=scenario.name))
-        modes[m] = float(b["makespan_us"])
+        modes[m] = _fault_free_us(scenario, tp_comm=m)
     return modes
 
 
@@ -549,21 +547,24 @@ def unfolded_baselines(scenario, base: dict, modes) -> dict:
     spine links) the folded step is slower, and a study compared two models: GPT-3 175B on
     2,048 GPUs of two_tier with nodes_per_leaf = 16 reported a slowdown of x0.966 for spine
     links failing. Such rows are compared with the fault-free step simulated the same way."""
+    if not base.get("folded_replicas"):
+        return {}
+    return {m: _fault_free_us(scenario, symmetry="none",
+                              **({"tp_comm": m} if m in ("local", "network") and
+                                 m != base.get("tp_comm") else {}))
+            for m in sorted(set(modes), key=str)}
+
+
+def _fault_free_us(scenario, **workload) -> float:
+    """Makespan (us) of the study's scenario with these [workload] keys set, no faults added."""
     from netcosim.runner import simulate_scenario
     from netcosim.scenario import Scenario
 
-    if not base.get("folded_replicas"):
-        return {}
-    out = {}
-    for m in sorted(set(modes), key=str):
-        data = copy.deepcopy(scenario.data)
-        data["workload"]["symmetry"] = "none"
-        if m in ("local", "network") and m != base.get("tp_comm"):
-            data["workload"]["tp_comm"] = m
-        _, _, b = simulate_scenario(Scenario.from_dict(data, source=scenario.source,
-                                                       default_name=scenario.name))
-        out[m] = float(b["makespan_us"])
-    return out
+    data = copy.deepcopy(scenario.data)
+    data["workload"].update(workload)
+    _, _, b = simulate_scenario(Scenario.from_dict(data, source=scenario.source,
+                                                   default_name=scenario.name))
+    return float(b["makespan_us"])
 
 
 def tcp_timers(scenario) -> dict | None:
@@ -673,7 +674,6 @@ STUDY_KEYS = ("fraction", "kind", "layer", "trials", "at_us", "at_fraction",
 DEFAULTS = {"fraction": "0.001..0.05", "kind": "down", "layer": "any", "trials": 100,
             "at_us": None, "at_fraction": None, "recover_after_us": None, "single": True,
             "max_single": 256, "single_samples": 64}
-CASES_NAME = "study_summary.csv"
 
 
 def split_study(data: dict, source=None):

@@ -72,12 +72,12 @@ def run(args) -> int:
     from netcosim.commands.sweep import check_plot_deps
 
     label = outputs.out_label(args.out, out)
-    from netcosim import faults_study as fs
+    from netcosim.faults_study import OUTPUT_NAMES
     from netcosim.sweep import table
+    from netcosim.sweep.run import META_NAME
 
-    outpaths.check_dir(out, label, (fs.SUMMARY_NAME, fs.COSTLIEST_NAME, fs.COSTLIEST_GPUS_NAME,
-                                    fs.TP_MODES_NAME, "baseline.json", fs.CASES_NAME,
-                                    table.CSV_NAME, table.JOURNAL), (args.scenario,))
+    outpaths.check_dir(out, label, (*OUTPUT_NAMES, table.CSV_NAME, table.JOURNAL, META_NAME),
+                       (args.scenario,))
     if args.plot:
         check_plot_deps()
     try:
@@ -90,17 +90,6 @@ def run(args) -> int:
         _print(res, name)
     print(f"-> {out}")
     return finish(out, args.plot, any(r["outcome"].interrupted for r in results))
-
-
-def symmetry_warning(n: int) -> str:
-    """What a folded step whose pipeline sends routing left uneven says (run and faults)."""
-    return (f"symmetry: {n} pipeline sends stand for several folded replicas and routing "
-            f"leaves them uneven (ECMP collisions on shared links); the representative "
-            f"replica waits for the slowest of them at every micro-batch, where each replica "
-            f"would wait only for its own, so step_time_s can be off by a few percent (+3.1% "
-            f"on GPT-3 175B, 2,048 GPUs, two_tier with nodes_per_leaf = 16); "
-            f"workload.symmetry = \"none\" simulates every replica (docs/compute.md, "
-            f"\"Symmetry\")")
 
 
 def _print(res, name) -> None:
@@ -119,6 +108,8 @@ def _print(res, name) -> None:
               f"slowdown is against the fault-free step simulated so, {us:.6g} us "
               f"(baseline.json, unfolded_makespan_us)")
     if res["baseline"].get("symmetry_uneven_sends"):
+        from netcosim.workload_kinds.training import symmetry_warning
+
         print(f"warning: {symmetry_warning(res['baseline']['symmetry_uneven_sends'])}; a trial "
               f"that simulates faulted replicas on their own folds fewer, so its slowdown "
               f"can read below 1", file=sys.stderr)

@@ -53,7 +53,8 @@ def run(args) -> int:
                          "\"inference\" (training: netcosim train --trace)")
     out = outputs.command_out_dir(args.out, scenario.name)
     label = outputs.out_label(args.out, out)
-    outputs.check_out_dir(out, label, (args.scenario,))  # before the run: a place we cannot write is bad input
+    # before the run: a place we cannot write (or the scenario's own file) is bad input
+    outputs.check_out_dir(out, label, (args.scenario,))
     prepared, result, summary = simulate_scenario(
         scenario, check_reachability=not getattr(args, "allow_stranded", False))
     series = outputs.link_series_table(prepared.topology, result) if args.link_series else None
@@ -97,7 +98,7 @@ def run(args) -> int:
               f"\"Deadlock\"",
               file=sys.stderr)
     if summary.get("symmetry_uneven_sends"):
-        from netcosim.commands.faults import symmetry_warning
+        from netcosim.workload_kinds.training import symmetry_warning
 
         print(f"warning: {symmetry_warning(summary['symmetry_uneven_sends'])}", file=sys.stderr)
     if summary.get("tcp_gave_up"):

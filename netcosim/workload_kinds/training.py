@@ -208,10 +208,10 @@ def uneven_folded_sends(schedule, result) -> int:
     Folded, one pipeline send carries that send of every replica, and the representative's
     chain waits for its slowest member at every micro-batch; simulated each on its own, a
     replica waits only for its own sends, and the slow members differ from send to send
-    (ECMP collisions on spine links). The step time is then overstated: GPT-3 175B on 2,048
-    GPUs of two_tier with nodes_per_leaf = 16, ECMP, read 1.333 s folded against 1.293 s with
-    symmetry = "none" (+3.1%). On a fabric where no such set is uneven (two_tier with one leaf
-    per rail, the default) folding is exact. 0 when nothing was folded."""
+    (ECMP collisions on spine links). The step time then differs from the unfolded one:
+    GPT-3 175B on 2,048 GPUs of two_tier with nodes_per_leaf = 16, ECMP, read 1.333 s folded
+    against 1.293 s with symmetry = "none" (+3.1%); a 32-GPU full-form step -1.2%
+    (docs/compute.md, "Symmetry"). 0 when nothing was folded."""
     from compute.layers import CKIND
 
     ck = schedule.extra.get("ckind")
@@ -234,6 +234,17 @@ def uneven_folded_sends(schedule, result) -> int:
     cut = np.flatnonzero(np.r_[True, producer[1:] != producer[:-1]])
     hi = np.maximum.reduceat(end, cut)
     return sets + int(np.count_nonzero(hi - np.minimum.reduceat(end, cut) > 1e-12 * hi))
+
+
+def symmetry_warning(n: int) -> str:
+    """What `netcosim run` and `netcosim faults` say of ``n`` uneven folded sends."""
+    return (f"symmetry: {n} pipeline sends stand for several folded replicas and routing "
+            f"leaves them uneven (ECMP collisions on shared links); the representative "
+            f"replica waits for the slowest of them at every micro-batch, where each replica "
+            f"would wait only for its own, so step_time_s can be off by a few percent (+3.1% "
+            f"on GPT-3 175B, 2,048 GPUs, two_tier with nodes_per_leaf = 16); "
+            f"workload.symmetry = \"none\" simulates every replica (docs/compute.md, "
+            f"\"Symmetry\")")
 
 
 def register(register_workload) -> None:
