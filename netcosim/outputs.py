@@ -47,6 +47,25 @@ class Labels:
         return Labels(self.codes[sl], self.names)
 
 
+class Computed:
+    """A column of ``n`` rows made block by block when the file is written: ``rows(lo, hi)``
+    returns the int64 or float64 array of rows lo..hi-1. A table of hundreds of millions of
+    rows (link_series.csv of a 65,536-GPU step: about 196 M) then never exists whole in
+    memory, only its block of ``BLOCK_ROWS``; its five columns built at once took 12.7 GB."""
+
+    def __init__(self, n: int, rows):
+        self.n, self.rows = int(n), rows
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, sl):
+        lo, hi, step = sl.indices(self.n)
+        if step != 1:
+            raise ValueError("a computed column is read in contiguous blocks")
+        return self.rows(lo, hi)
+
+
 def _ints(a) -> np.ndarray:
     return np.asarray(a).astype(np.int64)
 
@@ -237,12 +256,20 @@ def link_series_table(topology, result) -> tuple[list, list] | None:
     if not all(k in ex for k in SERIES_KEYS):
         return None
     ptr = np.asarray(ex["series_ptr"], dtype=np.int64)
-    d = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+    t = np.asarray(ex["series_t"], dtype=np.float64)
     rate = np.asarray(ex["series_rate"], dtype=np.float64)
+    src, dst, bw = topology.dlink_src, topology.dlink_dst, topology.dlink_bw
+
+    def link(lo, hi):  # the directed link of rows lo..hi-1 (rows are grouped by link)
+        return np.searchsorted(ptr, np.arange(lo, hi), side="right") - 1
+
+    n = int(ptr[-1])
     return (["u", "v", "time_us", "rate_Gbps", "utilization"],
-            [_ints(topology.dlink_src[d]), _ints(topology.dlink_dst[d]),
-             _floats(np.asarray(ex["series_t"], dtype=np.float64) * 1e6),
-             _floats(rate * 8 / 1e9), _floats(rate / topology.dlink_bw[d])])
+            [Computed(n, lambda lo, hi: _ints(src[link(lo, hi)])),
+             Computed(n, lambda lo, hi: _ints(dst[link(lo, hi)])),
+             Computed(n, lambda lo, hi: t[lo:hi] * 1e6),
+             Computed(n, lambda lo, hi: rate[lo:hi] * 8 / 1e9),
+             Computed(n, lambda lo, hi: rate[lo:hi] / bw[link(lo, hi)])])
 
 
 def summary(scenario, prepared, result, workload_figures: dict) -> dict:
