@@ -241,8 +241,9 @@ def symmetry_warning(n: int) -> str:
     return (f"symmetry: {n} pipeline sends stand for several folded replicas and routing "
             f"leaves them uneven (ECMP collisions on shared links); the representative "
             f"replica waits for the slowest of them at every micro-batch, where each replica "
-            f"would wait only for its own, so step_time_s can be off by a few percent (+3.1% "
-            f"on GPT-3 175B, 2,048 GPUs, two_tier with nodes_per_leaf = 16); "
+            f"would wait only for its own, so step_time_s can be off by a few percent (GPT-3 "
+            f"175B on two_tier with several leaves per rail: +3.9% at 2,048 GPUs, +5.2% at "
+            f"16,384); "
             f"workload.symmetry = \"none\" simulates every replica (docs/compute.md, "
             f"\"Symmetry\")")
 
