@@ -46,6 +46,39 @@ SAMPLE_DSTS = 128
 MAX_PAIRS = 50_000_000
 _ALL_PAIRS = {("all_reduce", "direct"), ("reduce_scatter", "direct"),
               ("all_gather", "direct")}
+# what the model prices round by round instead, per op of an all-pairs algorithm (algorithms
+# every fabric takes: no in-network reduction, no torus dims); an all-to-all has none
+_NOT_ALL_PAIRS = {"all_reduce": ("ring", "double_binary_tree"), "reduce_scatter": ("ring",),
+                  "all_gather": ("ring",)}
+
+
+class TooManyPairs(InputError):
+    """The estimate of an all-pairs collective over more than MAX_PAIRS rank pairs. Its
+    message names the algorithm as the library was given it; the scenario and `netcosim
+    collective` name the field that asked for the estimate instead (the automatic choice of
+    algorithm or protocol, the analytical engine), with what works there."""
+
+    def __init__(self, op: str, algorithm: str, n: int):
+        self.op, self.algorithm, self.n = op, algorithm, int(n)
+        self.pairs = self.n * (self.n - 1)
+        instead = [repr(a) for a in self.instead()]
+        super().__init__(f"algorithm = {algorithm!r}: {self.fact()}; use fewer ranks" +
+                         (f", or algorithm = {' or '.join(instead)}" if instead else ""))
+
+    def fact(self) -> str:
+        """'the all_to_all estimate over N ranks has P rank pairs, more than ...'."""
+        return (f"the {self.op} estimate over {self.n:,} ranks has {self.pairs:,} rank pairs, "
+                f"more than the analytical model takes ({MAX_PAIRS:,})")
+
+    @property
+    def all_to_all(self) -> bool:
+        """An all-to-all: every algorithm of it is priced pair by pair."""
+        return self.op in ("all_to_all", "all_to_all_v")
+
+    def instead(self) -> tuple[str, ...]:
+        """Algorithms of the same op the model prices without all pairs (none for an
+        all-to-all)."""
+        return () if self.all_to_all else _NOT_ALL_PAIRS.get(self.op, ())
 
 
 class Fabric:
@@ -306,9 +339,7 @@ def estimate(topology, op, algorithm, ranks, nbytes, chunks=None, step_latency_s
     n = len(ranks)
     if ((op, algorithm) in _ALL_PAIRS or op in ("all_to_all", "all_to_all_v")) and \
             n * (n - 1) > MAX_PAIRS:
-        raise InputError(f"algorithm = {algorithm!r}: the {op} estimate over {n:,} ranks has "
-                         f"{n * (n - 1):,} rank pairs, more than the analytical model takes "
-                         f"({MAX_PAIRS:,}); use fewer ranks or a ring/tree algorithm")
+        raise TooManyPairs(op, algorithm, n)
     proto = protocols.check_for(algorithm, protocol)
     if proto == protocols.AUTO:
         raise InputError("protocol = 'auto': estimate one protocol at a time "

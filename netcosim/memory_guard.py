@@ -314,12 +314,13 @@ def check_schedule(n_nodes: int, n_members: int, routed: bool, where: str, what:
                 f"{n_members:,} member connections, which need", hint)
 
 
-def check_chakra(n_nodes: int, where: str) -> None:
+def check_chakra(n_nodes: int, where: str, hint: str = "use a smaller workload") -> None:
     """InputError when a schedule of ``n_nodes`` nodes cannot be held as Chakra messages
-    (``netcosim export --chakra`` makes every rank's protobuf messages before writing)."""
+    (``netcosim export --chakra`` makes every rank's protobuf messages before writing);
+    ``hint``: what makes the workload smaller (a training step has no ranks or chunks)."""
     check_bytes(BASE_BYTES + int(n_nodes) * (BYTES_PER_TRANSFER + CHAKRA_BYTES_PER_NODE),
                 f"{where}: the workload's {int(n_nodes):,} schedule nodes as Chakra messages "
-                f"need", "use fewer ranks or chunks")
+                f"need", hint)
 
 
 def check_file(path, size: int, data: bytes | None = None) -> None:
@@ -389,13 +390,32 @@ def mean_hops(topology, flows: list) -> float:
     return total / len(src)
 
 
-def _shaped_transfers(op: str, algorithm: str, n: int, dims, group_size) -> int | None:
-    """Exact per-chunk transfer counts of the all-reduces whose count follows from a shape:
+def _shaped_transfers(op: str, algorithm: str, n: int, dims, group_size,
+                      leader=None) -> int | None:
+    """Exact per-chunk transfer counts of the collectives whose count follows from a shape:
     a torus all-reduce is a ring all-reduce along each dimension (2 (d - 1) n transfers per
     dimension of size d); a hierarchical one is a reduce-scatter and an all-gather inside
-    groups of g plus a ring all-reduce across the n / g groups. None without the shape (the
+    groups of g plus a ring all-reduce across the n / g groups. A hierarchical all-to-all
+    over G = n / g groups (collectives/all_to_all.py): with rail leaders n (g - 1) transfers
+    inside the groups and n (G - 1) along the rails; with node leaders n (g - 1) inside, a
+    gather to and a scatter from the leader per off-group side of each non-leader
+    (4 (g - 1) (G - 1)) and G (G - 1) between the leaders. None without the shape (the
     caller's bound of 2 n (n - 1) stands: 536 M at 16,384 ranks, where a 32 x 32 x 16 torus
-    all-reduce has 2.5 M)."""
+    all-reduce has 2.5 M, and the node-leader all-to-all over 2,048 nodes of 8 has 4.4 M:
+    the bound refused the 4,096-rank all-to-all the automatic choice takes on two_tier, 2.1 M
+    transfers, for 33.5 M)."""
+    if op in ("all_to_all", "all_to_all_v") and algorithm == "hierarchical" and \
+            group_size is not None:
+        try:
+            g = int(group_size)
+        except (TypeError, ValueError):
+            return None
+        if g < 1 or n % g:
+            return None
+        G = n // g
+        if leader == "rail":
+            return n * (g - 1) + n * (G - 1)
+        return n * (g - 1) + 4 * (g - 1) * (G - 1) + G * (G - 1)
     if op != "all_reduce":
         return None
     if algorithm == "torus" and dims is not None:
@@ -433,10 +453,11 @@ def _mb(b: float) -> str:
 
 
 def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1, dims=None,
-                         group_size=None, pairs=None) -> int:
+                         group_size=None, pairs=None, leader=None) -> int:
     """Transfers of a collective's full schedule (upper bounds where the count depends on a
-    shape that is not given: a torus all-reduce's ``dims``, a hierarchical all-reduce's
-    ``group_size``; a send_recv's ``pairs``, by default the n - 1 neighbours k -> k + 1)."""
+    shape that is not given: a torus all-reduce's ``dims``, a hierarchical all-reduce's or
+    all-to-all's ``group_size``; a send_recv's ``pairs``, by default the n - 1 neighbours
+    k -> k + 1). ``leader``: a hierarchical all-to-all's (None: the builder's, "node")."""
     import math
 
     n = int(n)
@@ -451,7 +472,7 @@ def collective_transfers(op: str, algorithm: str, n: int, chunks: int = 1, dims=
         per = 6 * n if algorithm != "nvls_tree" else 12 * n
         return per * (MAX_CHUNKS if chunks is None else max(1, int(chunks)))
     c = 1 if chunks is None else max(1, int(chunks))
-    shaped = _shaped_transfers(op, algorithm, n, dims, group_size)
+    shaped = _shaped_transfers(op, algorithm, n, dims, group_size, leader)
     if shaped is not None:
         return shaped * c
     per_chunk = {

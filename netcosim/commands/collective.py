@@ -101,11 +101,8 @@ def _parse_ranks(text, n_hosts):
 
 def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=None,
           step_latency_s=None, group_size=None, routing="ecmp", protocol="auto") -> list[dict]:
-    import collectives as co
     from collectives import protocols
-    from collectives.analytical import Fabric
-    from collectives.choose import ordered_ranks, torus_ring_order
-    from collectives.report import run as run_one
+    from collectives.analytical import Fabric, TooManyPairs
 
     from topo.routing import Routing
 
@@ -134,42 +131,81 @@ def sweep(topology, op, algo, sizes, engine="analytical", ranks=None, chunks=Non
         fab.routing = router
     rows = []
     for s in sizes:
-        if algo == "auto":
-            ch = co.choose(topology, op, s, ranks, protocol=protocol)
-            algorithm, r, opts = ch.algorithm, ch.ranks, dict(ch.options)
-        else:
-            _, algorithm = co.resolve(op, algo)
-            r = ordered_ranks(topology, ranks)
-            # all hosts of a torus: rings, chains and trees on a cycle of one-hop neighbours,
-            # as the automatic choice lays them (the torus algorithm keeps row-major order)
-            snake = torus_ring_order(topology) if ranks is None and algorithm != "torus" \
-                else None
-            if snake is not None:
-                r = snake
-            opts = {}
-            if algorithm in ("hierarchical", "nvls_tree"):
-                opts["group_size"] = (group_size if group_size is not None
-                                      else int(np.bincount(topology.host_group[r]).max()))
-            if algorithm == "torus":
-                opts["dims"] = tuple(topology.params.get("dims", ()))
-        if chunks is not None:
-            opts["chunks"] = chunks
-        if step_latency_s is not None:
-            opts["step_latency_s"] = step_latency_s
-        p = protocols.check_for(algorithm, opts.get("protocol", protocol), "--protocol")
-        if p == protocols.AUTO or (algo == "auto" and chunks is not None):
-            rest = {k: v for k, v in opts.items() if k != "protocol"}
-            p = protocols.best(topology, op, algorithm, r, s,
-                               fabric=fab or Fabric.cached(topology, routing), **rest)[0]
-        opts["protocol"] = p
-        if engine == "analytical":
-            row = run_one(topology, op, algorithm, r, s, engine=engine, routing=routing,
-                          fabric=fab, **opts)
-        else:
-            row = _simulated(topology, op, algorithm, r, s, engine, router, opts)
-        row["protocol"] = p
-        rows.append(row)
+        try:
+            rows.append(_point(topology, op, algo, s, engine, ranks, chunks, step_latency_s,
+                               group_size, routing, protocol, fab, router))
+        except TooManyPairs as e:
+            raise _unpriced(e, engine, algo, protocol, topology, ranks, group_size,
+                            chunks) from None
     return rows
+
+
+def _unpriced(e, engine: str, algo: str, protocol: str, topology, ranks, group_size,
+              chunks) -> InputError:
+    """The analytical estimate's refusal of an all-pairs collective, named by the flag that
+    asked for the estimate: it said "--algo = 'direct'" (or 'hierarchical') where no --algo
+    was given, and offered "a ring/tree algorithm" to an all-to-all, which has none."""
+    import collectives as co
+    from collectives import protocols
+    from netcosim.workloads import estimate_refused, fabric_group
+
+    if engine == "analytical":
+        lead = "--engine analytical (the default):"
+    elif algo == "auto":
+        lead = "--algo auto: the algorithm is chosen by the analytical estimate, and"
+    else:
+        lead = "--protocol auto: the protocol is chosen by the analytical estimate, and"
+    given = None if algo == "auto" else co.resolve(e.op, algo)[1]  # "shift": pairwise
+    return estimate_refused(e, lead, f"--engine {engine}", algorithm=given,
+                            protocol_given=protocol != protocols.AUTO, engine=engine,
+                            group=group_size or fabric_group(topology, ranks),
+                            chunks=chunks or 1)
+
+
+def _point(topology, op, algo, s, engine, ranks, chunks, step_latency_s, group_size, routing,
+           protocol, fab, router) -> dict:
+    """One size of the sweep."""
+    import collectives as co
+    from collectives import protocols
+    from collectives.analytical import Fabric
+    from collectives.choose import ordered_ranks, torus_ring_order
+    from collectives.report import run as run_one
+
+    if algo == "auto":
+        ch = co.choose(topology, op, s, ranks, protocol=protocol)
+        algorithm, r, opts = ch.algorithm, ch.ranks, dict(ch.options)
+    else:
+        _, algorithm = co.resolve(op, algo)
+        r = ordered_ranks(topology, ranks)
+        # all hosts of a torus: rings, chains and trees on a cycle of one-hop neighbours,
+        # as the automatic choice lays them (the torus algorithm keeps row-major order)
+        snake = torus_ring_order(topology) if ranks is None and algorithm != "torus" \
+            else None
+        if snake is not None:
+            r = snake
+        opts = {}
+        if algorithm in ("hierarchical", "nvls_tree"):
+            opts["group_size"] = (group_size if group_size is not None
+                                  else int(np.bincount(topology.host_group[r]).max()))
+        if algorithm == "torus":
+            opts["dims"] = tuple(topology.params.get("dims", ()))
+    if chunks is not None:
+        opts["chunks"] = chunks
+    if step_latency_s is not None:
+        opts["step_latency_s"] = step_latency_s
+    p = protocols.check_for(algorithm, opts.get("protocol", protocol), "--protocol")
+    if p == protocols.AUTO or (algo == "auto" and chunks is not None):
+        rest = {k: v for k, v in opts.items() if k != "protocol"}
+        p = protocols.best(topology, op, algorithm, r, s,
+                           fabric=fab or Fabric.cached(topology, routing), **rest)[0]
+    opts["protocol"] = p
+    if engine == "analytical":
+        row = run_one(topology, op, algorithm, r, s, engine=engine, routing=routing,
+                      fabric=fab, **opts)
+    else:
+        row = _simulated(topology, op, algorithm, r, s, engine, router, opts)
+    row["protocol"] = p
+    return row
 
 
 class SizeRefused(InputError):

@@ -60,7 +60,9 @@ def run(args) -> int:
     check_policy(scenario.policy)
     opts = check_options(scenario_engine_options(scenario))
     # ns-3 runs every transfer; its ACKs come back as the packet engine's do
-    prepared = scenario.with_full_detail().prepare(check_engine=False, check_reachability=False)
+    with workloads.building_in_full("ns-3"):
+        prepared = scenario.with_full_detail().prepare(check_engine=False,
+                                                       check_reachability=False)
     check_reachable(prepared.topology, prepared.routing, prepared.faults, prepared.schedule,
                     "packet")
     if not available():

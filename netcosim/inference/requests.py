@@ -111,11 +111,23 @@ def _is_number(cell: str) -> bool:
 
 
 def _trace(path, base_dir, where):
+    if not isinstance(path, str) or not path:  # trace = 3 stopped on Path's TypeError
+        raise InputError(f"{where} = {path!r}: expected the name of a CSV file "
+                         f"(arrival_s,input_tokens,output_tokens per row)")
     p = Path(path)
     if not p.is_absolute() and base_dir is not None:
         p = Path(base_dir) / p
+    if p.is_dir():
+        raise InputError(f"{where} = {path!r}: a directory, not a CSV file")
     if not p.is_file():
         raise InputError(f"{where} = {path!r}: file not found")
+    try:
+        text = p.read_text()
+    except UnicodeDecodeError as e:  # a binary file stopped on the codec's error
+        raise InputError(f"{where} = {path!r}: not a text (CSV) file (byte "
+                         f"{e.object[e.start]:#04x} at offset {e.start} is not UTF-8)") from None
+    except OSError as e:
+        raise InputError(f"{where} = {path!r}: cannot be read ({e.strerror or e})") from None
     at = f"{where} = {path!r}"
 
     def bad(line_no, what):
@@ -125,7 +137,7 @@ def _trace(path, base_dir, where):
 
     rows = []
     first_row = True
-    for i, line in enumerate(p.read_text().splitlines()):
+    for i, line in enumerate(text.splitlines()):
         line = line.strip()
         if not line or line.startswith("#"):
             continue

@@ -63,8 +63,18 @@ def load_network(path, gb: str = "binary") -> Topology:
         text = p.read_text()
     except FileNotFoundError:
         raise InputError(f"ASTRA-sim network file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"ASTRA-sim network file {str(path)!r}: cannot be read ({e})") from None
+    except IsADirectoryError:
+        raise InputError(f"ASTRA-sim network file {str(path)!r} is a directory (give its "
+                         f"network.yml)") from None
+    except UnicodeDecodeError as e:
+        # a binary file (a Chakra trace, an archive) given for the YAML: said as the codec's
+        # "'utf-8' codec can't decode byte 0xb9 in position 0"
+        raise InputError(f"ASTRA-sim network file {str(path)!r}: not a text (YAML) file "
+                         f"(byte {e.object[e.start]:#04x} at offset {e.start} is not "
+                         f"UTF-8)") from None
+    except OSError as e:
+        raise InputError(f"ASTRA-sim network file {str(path)!r}: cannot be read "
+                         f"({e.strerror or e})") from None
     try:
         data = yaml.load(text, Loader=_strict_loader())
     except _DuplicateKey as e:

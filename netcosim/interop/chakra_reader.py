@@ -210,8 +210,26 @@ def _is_node_record(gm: pb.GlobalMetadata) -> bool:
     return any(3 <= f.field_number <= 10 for f in UnknownFieldSet(gm))
 
 
+def _looks_like_text(data: bytes) -> bool:
+    """Is the start of a file text (UTF-8 without control bytes other than whitespace)? A
+    Chakra trace's length prefixes and field tags are control bytes within a few bytes."""
+    head = data[:4096]
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # not merely a character cut at the end of the sample
+            return False
+        text = head[:e.start].decode("utf-8")
+    return bool(text.strip()) and all(c.isprintable() or c in "\t\r\n" for c in text)
+
+
 def parse(data: bytes, path: str = "<bytes>", rank: int = 0) -> RankTrace:
-    """Parse one rank's (decompressed) bytes."""
+    """Parse one rank's (decompressed) bytes. A text file (a scenario, a JSON or YAML file
+    given by mistake) is said to be one: its bytes read as a record whose length runs past
+    the end, "truncated or corrupt file", or even as a GlobalMetadata and nodes."""
+    if _looks_like_text(data):
+        raise ChakraTraceError(f"{path}: a text file, not a Chakra trace (length-prefixed "
+                               f"protobuf records: a GlobalMetadata, then Nodes)")
     records = split_records(data, path)
     if not records:
         raise ChakraTraceError(f"{path}: empty trace (no GlobalMetadata, no nodes)")

@@ -396,9 +396,18 @@ def _host_map(traces, n_hosts, rank_hosts, where) -> dict:
     if n_hosts is not None:
         for t in traces:
             h = host_of[t.rank]
+            if not 0 <= h < n_hosts and rank_hosts is not None:
+                # the entry the user gave, not the file of the rank it places
+                raise ChakraMappingError(f"{where}.rank_hosts[{t.rank}] = {h}: outside the "
+                                         f"fabric (hosts 0..{n_hosts - 1}), for rank {t.rank} "
+                                         f"({t.path})")
             if not 0 <= h < n_hosts:
-                raise ChakraMappingError(f"{t.path}: rank {t.rank} runs on host {h}, which is "
-                                         f"outside the fabric (hosts 0..{n_hosts - 1})")
+                # rank_hosts would not help: it places every rank up to the highest on hosts
+                # of its own, so it needs as many hosts as rank r on host r does
+                raise ChakraMappingError(
+                    f"{t.path}: rank {t.rank} runs on host {h}, which is outside the fabric "
+                    f"(hosts 0..{n_hosts - 1}); the trace's ranks need a fabric of at least "
+                    f"{max(ranks) + 1:,} hosts")
         for r, h in host_of.items():
             if not 0 <= h < n_hosts:
                 raise ChakraMappingError(f"{where}.rank_hosts[{r}] = {h}: outside the fabric "

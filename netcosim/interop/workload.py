@@ -70,7 +70,7 @@ def _comm_groups(v, where: str, base: Path | None, trace_path: Path):
 
 
 def build(topology, spec: dict, where: str, seed: int):
-    from netcosim.interop.chakra_reader import read_trace
+    from netcosim.interop.chakra_reader import ChakraTraceError, read_trace
     from netcosim.interop.chakra_to_schedule import check_options, no_gc, to_schedule
 
     path = spec.get("path")
@@ -97,8 +97,14 @@ def build(topology, spec: dict, where: str, seed: int):
     if isinstance(gpu, str) and gpu.endswith(".toml"):
         gpu = str(_resolve(gpu, base))
     groups = _comm_groups(spec.get("comm_groups"), where, base, trace_path)
+    try:
+        traces = read_trace(trace_path)
+    except ChakraTraceError as e:
+        # the reader names the file and record ("x.toml: record 1 at byte 92: ..."), not the
+        # field that led to it
+        raise InputError(f"{where}.path = {path!r}: {e}") from None
     with no_gc():  # see chakra_to_schedule.no_gc
-        sched = to_schedule(read_trace(trace_path), topology.n_hosts, comm_groups=groups,
+        sched = to_schedule(traces, topology.n_hosts, comm_groups=groups,
                             algorithms=algorithms, gpu=gpu, precision=precision,
                             deps=deps, rank_hosts=rank_hosts, p2p=p2p, where=where)
     if sched.n == 0:

@@ -134,7 +134,8 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     par = _parallel(spec, where)
     check_options(spec, where)
     check = spec.get("check_memory", True)
-    from netcosim.workloads import network_detail, scenario_engine, scenario_faults
+    from netcosim.workloads import (full_detail_for, network_detail, scenario_engine,
+                                    scenario_faults)
 
     detail = network_detail(spec, where)
     gpu_faults = parse_gpu_faults(records_with_times(spec.get("gpu_faults"), "at_us",
@@ -175,11 +176,15 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
             # what cannot fit (netcosim/memory_guard.py)
             from netcosim.memory_guard import check_transfers
 
-            hint = ("use fewer GPUs" + ("" if spec.get("network_detail") == "full" and
+            # a consumer of every transfer (Chakra export, ns-3) has no scalable form to
+            # offer: it was told network_detail = "auto", which it cannot use
+            needs = full_detail_for()
+            hint = ("use fewer GPUs" + (f" ({needs} needs every transfer)" if needs else
+                                        "" if spec.get("network_detail") == "full" and
                                         scenario_engine() in (None, "flow") else
                                         " (the packet engine runs every transfer)")
                     + (", or network_detail = \"auto\" with the flow engine"
-                       if spec.get("network_detail") == "full" else ""))
+                       if spec.get("network_detail") == "full" and not needs else ""))
             check_transfers(sched.n_member_transfers, where,
                             f"the full training step on {n_gpus:,} GPUs", hint)
             sched = build_as("full")
