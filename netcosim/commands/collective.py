@@ -147,7 +147,7 @@ def _unpriced(e, engine: str, algo: str, protocol: str, topology, ranks, group_s
     was given, and offered "a ring/tree algorithm" to an all-to-all, which has none."""
     import collectives as co
     from collectives import protocols
-    from netcosim.workloads import estimate_refused, fabric_group
+    from netcosim.collective_remedies import estimate_refused, fabric_group
 
     if engine == "analytical":
         lead = "--engine analytical (the default):"

@@ -58,7 +58,7 @@ def run(args) -> int:
         # built, and checked to fit as Chakra messages, before anything is written: a refusal
         # leaves no fabric file behind either
         from netcosim.memory_guard import check_chakra
-        from netcosim.workloads import building_in_full
+        from netcosim.collective_remedies import building_in_full
 
         # one op per transfer: a memory refusal offers no scalable form (network_detail =
         # "auto" was offered, which the trace cannot hold)

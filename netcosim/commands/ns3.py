@@ -47,6 +47,7 @@ def check_horizon(ms: float) -> None:
 
 def run(args) -> int:
     from netcosim import outputs, workloads
+    from netcosim.collective_remedies import building_in_full
     from netcosim.scenario import check_reachable
     from validation.ns3 import available, run_ns3
     from validation.ns3.support import check_options, check_policy
@@ -60,7 +61,7 @@ def run(args) -> int:
     check_policy(scenario.policy)
     opts = check_options(scenario_engine_options(scenario))
     # ns-3 runs every transfer; its ACKs come back as the packet engine's do
-    with workloads.building_in_full("ns-3"):
+    with building_in_full("ns-3"):
         prepared = scenario.with_full_detail().prepare(check_engine=False,
                                                        check_reachability=False)
     check_reachable(prepared.topology, prepared.routing, prepared.faults, prepared.schedule,

@@ -134,8 +134,8 @@ def build(topology, spec: dict, where: str = "workload", seed: int = 0):
     par = _parallel(spec, where)
     check_options(spec, where)
     check = spec.get("check_memory", True)
-    from netcosim.workloads import (full_detail_for, network_detail, scenario_engine,
-                                    scenario_faults)
+    from netcosim.collective_remedies import full_detail_for
+    from netcosim.workloads import network_detail, scenario_engine, scenario_faults
 
     detail = network_detail(spec, where)
     gpu_faults = parse_gpu_faults(records_with_times(spec.get("gpu_faults"), "at_us",
