@@ -103,10 +103,10 @@ def build(topology, spec, where, seed, model, precision, budget, max_seqs, mu, s
     n_pairs = len(kv_transfer.gpu_pairs(p_hosts[0], d_hosts[0])[0])
     per_pair = kv_bytes / n_pairs
     p_rep, d_rep = req % lay_p.dp, req % lay_d.dp
-    ls_kv, lt_kv, kv_report = kv_transfer.measure(topology, routing, faults, engine, seed,
-                                                  p_hosts, d_hosts, per_pair.min(),
-                                                  per_pair.max())
-    xfer = kv_transfer.transfer_times(p_rep, d_rep, per_pair, ls_kv, lt_kv)
+    kv = kv_transfer.measure(topology, routing, faults, engine, seed, p_hosts, d_hosts,
+                             per_pair.min(), per_pair.max(),
+                             rounds=kv_transfer.rounds_used(p_rep, d_rep, lay_d.dp))
+    xfer = kv_transfer.transfer_times(p_rep, d_rep, per_pair, kv.log_s, kv.log_t, kv.row0)
     ready = done_p + xfer
     # 3. decode: requests arrive with their KV cached, in the order they become ready
     groups_d = []
@@ -136,5 +136,5 @@ def build(topology, spec, where, seed, model, precision, budget, max_seqs, mu, s
                  "weights_GB_per_gpu": cm_d.weight_bytes / 1e9,
                  "kv_bytes_per_token_per_gpu": cm_d.kv_bytes_per_token,
                  "comm_curves": {"prefill": curves_p, "decode": curves_d,
-                                 "kv_transfer": kv_report}})
+                                 "kv_transfer": kv.report}})
     return schedule(figs, int(p_hosts[0, 0, 0]), its_p + its_d)
