@@ -404,14 +404,8 @@ def _shaped_transfers(op: str, algorithm: str, n: int, dims, group_size,
     all-reduce has 2.5 M, and the node-leader all-to-all over 2,048 nodes of 8 has 4.4 M:
     the bound refused the 4,096-rank all-to-all the automatic choice takes on two_tier, 2.1 M
     transfers, for 33.5 M)."""
-    if op in ("all_to_all", "all_to_all_v") and algorithm == "hierarchical" and \
-            group_size is not None:
-        try:
-            g = int(group_size)
-        except (TypeError, ValueError):
-            return None
-        if g < 1 or n % g:
-            return None
+    g = _groups_of(n, group_size) if algorithm == "hierarchical" else None
+    if op in ("all_to_all", "all_to_all_v") and g is not None:
         G = n // g
         if leader == "rail":
             return n * (g - 1) + n * (G - 1)
@@ -426,15 +420,21 @@ def _shaped_transfers(op: str, algorithm: str, n: int, dims, group_size,
         if not d or min(d) < 1 or int(np.prod(d, dtype=np.int64)) != n:
             return None
         return sum(2 * (x - 1) * n for x in d)
-    if algorithm == "hierarchical" and group_size is not None:
-        try:
-            g = int(group_size)
-        except (TypeError, ValueError):
-            return None
-        if g < 1 or n % g:
-            return None
+    if g is not None:
         return 2 * (g - 1) * n + 2 * (n // g - 1) * n
     return None
+
+
+def _groups_of(n: int, group_size) -> int | None:
+    """A hierarchical algorithm's ``group_size`` as an int that divides ``n``, else None (the
+    builder refuses it; the caller's bound stands)."""
+    if group_size is None:
+        return None
+    try:
+        g = int(group_size)
+    except (TypeError, ValueError):
+        return None
+    return g if g >= 1 and n % g == 0 else None
 
 
 def _gb(b: float) -> str:
