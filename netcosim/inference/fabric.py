@@ -56,6 +56,14 @@ def _sizes(lo: float, hi: float) -> np.ndarray:
     return unique(np.round(np.geomspace(lo, hi, POINTS))).astype(np.int64)
 
 
+def size_grid(lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes (POINTS,), log sizes (POINTS,)) of a curve over ``lo`` .. ``hi``: a short range
+    padded with its largest size, the log sizes made strictly increasing."""
+    sz = _sizes(lo, hi)
+    sz = np.concatenate([sz, np.full(POINTS - len(sz), sz[-1])])
+    return sz, np.log(sz) + np.arange(POINTS) * 1e-9
+
+
 def check_faults_at_start(faults) -> None:
     """Cost curves are measured on transfers that last microseconds from time 0: a fault
     striking later would silently never apply, so it is refused."""
@@ -93,9 +101,7 @@ def measure(topology, routing, faults, engine: str, seed: int, hosts: np.ndarray
         if rng is None:
             log_s[ki] = np.arange(POINTS)
             continue
-        sz = _sizes(*rng)
-        sz = np.concatenate([sz, np.full(POINTS - len(sz), sz[-1])])  # pad a short range
-        log_s[ki] = np.log(sz) + np.arange(POINTS) * 1e-9  # strictly increasing
+        sz, log_s[ki] = size_grid(*rng)
         times = np.zeros((dp, POINTS))
         for j, nbytes in enumerate(sz):
             parts, owner = [], []

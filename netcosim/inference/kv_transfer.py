@@ -40,7 +40,7 @@ import numba
 import numpy as np
 
 from netcore.schedule import Schedule
-from netcosim.inference.fabric import POINTS, _sizes, check_faults_at_start, curve_time
+from netcosim.inference.fabric import POINTS, check_faults_at_start, curve_time, size_grid
 from netcosim.inference.kv_rounds import columns, rounds_alike
 from topo.errors import InputError
 from topo.arrays import unique
@@ -79,14 +79,6 @@ class KVCurves:
 def rounds_used(p_rep: np.ndarray, d_rep: np.ndarray, dp_d: int) -> np.ndarray:
     """The rounds (sorted) holding the (prefill, decode) replica pairs of the requests."""
     return unique((np.asarray(d_rep) - np.asarray(p_rep)) % dp_d)
-
-
-def size_grid(lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes (POINTS,), log sizes (POINTS,)) of the curve: a short range padded with its
-    largest size, the log sizes made strictly increasing."""
-    sz = _sizes(lo, hi)
-    sz = np.concatenate([sz, np.full(POINTS - len(sz), sz[-1])])
-    return sz, np.log(sz) + np.arange(POINTS) * 1e-9
 
 
 def round_flows(p_hosts: np.ndarray, d_hosts: np.ndarray, s: int) -> tuple[np.ndarray,
@@ -204,9 +196,7 @@ def measure_every_round(topology, routing, faults, engine: str, seed: int,
 
     check_faults_at_start(faults)
     dp_p, dp_d = p_hosts.shape[0], d_hosts.shape[0]
-    sz = _sizes(lo, hi)
-    sz = np.concatenate([sz, np.full(POINTS - len(sz), sz[-1])])
-    log_s = np.log(sz) + np.arange(POINTS) * 1e-9
+    sz, log_s = size_grid(lo, hi)
     times = np.zeros((dp_p, dp_d, POINTS))
     for s in range(dp_d):
         pairs = [(p, (p + s) % dp_d) for p in range(dp_p)]
@@ -235,7 +225,7 @@ def measure_every_round(topology, routing, faults, engine: str, seed: int,
 # The compiled function below inlines curve_time from fabric.py; Numba's disk cache does not
 # see a change there (see INLINED_SHA1 in loop.py, tests/test_numba_inlined_sources.py).
 INLINED_FROM = ("netcosim/inference/fabric.py",)
-INLINED_SHA1 = "f59fef71db2a7118"
+INLINED_SHA1 = "4dc9ec256805ccf6"
 
 
 @numba.njit(cache=True)

@@ -35,7 +35,7 @@ from netcosim.inference.fabric import curve_time
 # tests/test_numba_inlined_sources.py fails when they change, and updating it here (an edit
 # of this file) makes Numba recompile.
 INLINED_FROM = ("compute/inference.py", "netcosim/inference/fabric.py")
-INLINED_SHA1 = "061f867b7abd7329"
+INLINED_SHA1 = "2e76308d9e9a9e86"
 
 # per-iteration record columns
 IT_START, IT_DUR, IT_COMM, IT_PREFILL, IT_DECODE, IT_SEQS, IT_KV = range(7)
